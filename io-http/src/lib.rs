@@ -1,0 +1,1 @@
+//! `cotal-io-http`: adapter crate; executes core effects. Filled in by the adapter issues.

@@ -1,0 +1,1 @@
+//! `cotal-io-nats`: adapter crate; executes core effects. Filled in by the adapter issues.
