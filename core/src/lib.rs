@@ -3,10 +3,27 @@
 //! Nothing here performs I/O, reads a clock or draws randomness: time and entropy are inputs,
 //! and every authority operation is a [`machine::Machine`] that emits [`machine::Effect`]s and
 //! advances only when handed an [`machine::Observation`]. The same machines run under the NATS
-//! driver, the synchronous in-memory driver and the simulator.
+//! driver, the synchronous in-memory [`driver`] and the simulator.
+//!
+//! Modules, by domain:
+//! * [`names`] — endpoint names, lifecycle tokens, principals, bucket names, key builders;
+//! * [`gate`], [`ledger`], [`repair`] — the auth-bucket rows, byte-exact;
+//! * [`canon`] — RFC 8785 canonical JSON and content digests;
+//! * [`kv`] — the KV request set and the NATS-faithful in-memory model;
+//! * [`machine`], [`driver`] — the sans-IO protocol and a synchronous driver;
+//! * [`issuance`], [`barrier`] — the mint fence and the barrier's gate operations.
 
+pub mod barrier;
 pub mod canon;
+pub mod driver;
 pub mod error;
+pub mod gate;
+pub mod issuance;
+pub mod kv;
+pub mod ledger;
+pub mod machine;
 pub mod names;
+pub mod repair;
+mod stored;
 
 pub use error::{EpError, ErrorCode};

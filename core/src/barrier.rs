@@ -1,0 +1,285 @@
+//! The barrier side of the gate: freeze, enumerate the credential family, revoke, reopen.
+//!
+//! A barrier freezes the gate FIRST and only then enumerates (F21): freeze and mint finalize CAS
+//! the same key, so exactly one wins, and a mint that won wrote its ledger row before its touch,
+//! so the enumeration sees it. The reopen is pinned to the freeze token (the gate revision the
+//! freeze produced) and to the freezing operation's id (F14), and always advances the
+//! generation by exactly 1 (Q-13).
+//!
+//! Ambiguous writes are settled by a leader read-back: a freeze carries our `opId`, and a reopen
+//! writes our exact successor coordinate at a generation only the freezing operation can write,
+//! so the gate itself says whether the write was ours.
+
+use crate::error::EpError;
+use crate::gate::{Coordinates, EndpointGate, GateOp, GateState};
+use crate::issuance::{observe_gate, GateObservation, GateRef};
+use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::ledger::{self, LedgerRow, Revocation};
+use crate::machine::{Ctx, Halt, Run, Script};
+use crate::names::OpId;
+
+/// The gate revision a winning freeze produced: the fencing token the reopen is pinned to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FreezeToken(pub Revision);
+
+/// Times an ambiguous freeze or reopen that reads back as "not applied" is tried again.
+pub const AMBIGUOUS_WRITE_ATTEMPTS: usize = 3;
+
+/// Freezes an open gate under a registration intent `{opId, kind: "registration"}` (E1, G5).
+#[derive(Debug, Clone)]
+pub struct FreezeGate {
+    pub gate: GateRef,
+    pub op_id: OpId,
+    /// The observation the freeze is pinned to.
+    pub observed: GateObservation,
+}
+
+impl FreezeGate {
+    pub fn machine(gate: GateRef, op_id: OpId, observed: GateObservation) -> Run<Self> {
+        Run::new(FreezeGate {
+            gate,
+            op_id,
+            observed,
+        })
+    }
+}
+
+impl Script for FreezeGate {
+    /// `Some(token)` when this freeze won; `None` when the gate moved since the observation.
+    type Output = Option<FreezeToken>;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
+        freeze(cx, &self.gate, &self.op_id, &self.observed)
+    }
+}
+
+/// Freezes the observed gate with a revision-pinned CAS and returns the freeze token.
+///
+/// Refused before any CAS when the observation is not `open` (`conflict`, F13). A lost CAS is
+/// `None`: someone moved the gate, so re-observe and re-decide (F11). An ambiguous CAS reads the
+/// gate back: frozen under our `opId` means it was ours (its revision is the token); unchanged at
+/// the observed revision means it did not commit and the same pinned CAS is tried again; any
+/// other state means another writer moved it, `None`.
+pub fn freeze(
+    cx: &mut Ctx<'_>,
+    gate: &GateRef,
+    op_id: &OpId,
+    observed: &GateObservation,
+) -> Result<Option<FreezeToken>, Halt> {
+    let frozen = observed.gate.frozen(GateOp::registration(op_id.clone()))?;
+    let bytes = frozen.to_bytes();
+    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
+        match cx.kv(KvRequest::Update {
+            store: Store::Auth,
+            key: gate.key(),
+            value: bytes.clone(),
+            expected: observed.revision,
+        })? {
+            KvOutcome::Written(revision) => return Ok(Some(FreezeToken(revision))),
+            KvOutcome::CasLost => return Ok(None),
+            KvOutcome::Ambiguous(_) => {}
+            KvOutcome::Unavailable(why) => {
+                return Err(EpError::unavailable(format!(
+                    "freezing gate {} failed before it was sent: {why}; nothing was written",
+                    gate.key()
+                ))
+                .into())
+            }
+            other => return Err(ledger::unexpected(&gate.key(), &other).into()),
+        }
+        match observe_gate(cx, gate)? {
+            Some(now) if is_frozen_by(&now.gate, op_id) => {
+                return Ok(Some(FreezeToken(now.revision)))
+            }
+            Some(now) if now.revision == observed.revision => continue,
+            _ => return Ok(None),
+        }
+    }
+    Err(EpError::unavailable(format!(
+        "freezing gate {} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} attempts; it did not \
+         commit as far as the gate shows",
+        gate.key()
+    ))
+    .into())
+}
+
+fn is_frozen_by(gate: &EndpointGate, op_id: &OpId) -> bool {
+    gate.state() == GateState::Frozen && gate.op().is_some_and(|op| op.op_id() == op_id)
+}
+
+/// Reopens a gate this operation froze (E2, E3, E5).
+#[derive(Debug, Clone)]
+pub struct ReopenGate {
+    pub gate: GateRef,
+    pub op_id: OpId,
+    pub token: FreezeToken,
+    pub successor: Coordinates,
+}
+
+impl ReopenGate {
+    pub fn machine(
+        gate: GateRef,
+        op_id: OpId,
+        token: FreezeToken,
+        successor: Coordinates,
+    ) -> Run<Self> {
+        Run::new(ReopenGate {
+            gate,
+            op_id,
+            token,
+            successor,
+        })
+    }
+}
+
+impl Script for ReopenGate {
+    /// `true` when the gate is now open at the successor by this reopen; `false` when the gate
+    /// is no longer at the freeze token.
+    type Output = bool;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<bool, Halt> {
+        reopen(cx, &self.gate, &self.op_id, self.token, self.successor)
+    }
+}
+
+/// Reopens the gate at `successor`, pinned to the freeze token and the freezing `opId` (F14).
+///
+/// `false` when the gate's revision is not the token (someone else moved it). A gate at the
+/// token frozen by another operation is `permission-denied`; a successor that does not advance
+/// the generation by exactly 1 is refused before the CAS (Q-13). An ambiguous CAS reads back:
+/// open at exactly our successor means it committed; still at the token means it did not, and
+/// the pinned CAS is tried again; anything else leaves the outcome unknown (`unavailable`, the
+/// gate may have reopened) rather than guessing.
+pub fn reopen(
+    cx: &mut Ctx<'_>,
+    gate: &GateRef,
+    op_id: &OpId,
+    token: FreezeToken,
+    successor: Coordinates,
+) -> Result<bool, Halt> {
+    let Some(current) = observe_gate(cx, gate)? else {
+        return Ok(false);
+    };
+    if current.revision != token.0 {
+        return Ok(false);
+    }
+    let reopened = current.gate.reopened(op_id, successor)?;
+    let bytes = reopened.to_bytes();
+    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
+        match cx.kv(KvRequest::Update {
+            store: Store::Auth,
+            key: gate.key(),
+            value: bytes.clone(),
+            expected: token.0,
+        })? {
+            KvOutcome::Written(_) => return Ok(true),
+            KvOutcome::CasLost => return Ok(false),
+            KvOutcome::Ambiguous(_) => {}
+            KvOutcome::Unavailable(why) => {
+                return Err(EpError::unavailable(format!(
+                    "reopening gate {} failed before it was sent: {why}; the gate stays frozen",
+                    gate.key()
+                ))
+                .into())
+            }
+            other => return Err(ledger::unexpected(&gate.key(), &other).into()),
+        }
+        match observe_gate(cx, gate)? {
+            Some(now) if now.revision == token.0 => continue,
+            Some(now)
+                if now.gate.state() == GateState::Open && now.gate.coordinates() == successor =>
+            {
+                return Ok(true)
+            }
+            Some(now) if now.gate.generation() > current.gate.generation() => return Ok(false),
+            _ => break,
+        }
+    }
+    Err(EpError::unavailable(format!(
+        "reopening gate {} has an unknown outcome; it may have committed. Re-observe the gate \
+         before acting on it",
+        gate.key()
+    ))
+    .into())
+}
+
+/// One row of an enumerated credential family.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FamilyRow {
+    pub key: String,
+    pub row: LedgerRow,
+    pub revision: Revision,
+}
+
+/// Enumerates a gate's whole `epcred` family.
+#[derive(Debug, Clone)]
+pub struct EnumerateFamily {
+    pub gate: GateRef,
+}
+
+impl Script for EnumerateFamily {
+    type Output = Vec<FamilyRow>;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
+        enumerate_family(cx, &self.gate)
+    }
+}
+
+/// Lists and reads every row of the gate's `epcred` family (serve and sibling rows alike).
+///
+/// A DEL/PURGE marker in the family is corruption and refuses the enumeration (`internal`,
+/// Q-18): skipping it could hide a credential the barrier must revoke. So is a listed key that
+/// reads back absent, and any row that does not parse or does not rebuild its key.
+pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Vec<FamilyRow>, Halt> {
+    let prefix = gate.family_prefix();
+    let listed = match cx.kv(KvRequest::Keys {
+        store: Store::Auth,
+        prefix: prefix.clone(),
+    })? {
+        KvOutcome::Keys(keys) => keys,
+        KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+            return Err(EpError::unavailable(format!(
+                "listing the credential family {prefix}> failed: {why}"
+            ))
+            .into())
+        }
+        other => return Err(ledger::unexpected(&prefix, &other).into()),
+    };
+    let mut rows = Vec::with_capacity(listed.len());
+    for key in listed.into_iter().filter(|k| k.starts_with(&prefix)) {
+        let entry = match ledger::read(cx, Store::Auth, &key)? {
+            None => {
+                return Err(EpError::internal(format!(
+                    "ledger row {key} was listed but reads back absent; ledger rows are never \
+                     deleted"
+                ))
+                .into())
+            }
+            Some(entry) if !entry.is_put() => {
+                return Err(EpError::internal(format!(
+                    "ledger row {key} carries a {} marker; a marker in a credential family is \
+                     corruption, never a skip (Q-18)",
+                    entry.operation.as_str()
+                ))
+                .into())
+            }
+            Some(entry) => entry,
+        };
+        rows.push(FamilyRow {
+            row: LedgerRow::parse(&entry.value, &key)?,
+            revision: entry.revision,
+            key,
+        });
+    }
+    Ok(rows)
+}
+
+/// Revokes one ledger row (F26): see [`ledger::revoke_row`].
+#[derive(Debug, Clone)]
+pub struct RevokeRow {
+    pub key: String,
+}
+
+impl Script for RevokeRow {
+    type Output = Revocation;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Revocation, Halt> {
+        ledger::revoke_row(cx, &self.key)
+    }
+}

@@ -1,0 +1,176 @@
+//! The KV request set the machines speak, and the outcomes a driver answers with.
+//!
+//! These mirror NATS JetStream KV exactly (DESIGN §3): a bucket is a stream, a key's revision is
+//! the stream sequence of the last message on its subject (so revisions are bucket-wide), CAS
+//! compares the per-subject last sequence, and deletions leave DEL/PURGE markers that readers
+//! must see. [`model::KvModel`] reproduces these semantics in memory.
+
+pub mod model;
+
+use std::fmt;
+
+/// Which per-space store a request addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Store {
+    /// `cotal_auth_<space>`: gates, credential ledgers, repair cursors.
+    Auth,
+    /// `cotal_records_<space>`: service records, governance heads, lifecycle heads.
+    Records,
+    /// `cotal_admission_<space>`: run admissions and revocation markers.
+    Admission,
+    /// `EPC_<space>`: content-addressed contract artifacts.
+    Contracts,
+}
+
+/// A KV revision: the stream sequence of a key's last message. Revision 0 means "no message".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Revision(pub u64);
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The operation recorded by a key's last message (`KV-Operation` header).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    Put,
+    /// A `DEL` marker: the key was deleted; its history may remain.
+    Delete,
+    /// A `PURGE` marker: the key's earlier history was removed.
+    Purge,
+}
+
+impl Operation {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Operation::Put => "PUT",
+            Operation::Delete => "DEL",
+            Operation::Purge => "PURGE",
+        }
+    }
+}
+
+/// The last message of a key as a leader-served read returns it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub revision: Revision,
+    pub operation: Operation,
+}
+
+impl Entry {
+    /// True when the entry is a live value rather than a deletion marker.
+    pub fn is_put(&self) -> bool {
+        self.operation == Operation::Put
+    }
+}
+
+/// One KV operation on a named store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvRequest {
+    /// Leader-served read of a key's last message (F7, F8).
+    Get { store: Store, key: String },
+    /// Create-only write that, like the NATS KV client's `create`, also succeeds over a DEL or
+    /// PURGE marker (it recreates the key).
+    Create {
+        store: Store,
+        key: String,
+        value: Vec<u8>,
+    },
+    /// Create-only write fenced against the key's whole history: refused over any marker
+    /// (the reference's records `put` with `previousSeq: 0`).
+    CreateStrict {
+        store: Store,
+        key: String,
+        value: Vec<u8>,
+    },
+    /// Revision-pinned write: commits only if the key's last message has revision `expected`.
+    Update {
+        store: Store,
+        key: String,
+        value: Vec<u8>,
+        expected: Revision,
+    },
+    /// Revision-pinned deletion: writes a DEL marker only at revision `expected`.
+    Delete {
+        store: Store,
+        key: String,
+        expected: Revision,
+    },
+    /// Every key under `prefix` whose subject still has a message, markers included (sorted).
+    Keys { store: Store, prefix: String },
+}
+
+/// The kind of a [`KvRequest`], used by fault triggers and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KvOp {
+    Get,
+    Create,
+    CreateStrict,
+    Update,
+    Delete,
+    Keys,
+}
+
+impl KvRequest {
+    pub fn op(&self) -> KvOp {
+        match self {
+            KvRequest::Get { .. } => KvOp::Get,
+            KvRequest::Create { .. } => KvOp::Create,
+            KvRequest::CreateStrict { .. } => KvOp::CreateStrict,
+            KvRequest::Update { .. } => KvOp::Update,
+            KvRequest::Delete { .. } => KvOp::Delete,
+            KvRequest::Keys { .. } => KvOp::Keys,
+        }
+    }
+
+    pub fn store(&self) -> Store {
+        match self {
+            KvRequest::Get { store, .. }
+            | KvRequest::Create { store, .. }
+            | KvRequest::CreateStrict { store, .. }
+            | KvRequest::Update { store, .. }
+            | KvRequest::Delete { store, .. }
+            | KvRequest::Keys { store, .. } => *store,
+        }
+    }
+
+    /// The key written or read; for `Keys`, the prefix.
+    pub fn key(&self) -> &str {
+        match self {
+            KvRequest::Get { key, .. }
+            | KvRequest::Create { key, .. }
+            | KvRequest::CreateStrict { key, .. }
+            | KvRequest::Update { key, .. }
+            | KvRequest::Delete { key, .. } => key,
+            KvRequest::Keys { prefix, .. } => prefix,
+        }
+    }
+
+    /// True for requests that may change the store.
+    pub fn is_write(&self) -> bool {
+        !matches!(self, KvRequest::Get { .. } | KvRequest::Keys { .. })
+    }
+}
+
+/// How a driver answers a [`KvRequest`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KvOutcome {
+    /// Answer to `Get`: the last message, or `None` when the subject has none.
+    Entry(Option<Entry>),
+    /// Answer to a write that committed at this revision.
+    Written(Revision),
+    /// The write's revision pin (or create-only condition) did not hold: nothing was written.
+    CasLost,
+    /// Answer to `Keys`.
+    Keys(Vec<String>),
+    /// The request was never sent (or the server refused it before any effect): nothing
+    /// was written.
+    Unavailable(String),
+    /// The request went out but no answer came back: the write may or may not have committed.
+    /// Only a leader read-back can tell.
+    Ambiguous(String),
+}

@@ -1,0 +1,386 @@
+//! Credential-ledger rows (`epcred.<endpoint>.<instanceId>.<credentialId>`, and the agent
+//! family's `cred.<lifecycleUid>.<credentialId>`) and the two writes the fences make on them:
+//! the byte-idempotent stage and the bounded revoke.
+//!
+//! Rows are never deleted and their state only moves `active → revoked` (F26); a staged name
+//! never re-binds to other content (F29); every released credential resolves to a row (F22).
+
+use crate::error::EpError;
+use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::machine::{Ctx, Halt};
+use crate::names::{
+    keys, CredentialId, EndpointName, InstanceId, LifecycleUid, Principal, SourceMember,
+};
+use crate::stored::{self, ObjectWriter};
+
+/// Ledger state: monotonic, `active → revoked` only (F26).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CredState {
+    Active,
+    Revoked,
+}
+
+impl CredState {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CredState::Active => "active",
+            CredState::Revoked => "revoked",
+        }
+    }
+}
+
+/// One credential-ledger row. Fields are private: every value satisfies the closed schema.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LedgerRow {
+    credential_id: CredentialId,
+    holder_principal: Principal,
+    lifecycle_uid: LifecycleUid,
+    /// Present exactly in the endpoint family.
+    endpoint: Option<EndpointName>,
+    source_chain: Vec<SourceMember>,
+    state: CredState,
+    exp: u64,
+}
+
+const ROW_FIELDS: [&str; 7] = [
+    "credentialId",
+    "holderPrincipal",
+    "lifecycleUid",
+    "endpoint",
+    "sourceChain",
+    "state",
+    "exp",
+];
+const WHAT: &str = "credential-ledger row";
+
+impl LedgerRow {
+    /// A new `active` row of the endpoint family. The holder must have a real owner so a barrier
+    /// can evict it (F24); the lineage must be non-empty; `exp` is unix seconds.
+    pub fn endpoint_active(
+        endpoint: EndpointName,
+        instance: &InstanceId,
+        credential_id: CredentialId,
+        holder_principal: Principal,
+        source_chain: Vec<SourceMember>,
+        exp: u64,
+    ) -> Result<LedgerRow, EpError> {
+        if !holder_principal.owner().is_real_owner() {
+            return Err(EpError::bad_request(format!(
+                "holder {holder_principal} has no real owner; a row whose holder cannot be \
+                 evicted never ledgers (F24)"
+            )));
+        }
+        if source_chain.is_empty() {
+            return Err(EpError::bad_request(
+                "a ledger row needs a non-empty source chain",
+            ));
+        }
+        if exp > stored::MAX_SAFE_INTEGER {
+            return Err(EpError::bad_request("exp must be a safe unsigned integer"));
+        }
+        Ok(LedgerRow {
+            credential_id,
+            holder_principal,
+            lifecycle_uid: instance.as_lifecycle_uid(),
+            endpoint: Some(endpoint),
+            source_chain,
+            state: CredState::Active,
+            exp,
+        })
+    }
+
+    pub fn credential_id(&self) -> &CredentialId {
+        &self.credential_id
+    }
+    pub fn holder_principal(&self) -> &Principal {
+        &self.holder_principal
+    }
+    pub fn lifecycle_uid(&self) -> &LifecycleUid {
+        &self.lifecycle_uid
+    }
+    pub fn endpoint(&self) -> Option<&EndpointName> {
+        self.endpoint.as_ref()
+    }
+    pub fn source_chain(&self) -> &[SourceMember] {
+        &self.source_chain
+    }
+    pub fn state(&self) -> CredState {
+        self.state
+    }
+    pub fn exp(&self) -> u64 {
+        self.exp
+    }
+
+    /// The same row, revoked.
+    #[must_use]
+    pub fn revoked(&self) -> LedgerRow {
+        LedgerRow {
+            state: CredState::Revoked,
+            ..self.clone()
+        }
+    }
+
+    /// The key this row lives at, rebuilt from its own identity.
+    pub fn key(&self) -> String {
+        match &self.endpoint {
+            Some(endpoint) => keys::epcred(
+                endpoint,
+                &self.lifecycle_uid.as_instance_id(),
+                &self.credential_id,
+            ),
+            None => format!(
+                "cred.{}.{}",
+                self.lifecycle_uid.as_str(),
+                self.credential_id.as_str()
+            ),
+        }
+    }
+
+    /// The row's exact bytes, in the reference's stage order.
+    pub fn to_json(&self) -> String {
+        let mut w = ObjectWriter::new()
+            .string("credentialId", self.credential_id.as_str())
+            .string("holderPrincipal", &self.holder_principal.key())
+            .string("lifecycleUid", self.lifecycle_uid.as_str());
+        if let Some(endpoint) = &self.endpoint {
+            w = w.string("endpoint", endpoint.as_str());
+        }
+        let chain: Vec<String> = self
+            .source_chain
+            .iter()
+            .map(SourceMember::to_wire)
+            .collect();
+        w.strings("sourceChain", chain.iter().map(String::as_str))
+            .string("state", self.state.as_str())
+            .uint("exp", self.exp)
+            .finish()
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.to_json().into_bytes()
+    }
+
+    /// Parses a stored row read from `key`. Closed schema; `cred.` rows must not carry
+    /// `endpoint`, `epcred.` rows must; the row's own identity must rebuild `key` exactly, so a
+    /// row pointing at another key is refused. Every violation is `internal`.
+    pub fn parse(bytes: &[u8], key: &str) -> Result<LedgerRow, EpError> {
+        let map = stored::parse_object(bytes, WHAT)?;
+        stored::reject_unknown(&map, &ROW_FIELDS, WHAT)?;
+        let endpoint_family = key.starts_with("epcred.");
+        if !endpoint_family && !key.starts_with("cred.") {
+            return Err(EpError::internal(format!(
+                "{key:?} is not a credential-ledger key (cred. or epcred.)"
+            )));
+        }
+        let credential_id = CredentialId::parse(stored::str_field(&map, "credentialId", WHAT)?)
+            .map_err(EpError::stored)?;
+        let holder_principal = Principal::parse(stored::str_field(&map, "holderPrincipal", WHAT)?)
+            .map_err(EpError::stored)?;
+        if !holder_principal.owner().is_real_owner() {
+            return Err(EpError::internal(format!(
+                "stored ledger row holder {holder_principal} has no real owner (F24)"
+            )));
+        }
+        let lifecycle_uid = LifecycleUid::parse(stored::str_field(&map, "lifecycleUid", WHAT)?)
+            .map_err(EpError::stored)?;
+        let endpoint = match (endpoint_family, map.get("endpoint")) {
+            (true, Some(_)) => Some(
+                EndpointName::parse(stored::str_field(&map, "endpoint", WHAT)?)
+                    .map_err(EpError::stored)?,
+            ),
+            (true, None) => {
+                return Err(EpError::internal(
+                    "stored epcred row lacks its endpoint field",
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(EpError::internal(
+                    "stored cred row carries an endpoint field",
+                ))
+            }
+            (false, None) => None,
+        };
+        let source_chain = stored::str_array_field(&map, "sourceChain", WHAT)?
+            .into_iter()
+            .map(|m| SourceMember::parse(m).map_err(EpError::stored))
+            .collect::<Result<Vec<_>, _>>()?;
+        if source_chain.is_empty() {
+            return Err(EpError::internal(
+                "stored ledger row has an empty source chain",
+            ));
+        }
+        let state = match stored::str_field(&map, "state", WHAT)? {
+            "active" => CredState::Active,
+            "revoked" => CredState::Revoked,
+            other => {
+                return Err(EpError::internal(format!(
+                    "stored ledger row state {other:?} is neither active nor revoked"
+                )))
+            }
+        };
+        let exp = stored::uint_field(&map, "exp", WHAT)?;
+        let row = LedgerRow {
+            credential_id,
+            holder_principal,
+            lifecycle_uid,
+            endpoint,
+            source_chain,
+            state,
+            exp,
+        };
+        if row.key() != key {
+            return Err(EpError::internal(format!(
+                "stored ledger row at {key:?} names another key ({:?})",
+                row.key()
+            )));
+        }
+        Ok(row)
+    }
+}
+
+/// Attempts a byte-idempotent create makes when its write keeps coming back ambiguous.
+pub const CREATE_ATTEMPTS: usize = 3;
+
+/// Create-only write that succeeds again only for byte-identical content (F29).
+///
+/// A lost create reads the key back: identical bytes are a retry of ours, anything else is
+/// `conflict`. An ambiguous create is settled the same way, because the bytes identify the
+/// writer; if the read shows nothing there, the create is tried again (bounded). Returns the
+/// revision holding our bytes.
+pub fn create_byte_idempotent(
+    cx: &mut Ctx<'_>,
+    store: Store,
+    key: &str,
+    bytes: &[u8],
+    what: &str,
+) -> Result<Revision, Halt> {
+    for _ in 0..CREATE_ATTEMPTS {
+        let ambiguity = match cx.kv(KvRequest::Create {
+            store,
+            key: key.to_owned(),
+            value: bytes.to_vec(),
+        })? {
+            KvOutcome::Written(revision) => return Ok(revision),
+            KvOutcome::CasLost => None,
+            KvOutcome::Ambiguous(why) => Some(why),
+            KvOutcome::Unavailable(why) => {
+                return Err(EpError::unavailable(format!(
+                    "creating {what} {key} failed before it was sent: {why}; nothing was written"
+                ))
+                .into())
+            }
+            other => return Err(unexpected(key, &other).into()),
+        };
+        match read(cx, store, key)? {
+            Some(entry) if entry.is_put() && entry.value == bytes => return Ok(entry.revision),
+            Some(_) => {
+                return Err(EpError::conflict(format!(
+                    "{what} {key} exists with foreign content; a staged name never re-binds (F29)"
+                ))
+                .into())
+            }
+            None if ambiguity.is_some() => continue,
+            None => {
+                return Err(EpError::conflict(format!(
+                    "creating {what} {key} lost its create-only condition but the key reads back \
+                     absent; re-read and retry"
+                ))
+                .into())
+            }
+        }
+    }
+    Err(EpError::unavailable(format!(
+        "creating {what} {key} stayed ambiguous across {CREATE_ATTEMPTS} attempts; it may have \
+         committed"
+    ))
+    .into())
+}
+
+/// A leader-served read; `None` when the key has no message.
+pub fn read(cx: &mut Ctx<'_>, store: Store, key: &str) -> Result<Option<crate::kv::Entry>, Halt> {
+    match cx.kv(KvRequest::Get {
+        store,
+        key: key.to_owned(),
+    })? {
+        KvOutcome::Entry(entry) => Ok(entry),
+        KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+            Err(EpError::unavailable(format!("reading {key} failed: {why}")).into())
+        }
+        other => Err(unexpected(key, &other).into()),
+    }
+}
+
+pub(crate) fn unexpected(key: &str, outcome: &KvOutcome) -> EpError {
+    EpError::internal(format!(
+        "the KV driver answered a request on {key} with {outcome:?}, which that request cannot \
+         produce"
+    ))
+}
+
+/// What a revoke found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// This revoke moved the row to `revoked` (or settled an ambiguous write of ours).
+    Revoked,
+    /// The row was already `revoked`.
+    AlreadyRevoked,
+}
+
+/// CAS attempts a revoke makes before it reports the row as contended.
+pub const REVOKE_ATTEMPTS: usize = 4;
+
+/// Moves the row at `key` to `revoked` (F26): idempotent on an already-revoked row; an absent
+/// row or a DEL/PURGE marker is corruption (`failed-precondition`, never "nothing to do"); a lost
+/// pin re-reads and retries, at most [`REVOKE_ATTEMPTS`] times. An ambiguous write is settled by
+/// the next read, since a revoked row is the goal whoever wrote it.
+pub fn revoke_row(cx: &mut Ctx<'_>, key: &str) -> Result<Revocation, Halt> {
+    let mut wrote_ambiguously = false;
+    for _ in 0..REVOKE_ATTEMPTS {
+        let entry = match read(cx, Store::Auth, key)? {
+            None => {
+                return Err(EpError::failed_precondition(format!(
+                    "ledger row {key} is absent; rows are never deleted, so it was never staged \
+                     or the ledger is corrupt"
+                ))
+                .into())
+            }
+            Some(entry) if !entry.is_put() => {
+                return Err(EpError::failed_precondition(format!(
+                    "ledger row {key} carries a {} marker; ledger rows are never deleted (F9)",
+                    entry.operation.as_str()
+                ))
+                .into())
+            }
+            Some(entry) => entry,
+        };
+        let row = LedgerRow::parse(&entry.value, key)?;
+        if row.state() == CredState::Revoked {
+            return Ok(if wrote_ambiguously {
+                Revocation::Revoked
+            } else {
+                Revocation::AlreadyRevoked
+            });
+        }
+        match cx.kv(KvRequest::Update {
+            store: Store::Auth,
+            key: key.to_owned(),
+            value: row.revoked().to_bytes(),
+            expected: entry.revision,
+        })? {
+            KvOutcome::Written(_) => return Ok(Revocation::Revoked),
+            KvOutcome::CasLost => {}
+            KvOutcome::Ambiguous(_) => wrote_ambiguously = true,
+            KvOutcome::Unavailable(why) => {
+                return Err(EpError::unavailable(format!(
+                    "revoking ledger row {key} failed before it was sent: {why}"
+                ))
+                .into())
+            }
+            other => return Err(unexpected(key, &other).into()),
+        }
+    }
+    Err(EpError::unavailable(format!(
+        "revoking ledger row {key} kept losing its pin across {REVOKE_ATTEMPTS} attempts"
+    ))
+    .into())
+}

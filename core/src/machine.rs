@@ -1,0 +1,235 @@
+//! The sans-IO machine protocol (DESIGN §3) and the replay runtime the core's machines use.
+//!
+//! A [`Machine`] advances only when handed an [`Observation`]: it answers each call with the next
+//! [`Effect`] it needs, or with its result. Drivers (the in-memory [`crate::driver`], the NATS
+//! adapter, the simulator) execute effects and feed the outcomes back.
+//!
+//! Most machines here are written as a [`Script`]: straight-line code over a [`Ctx`] whose
+//! effect calls either return a recorded observation or suspend the script. [`Run`] re-runs the
+//! script from the top with every observation so far each time one arrives. Because scripts are
+//! pure functions of their inputs and observations, a re-run takes exactly the same path, so the
+//! fence logic reads top to bottom like the rules it keeps while staying fully sans-IO. A re-run
+//! that asks for a different effect than the one recorded is a determinism bug and fails the
+//! machine with `internal` instead of acting on a wrong answer.
+
+use std::time::Duration;
+
+use crate::canon::Digest;
+use crate::error::EpError;
+use crate::kv::{KvOutcome, KvRequest};
+use crate::names::Principal;
+
+/// What a machine needs from the world next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// One KV operation on a named store.
+    Kv(KvRequest),
+    /// Verified eviction of these holders; answered with one verdict per holder, input order.
+    Evict(Vec<Principal>),
+    /// Liveness of a holder principal.
+    Probe(Principal),
+    /// Read a contract artifact; the bytes are verified by the core, not the adapter.
+    ReadArtifact(Digest),
+    /// Wait (poll loops).
+    Sleep(Duration),
+}
+
+/// Liveness verdict of a holder principal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Liveness {
+    Live,
+    Gone,
+    Unknown,
+    Unestablishable,
+}
+
+/// The world's answer to the last effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Observation {
+    Kv(KvOutcome),
+    /// One verdict per holder of the `Evict` effect: `true` = verified gone.
+    Evicted(Vec<bool>),
+    Probed(Liveness),
+    /// The artifact bytes, or `None` when the store has none.
+    Artifact(Option<Vec<u8>>),
+    Slept,
+}
+
+/// One step of a machine.
+#[derive(Debug)]
+pub enum Step<T> {
+    Effect(Effect),
+    Done(Result<T, EpError>),
+}
+
+/// A sans-IO state machine. The first call passes `None`; every later call passes the
+/// observation answering the effect the previous call returned. Calling again with `None`
+/// while an effect is outstanding repeats that effect.
+pub trait Machine {
+    type Output;
+    fn step(&mut self, observation: Option<Observation>) -> Step<Self::Output>;
+}
+
+/// Why a script stopped before producing its output.
+#[derive(Debug)]
+pub enum Halt {
+    /// The script needs this effect answered before it can go on.
+    Suspend(Effect),
+    /// The script refused or failed.
+    Fail(EpError),
+}
+
+impl From<EpError> for Halt {
+    fn from(error: EpError) -> Self {
+        Halt::Fail(error)
+    }
+}
+
+/// The script's view of the world: effects answered from the recorded history.
+#[derive(Debug)]
+pub struct Ctx<'a> {
+    history: &'a [(Effect, Observation)],
+    cursor: usize,
+}
+
+impl<'a> Ctx<'a> {
+    /// A context replaying `history` (effects with the observations that answered them).
+    pub fn new(history: &'a [(Effect, Observation)]) -> Self {
+        Ctx { history, cursor: 0 }
+    }
+
+    /// Performs an effect: returns its recorded observation, or suspends the script.
+    pub fn perform(&mut self, effect: Effect) -> Result<Observation, Halt> {
+        match self.history.get(self.cursor) {
+            None => Err(Halt::Suspend(effect)),
+            Some((recorded, observation)) => {
+                if *recorded != effect {
+                    return Err(Halt::Fail(EpError::internal(format!(
+                        "machine replay diverged at effect {}: recorded {recorded:?}, now \
+                         {effect:?}; the machine is not deterministic",
+                        self.cursor
+                    ))));
+                }
+                self.cursor += 1;
+                Ok(observation.clone())
+            }
+        }
+    }
+
+    /// Performs one KV request.
+    pub fn kv(&mut self, request: KvRequest) -> Result<KvOutcome, Halt> {
+        match self.perform(Effect::Kv(request))? {
+            Observation::Kv(outcome) => Ok(outcome),
+            other => Err(mismatch("a KV outcome", &other)),
+        }
+    }
+
+    /// Asks for verified eviction of `holders`; one verdict per holder.
+    pub fn evict(&mut self, holders: Vec<Principal>) -> Result<Vec<bool>, Halt> {
+        let expected = holders.len();
+        match self.perform(Effect::Evict(holders))? {
+            Observation::Evicted(verdicts) if verdicts.len() == expected => Ok(verdicts),
+            Observation::Evicted(verdicts) => Err(Halt::Fail(EpError::internal(format!(
+                "the evictor answered {} verdicts for {expected} holders",
+                verdicts.len()
+            )))),
+            other => Err(mismatch("eviction verdicts", &other)),
+        }
+    }
+
+    /// Asks for the liveness of `holder`.
+    pub fn probe(&mut self, holder: Principal) -> Result<Liveness, Halt> {
+        match self.perform(Effect::Probe(holder))? {
+            Observation::Probed(liveness) => Ok(liveness),
+            other => Err(mismatch("a liveness verdict", &other)),
+        }
+    }
+
+    /// Effects answered so far in this run.
+    pub fn effects_performed(&self) -> usize {
+        self.cursor
+    }
+}
+
+fn mismatch(wanted: &str, got: &Observation) -> Halt {
+    Halt::Fail(EpError::internal(format!(
+        "the driver answered with {got:?} where {wanted} was due"
+    )))
+}
+
+/// Straight-line machine code over a [`Ctx`].
+pub trait Script {
+    type Output;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt>;
+}
+
+/// Runs a [`Script`] as a [`Machine`] by replaying it over the observations so far.
+#[derive(Debug)]
+pub struct Run<S> {
+    script: S,
+    history: Vec<(Effect, Observation)>,
+    pending: Option<Effect>,
+    finished: bool,
+}
+
+impl<S: Script> Run<S> {
+    pub fn new(script: S) -> Self {
+        Run {
+            script,
+            history: Vec::new(),
+            pending: None,
+            finished: false,
+        }
+    }
+
+    /// The effects performed so far with their observations.
+    pub fn history(&self) -> &[(Effect, Observation)] {
+        &self.history
+    }
+
+    /// The script being run.
+    pub fn script(&self) -> &S {
+        &self.script
+    }
+}
+
+impl<S: Script> Machine for Run<S> {
+    type Output = S::Output;
+
+    fn step(&mut self, observation: Option<Observation>) -> Step<S::Output> {
+        if self.finished {
+            return Step::Done(Err(EpError::internal(
+                "the machine was stepped after it finished",
+            )));
+        }
+        match (self.pending.take(), observation) {
+            (Some(effect), Some(observation)) => self.history.push((effect, observation)),
+            (Some(effect), None) => {
+                self.pending = Some(effect.clone());
+                return Step::Effect(effect);
+            }
+            (None, Some(observation)) => {
+                self.finished = true;
+                return Step::Done(Err(EpError::internal(format!(
+                    "the machine was handed {observation:?} while no effect was outstanding"
+                ))));
+            }
+            (None, None) => {}
+        }
+        let mut cx = Ctx::new(&self.history);
+        match self.script.run(&mut cx) {
+            Err(Halt::Suspend(effect)) => {
+                self.pending = Some(effect.clone());
+                Step::Effect(effect)
+            }
+            Err(Halt::Fail(error)) => {
+                self.finished = true;
+                Step::Done(Err(error))
+            }
+            Ok(output) => {
+                self.finished = true;
+                Step::Done(Ok(output))
+            }
+        }
+    }
+}
