@@ -1,5 +1,12 @@
 //! One named test per fence rule this layer keeps (spec-fence-rules §4 C and D, F43), plus the
 //! ambiguous-write branches of each machine (DESIGN §5.1), all on the KV model.
+// Test code: a failed unwrap is a failed test, which is the point.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod common;
 
@@ -45,19 +52,6 @@ fn sibling_mint(
 
 fn gate_now(world: &ModelWorld) -> EndpointGate {
     EndpointGate::parse(&world.kv.get(Store::Auth, &gate_ref().key()).unwrap().value).unwrap()
-}
-
-fn put_gate(world: &mut ModelWorld, gate: &EndpointGate) -> Revision {
-    world
-        .kv
-        .put(Store::Auth, &gate_ref().key(), &gate.to_bytes())
-}
-
-fn after_first_gate_read(world: &mut ModelWorld, mutation: impl FnOnce(&mut KvModel) + 'static) {
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Get, gate_ref().key()),
-        Fault::After(Box::new(mutation)),
-    );
 }
 
 /// Freeze then reopen at generation + 1 with the same coordinates otherwise (a raw barrier).

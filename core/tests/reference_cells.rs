@@ -1,6 +1,13 @@
 //! Ports of the reference's acceptance cells onto the KV model:
 //! reference-gate-impl §6.1 (`endpoint-serve-gate.smoke.ts`, cells A1–E4) and §6.6
 //! (`sibling-mint-fence.smoke.ts`: FROZEN, MOVED, SUPERSEDED, CONTENDED).
+// Test code: a failed unwrap is a failed test, which is the point.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 mod common;
 

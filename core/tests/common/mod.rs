@@ -1,6 +1,12 @@
 //! Fixtures shared by the core's integration tests: one space, one endpoint instance, one
 //! serving principal, and helpers that run scripts on the KV model.
-#![allow(dead_code)]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
 
 use cotal_core::barrier::{self, FreezeToken};
 use cotal_core::driver::{drive, ModelWorld};
