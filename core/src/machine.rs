@@ -233,3 +233,114 @@ impl<S: Script> Machine for Run<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::kv::{Entry, Operation, Revision, Store};
+
+    fn get(key: &str) -> KvRequest {
+        KvRequest::Get {
+            store: Store::Auth,
+            key: key.into(),
+        }
+    }
+
+    fn absent() -> Observation {
+        Observation::Kv(KvOutcome::Entry(None))
+    }
+
+    /// Reads `a`, then `b` only if `a` was present; returns how many keys were present.
+    struct TwoReads;
+
+    impl Script for TwoReads {
+        type Output = usize;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<usize, Halt> {
+            let a = matches!(cx.kv(get("a"))?, KvOutcome::Entry(Some(_)));
+            if !a {
+                return Ok(0);
+            }
+            let b = matches!(cx.kv(get("b"))?, KvOutcome::Entry(Some(_)));
+            Ok(1 + usize::from(b))
+        }
+    }
+
+    fn present(key: &str) -> Observation {
+        Observation::Kv(KvOutcome::Entry(Some(Entry {
+            key: key.into(),
+            value: b"{}".to_vec(),
+            revision: Revision(1),
+            operation: Operation::Put,
+        })))
+    }
+
+    #[test]
+    fn a_script_suspends_on_each_effect_and_resumes_with_its_observation() {
+        let mut m = Run::new(TwoReads);
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
+        // Re-polling without an observation repeats the outstanding effect.
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
+        assert!(matches!(m.step(Some(present("a"))), Step::Effect(Effect::Kv(r)) if r == get("b")));
+        assert!(matches!(m.step(Some(absent())), Step::Done(Ok(1))));
+        assert_eq!(m.history().len(), 2);
+        let after = m.step(None);
+        assert!(matches!(after, Step::Done(Err(e)) if e.code == crate::ErrorCode::Internal));
+    }
+
+    #[test]
+    fn an_observation_with_nothing_outstanding_fails_the_machine() {
+        let mut m = Run::new(TwoReads);
+        assert!(matches!(m.step(Some(absent())), Step::Done(Err(_))));
+    }
+
+    #[test]
+    fn the_wrong_kind_of_observation_is_internal() {
+        let mut m = Run::new(TwoReads);
+        m.step(None);
+        let done = m.step(Some(Observation::Slept));
+        assert!(matches!(done, Step::Done(Err(e)) if e.code == crate::ErrorCode::Internal));
+    }
+
+    /// A script that asks for a different effect on replay: a determinism bug.
+    struct Fickle(Cell<u32>);
+
+    impl Script for Fickle {
+        type Output = ();
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
+            let n = self.0.get();
+            self.0.set(n + 1);
+            cx.kv(get(&format!("k{n}")))?;
+            cx.kv(get("next"))?;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_replay_that_diverges_fails_closed_instead_of_using_a_wrong_answer() {
+        let mut m = Run::new(Fickle(Cell::new(0)));
+        m.step(None);
+        let done = m.step(Some(absent()));
+        match done {
+            Step::Done(Err(e)) => assert!(e.message.contains("not deterministic"), "{e}"),
+            other => panic!("expected a divergence failure, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn eviction_verdicts_must_match_the_holders() {
+        struct Evict;
+        impl Script for Evict {
+            type Output = Vec<bool>;
+            fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<bool>, Halt> {
+                let p = Principal::parse("u_cccccccccccccccccccccccccc.a")?;
+                cx.evict(vec![p.clone(), p])
+            }
+        }
+        let mut m = Run::new(Evict);
+        m.step(None);
+        let done = m.step(Some(Observation::Evicted(vec![true])));
+        assert!(matches!(done, Step::Done(Err(e)) if e.code == crate::ErrorCode::Internal));
+    }
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The project's whole check, as CI runs it on a clean clone: formatting, lints, a short fuzz
+# smoke over every target, then the workspace tests (the test summary is the last thing printed).
+#
+#   FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips the fuzz smoke)
+#   PROPTEST_CASES=N raises the property-test case count for a longer campaign
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+
+echo "== cargo clippy (workspace, all targets, warnings are errors)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+fuzz_seconds="${FUZZ_SECONDS:-10}"
+if [ "$fuzz_seconds" != "0" ]; then
+  echo "== fuzz smoke (${fuzz_seconds}s per target)"
+  scripts/fuzz.sh "$fuzz_seconds"
+fi
+
+echo "== cargo test --workspace"
+cargo test --workspace
