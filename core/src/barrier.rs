@@ -142,12 +142,14 @@ impl Script for ReopenGate {
 
 /// Reopens the gate at `successor`, pinned to the freeze token and the freezing `opId` (F14).
 ///
-/// `false` when the gate's revision is not the token (someone else moved it). A gate at the
+/// `false` when the gate's revision is not the token (someone else moved it), including when
+/// another executor of the same operation (a reconciler) reopened it first. A gate at the
 /// token frozen by another operation is `permission-denied`; a successor that does not advance
 /// the generation by exactly 1 is refused before the CAS. An ambiguous CAS reads back:
 /// open at exactly our successor means it committed; still at the token means it did not, and
-/// the pinned CAS is tried again; anything else leaves the outcome unknown (`unavailable`, the
-/// gate may have reopened) rather than guessing.
+/// the pinned CAS is tried again; a generation past the freeze at other coordinates is a
+/// reopen by someone else (`false`); anything else leaves the outcome unknown (`unavailable`,
+/// the gate may have reopened) rather than guessing.
 pub fn reopen(
     cx: &mut Ctx<'_>,
     gate: &GateRef,
@@ -182,13 +184,11 @@ pub fn reopen(
             }
             other => return Err(ledger::unexpected(&gate.key(), &other).into()),
         }
+        // Only a reopen of this freeze can write generation g+1 (the freeze is op-pinned), so
+        // our exact successor at g+1 is our write even if a later barrier froze it again.
         match observe_gate(cx, gate)? {
             Some(now) if now.revision == token.0 => continue,
-            Some(now)
-                if now.gate.state() == GateState::Open && now.gate.coordinates() == successor =>
-            {
-                return Ok(true)
-            }
+            Some(now) if now.gate.coordinates() == successor => return Ok(true),
             Some(now) if now.gate.generation() > current.gate.generation() => return Ok(false),
             _ => break,
         }

@@ -259,6 +259,13 @@ impl Script for FinalizeServeMint {
                      the credential was not released"
                 )),
             )),
+            Touch::NotSent(why) => Err(revoke_then_refuse(
+                cx,
+                &row_key,
+                EpError::unavailable(format!(
+                    "the gate commit could not be sent ({why}); the credential was not released"
+                )),
+            )),
         }
     }
 }
@@ -328,6 +335,15 @@ impl Script for CommitSibling {
                         )),
                     ))
                 }
+                Touch::NotSent(why) => {
+                    return Err(revoke_then_refuse(
+                        cx,
+                        &row_key,
+                        EpError::unavailable(format!(
+                            "the sibling commit could not be sent ({why}); nothing was released"
+                        )),
+                    ))
+                }
                 Touch::Lost => {}
             }
             let now = match observe_gate(cx, &self.gate) {
@@ -371,6 +387,8 @@ enum Touch {
     Lost,
     /// Sent, unanswered: identical bytes make a read-back unable to tell who wrote.
     Unknown(String),
+    /// Refused before it was sent: the gate is untouched, but nothing was committed either.
+    NotSent(String),
 }
 
 /// Rewrites the observed gate bytes at the observed revision: the mint's commit CAS (M).
@@ -383,7 +401,8 @@ fn touch(cx: &mut Ctx<'_>, gate: &GateRef, observed: &GateObservation) -> Result
     })? {
         KvOutcome::Written(revision) => Ok(Touch::Won(revision)),
         KvOutcome::CasLost => Ok(Touch::Lost),
-        KvOutcome::Ambiguous(why) | KvOutcome::Unavailable(why) => Ok(Touch::Unknown(why)),
+        KvOutcome::Ambiguous(why) => Ok(Touch::Unknown(why)),
+        KvOutcome::Unavailable(why) => Ok(Touch::NotSent(why)),
         other => Err(ledger::unexpected(&gate.key(), &other).into()),
     }
 }

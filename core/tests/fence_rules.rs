@@ -953,3 +953,41 @@ fn ambiguous_revoke_is_settled_by_the_next_read() {
     assert_eq!(outcome, Revocation::Revoked);
     assert_eq!(row_state(&world, &key), Some(CredState::Revoked));
 }
+
+#[test]
+fn ambiguous_reopen_is_recognised_even_after_a_later_barrier_froze_the_gate_again() {
+    let mut world = registered_world(7);
+    let token = freeze(&mut world, &op(2)).unwrap();
+    world.kv.inject(
+        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
+        Fault::AmbiguousApplied,
+    );
+    // Between the lost ack and the read-back, another barrier freezes the reopened gate.
+    let (gate, op_id) = (gate_ref(), op(2));
+    let mut machine = cotal_core::machine::Run::new(Proc(move |cx: &mut Ctx<'_>| {
+        barrier::reopen(cx, &gate, &op_id, token, coords(2, 1, 9, 0))
+    }));
+    let mut obs = None;
+    let mut updates = 0;
+    let result = loop {
+        match cotal_core::machine::Machine::step(&mut machine, obs.take()) {
+            cotal_core::machine::Step::Done(r) => break r,
+            cotal_core::machine::Step::Effect(effect) => {
+                let is_update = matches!(&effect, Effect::Kv(KvRequest::Update { .. }));
+                obs = Some(cotal_core::driver::World::perform(&mut world, &effect));
+                if is_update {
+                    updates += 1;
+                    freeze_raw(&mut world.kv);
+                }
+            }
+        }
+    };
+    assert_eq!(updates, 1);
+    assert!(
+        result.unwrap(),
+        "generation 2 at our coordinates can only be our reopen"
+    );
+    let gate = gate_now(&world);
+    assert_eq!(gate.state(), GateState::Frozen);
+    assert_eq!(gate.coordinates(), coords(2, 1, 9, 0));
+}
