@@ -107,24 +107,10 @@ fn check_depth(depth: usize) -> Result<(), EpError> {
     Ok(())
 }
 
-/// JCS escaping: only what JSON requires is escaped, so `/`, U+2028/2029 and all non-ASCII
-/// stay literal, and the short forms win where JSON has them.
+/// JCS escaping is exactly `JSON.stringify`'s: only what JSON requires is escaped, so `/`,
+/// U+2028/2029 and all non-ASCII stay literal, and the short forms win where JSON has them.
 fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if c < ' ' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    crate::stored::push_json_string(out, s);
 }
 
 fn format_number(n: &Number) -> Result<String, EpError> {

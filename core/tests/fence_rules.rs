@@ -14,7 +14,7 @@ use common::*;
 use cotal_core::barrier::{self, FreezeToken};
 use cotal_core::driver::ModelWorld;
 use cotal_core::gate::{EndpointGate, GateOp, GateState, OpKind};
-use cotal_core::issuance::{CommitSibling, FinalizeServeMint, ProvisionGate};
+use cotal_core::issuance::{FinalizeServeMint, ProvisionGate};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
 use cotal_core::kv::{KvOp, KvRequest, Revision, Store};
 use cotal_core::ledger::{self, CredState, Revocation};
@@ -40,56 +40,11 @@ fn sibling_mint(
     n: u8,
 ) -> Result<cotal_core::issuance::Release, cotal_core::EpError> {
     let observed = observe(world).unwrap();
-    run(
-        world,
-        CommitSibling {
-            gate: gate_ref(),
-            observed,
-            row: sibling_row(n, SIBLING),
-        },
-    )
+    commit_sibling(world, observed, sibling_row(n, SIBLING))
 }
 
 fn gate_now(world: &ModelWorld) -> EndpointGate {
-    EndpointGate::parse(&world.kv.get(Store::Auth, &gate_ref().key()).unwrap().value).unwrap()
-}
-
-/// Freeze then reopen at generation + 1 with the same coordinates otherwise (a raw barrier).
-fn supersede(kv: &mut KvModel) {
-    let key = gate_ref().key();
-    let entry = kv.get(Store::Auth, &key).unwrap();
-    let gate = EndpointGate::parse(&entry.value).unwrap();
-    let frozen = gate.frozen(GateOp::registration(op(9))).unwrap();
-    kv.put(Store::Auth, &key, &frozen.to_bytes());
-    let mut next = gate.coordinates();
-    next.generation.0 += 1;
-    kv.put(
-        Store::Auth,
-        &key,
-        &frozen.reopened(&op(9), next).unwrap().to_bytes(),
-    );
-}
-
-fn freeze_raw(kv: &mut KvModel) {
-    let key = gate_ref().key();
-    let gate = EndpointGate::parse(&kv.get(Store::Auth, &key).unwrap().value).unwrap();
-    kv.put(
-        Store::Auth,
-        &key,
-        &gate.frozen(GateOp::registration(op(9))).unwrap().to_bytes(),
-    );
-}
-
-fn touch_raw(kv: &mut KvModel) {
-    let key = gate_ref().key();
-    let entry = kv.get(Store::Auth, &key).unwrap();
-    let outcome = kv.apply(&KvRequest::Update {
-        store: Store::Auth,
-        key,
-        value: entry.value,
-        expected: entry.revision,
-    });
-    assert!(matches!(outcome, cotal_core::kv::KvOutcome::Written(_)));
+    stored_gate(&world.kv)
 }
 
 // ---- C. Gate structure and operation ownership -------------------------------------------
@@ -363,15 +318,7 @@ fn f23_after_a_reopen_no_credential_of_the_old_generation_is_live() {
     assert!(reopen(&mut world, &op(2), token, coords(2, 1, 8, 0)).unwrap());
     assert_eq!(row_state(&world, &old.row_key), Some(CredState::Revoked));
     // A sibling still holding the generation-1 observation cannot release.
-    let err = run(
-        &mut world,
-        CommitSibling {
-            gate: gate_ref(),
-            observed: stale,
-            row: sibling_row(3, SIBLING),
-        },
-    )
-    .unwrap_err();
+    let err = commit_sibling(&mut world, stale, sibling_row(3, SIBLING)).unwrap_err();
     assert_eq!(err.code, ErrorCode::Expired);
     assert_eq!(
         row_state(&world, &sibling_row(3, SIBLING).key()),
@@ -519,15 +466,7 @@ fn f29_staging_is_byte_idempotent_and_foreign_content_conflicts() {
     let foreign = sibling_row(1, SIBLING);
     assert_eq!(foreign.key(), first.row_key);
     let observed = observe(&mut world).unwrap();
-    let err = run(
-        &mut world,
-        CommitSibling {
-            gate: gate_ref(),
-            observed,
-            row: foreign,
-        },
-    )
-    .unwrap_err();
+    let err = commit_sibling(&mut world, observed, foreign).unwrap_err();
     assert_eq!(err.code, ErrorCode::Conflict);
     assert_eq!(
         row_state(&world, &first.row_key),
@@ -546,22 +485,14 @@ fn f43_a_peer_touch_is_benign_contention_and_the_sibling_retries() {
         Trigger::new(Store::Auth, KvOp::Create, gate_ref().family_prefix()),
         Fault::After(Box::new(touch_raw)),
     );
-    let release = run(
-        &mut world,
-        CommitSibling {
-            gate: gate_ref(),
-            observed: observed.clone(),
-            row: sibling_row(2, SIBLING),
-        },
-    )
-    .unwrap();
+    let release = commit_sibling(&mut world, observed.clone(), sibling_row(2, SIBLING)).unwrap();
     assert!(release.gate_revision.0 >= observed.revision.0 + 2);
     assert_eq!(row_state(&world, &release.row_key), Some(CredState::Active));
 }
 
 #[test]
 fn f43_any_moved_field_refuses_expired_and_revokes() {
-    for mutation in [freeze_raw as fn(&mut KvModel), supersede] {
+    for mutation in [freeze_raw as fn(&mut KvModel), supersede_raw] {
         let mut world = registered_world(7);
         let observed = observe(&mut world).unwrap();
         world.kv.inject(
@@ -569,15 +500,7 @@ fn f43_any_moved_field_refuses_expired_and_revokes() {
             Fault::After(Box::new(mutation)),
         );
         let row = sibling_row(2, SIBLING);
-        let err = run(
-            &mut world,
-            CommitSibling {
-                gate: gate_ref(),
-                observed,
-                row: row.clone(),
-            },
-        )
-        .unwrap_err();
+        let err = commit_sibling(&mut world, observed, row.clone()).unwrap_err();
         assert_eq!(err.code, ErrorCode::Expired);
         assert_eq!(row_state(&world, &row.key()), Some(CredState::Revoked));
     }
@@ -599,15 +522,7 @@ fn f43_contention_is_bounded_at_64_attempts() {
         );
     }
     let row = sibling_row(2, SIBLING);
-    let err = run(
-        &mut world,
-        CommitSibling {
-            gate: gate_ref(),
-            observed,
-            row: row.clone(),
-        },
-    )
-    .unwrap_err();
+    let err = commit_sibling(&mut world, observed, row.clone()).unwrap_err();
     assert_eq!(err.code, ErrorCode::Unavailable);
     assert!(err.message.contains("stayed contended"));
     assert_eq!(row_state(&world, &row.key()), Some(CredState::Revoked));
@@ -626,15 +541,7 @@ fn f43_a_refusal_whose_revoke_fails_reports_the_debt() {
         Trigger::new(Store::Auth, KvOp::Update, row.key()),
         Fault::Unavailable,
     );
-    let err = run(
-        &mut world,
-        CommitSibling {
-            gate: gate_ref(),
-            observed,
-            row: row.clone(),
-        },
-    )
-    .unwrap_err();
+    let err = commit_sibling(&mut world, observed, row.clone()).unwrap_err();
     assert_eq!(err.code, ErrorCode::Expired);
     assert!(err.message.contains("reconciliation debt"), "{err}");
 }

@@ -14,8 +14,8 @@ mod common;
 use common::*;
 use cotal_core::barrier;
 use cotal_core::driver::ModelWorld;
-use cotal_core::gate::{EndpointGate, GateOp, GateState, OpKind};
-use cotal_core::issuance::{CommitSibling, GateObservation, ProvisionGate};
+use cotal_core::gate::{EndpointGate, GateState, OpKind};
+use cotal_core::issuance::{GateObservation, ProvisionGate};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Revision, Store};
 use cotal_core::ledger::{self, CredState, LedgerRow, Revocation};
@@ -235,14 +235,7 @@ fn sibling_mints(
                 Fault::After(Box::new(interpose)),
             );
             let observed = observe(world).unwrap();
-            let result = run(
-                world,
-                CommitSibling {
-                    gate: gate_ref(),
-                    observed,
-                    row: row.clone(),
-                },
-            );
+            let result = commit_sibling(world, observed, row.clone());
             (row, result)
         })
         .collect()
@@ -253,43 +246,6 @@ fn active_rows(world: &ModelWorld) -> usize {
         .iter()
         .filter(|(_, s)| *s == CredState::Active)
         .count()
-}
-
-fn freeze_kv(kv: &mut KvModel) {
-    let key = gate_ref().key();
-    let gate = EndpointGate::parse(&kv.get(Store::Auth, &key).unwrap().value).unwrap();
-    if gate.state() == GateState::Open {
-        kv.put(
-            Store::Auth,
-            &key,
-            &gate.frozen(GateOp::registration(op(9))).unwrap().to_bytes(),
-        );
-    }
-}
-
-fn supersede_kv(kv: &mut KvModel) {
-    let key = gate_ref().key();
-    let gate = EndpointGate::parse(&kv.get(Store::Auth, &key).unwrap().value).unwrap();
-    let frozen = gate.frozen(GateOp::registration(op(9))).unwrap();
-    kv.put(Store::Auth, &key, &frozen.to_bytes());
-    let mut next = gate.coordinates();
-    next.generation.0 += 1;
-    kv.put(
-        Store::Auth,
-        &key,
-        &frozen.reopened(&op(9), next).unwrap().to_bytes(),
-    );
-}
-
-fn touch_kv(kv: &mut KvModel) {
-    let key = gate_ref().key();
-    let entry = kv.get(Store::Auth, &key).unwrap();
-    kv.execute(&KvRequest::Update {
-        store: Store::Auth,
-        key,
-        value: entry.value,
-        expected: entry.revision,
-    });
 }
 
 #[test]
@@ -306,7 +262,7 @@ fn sibling_cell_frozen_refuses_before_any_write() {
 #[test]
 fn sibling_cell_moved_refuses_and_revokes_the_staged_row() {
     let mut world = registered_world(7);
-    for (row, result) in sibling_mints(&mut world, freeze_kv) {
+    for (row, result) in sibling_mints(&mut world, freeze_raw) {
         assert_eq!(result.unwrap_err().code, ErrorCode::Expired);
         // The first mint staged and revoked; the second saw the frozen gate and wrote nothing.
         assert_ne!(row_state(&world, &row.key()), Some(CredState::Active));
@@ -318,7 +274,7 @@ fn sibling_cell_moved_refuses_and_revokes_the_staged_row() {
 fn sibling_cell_superseded_refuses_even_though_the_gate_is_open_again() {
     let mut world = registered_world(7);
     let gen0 = observe(&mut world).unwrap().gate.generation().0;
-    for (_, result) in sibling_mints(&mut world, supersede_kv) {
+    for (_, result) in sibling_mints(&mut world, supersede_raw) {
         assert_eq!(result.unwrap_err().code, ErrorCode::Expired);
     }
     let now: GateObservation = observe(&mut world).unwrap();
@@ -335,7 +291,7 @@ fn sibling_cell_superseded_refuses_even_though_the_gate_is_open_again() {
 fn sibling_cell_contended_by_a_peer_touch_succeeds_exactly_once() {
     let mut world = registered_world(7);
     let before = observe(&mut world).unwrap();
-    let results = sibling_mints(&mut world, touch_kv);
+    let results = sibling_mints(&mut world, touch_raw);
     let after = observe(&mut world).unwrap();
     assert!(after.revision.0 >= before.revision.0 + 2);
     assert_eq!(

@@ -13,10 +13,13 @@ use cotal_core::driver::{drive, ModelWorld};
 use cotal_core::gate::{
     Coordinates, Generation, NameAuthorityRevision, ProcessEpoch, RegistrationRevision,
 };
+use cotal_core::gate::{EndpointGate, GateOp, GateState};
 use cotal_core::issuance::{
     observe_gate, GateObservation, GateRef, ProvisionGate, ServeCredential, ServeGrant,
 };
-use cotal_core::kv::Store;
+use cotal_core::issuance::{CommitSibling, Release};
+use cotal_core::kv::model::KvModel;
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::ledger::{CredState, LedgerRow};
 use cotal_core::machine::{Ctx, Halt, Run, Script};
 use cotal_core::names::{
@@ -185,4 +188,58 @@ pub fn family(world: &ModelWorld) -> Vec<(String, CredState)> {
             (k, state)
         })
         .collect()
+}
+
+/// Runs a sibling commit of `row` pinned to `observed`.
+pub fn commit_sibling(
+    world: &mut ModelWorld,
+    observed: GateObservation,
+    row: LedgerRow,
+) -> Result<Release, EpError> {
+    run(
+        world,
+        CommitSibling {
+            gate: gate_ref(),
+            observed,
+            row,
+        },
+    )
+}
+
+/// The fixture gate as stored in `kv`.
+pub fn stored_gate(kv: &KvModel) -> EndpointGate {
+    EndpointGate::parse(&kv.get(Store::Auth, &gate_ref().key()).unwrap().value).unwrap()
+}
+
+/// A foreign barrier (op 9) freezes the gate if it is open; raw writes, outside any machine.
+pub fn freeze_raw(kv: &mut KvModel) {
+    let gate = stored_gate(kv);
+    if gate.state() == GateState::Open {
+        let frozen = gate.frozen(GateOp::registration(op(9))).unwrap();
+        kv.put(Store::Auth, &gate_ref().key(), &frozen.to_bytes());
+    }
+}
+
+/// A foreign barrier (op 9) freezes and reopens at generation + 1, coordinates otherwise kept.
+pub fn supersede_raw(kv: &mut KvModel) {
+    let gate = stored_gate(kv);
+    let frozen = gate.frozen(GateOp::registration(op(9))).unwrap();
+    kv.put(Store::Auth, &gate_ref().key(), &frozen.to_bytes());
+    let mut next = gate.coordinates();
+    next.generation.0 += 1;
+    let reopened = frozen.reopened(&op(9), next).unwrap();
+    kv.put(Store::Auth, &gate_ref().key(), &reopened.to_bytes());
+}
+
+/// A peer mint's commit: rewrite the gate's bytes pinned to its current revision.
+pub fn touch_raw(kv: &mut KvModel) {
+    let key = gate_ref().key();
+    let entry = kv.get(Store::Auth, &key).unwrap();
+    let outcome = kv.apply(&KvRequest::Update {
+        store: Store::Auth,
+        key,
+        value: entry.value,
+        expected: entry.revision,
+    });
+    assert!(matches!(outcome, KvOutcome::Written(_)));
 }
