@@ -710,11 +710,7 @@ fn ambiguous_reopen_is_settled_by_its_exact_successor() {
     for applied in [true, false] {
         let mut world = registered_world(7);
         let token = freeze(&mut world, &op(2)).unwrap();
-        let fault = if applied {
-            Fault::AmbiguousApplied
-        } else {
-            Fault::AmbiguousNotApplied
-        };
+        let fault = ambiguous(applied);
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
             fault,
@@ -753,11 +749,7 @@ fn ambiguous_reopen_that_cannot_be_read_back_leaves_the_outcome_unknown() {
 fn ambiguous_stage_is_settled_by_its_exact_bytes() {
     for applied in [true, false] {
         let mut world = registered_world(7);
-        let fault = if applied {
-            Fault::AmbiguousApplied
-        } else {
-            Fault::AmbiguousNotApplied
-        };
+        let fault = ambiguous(applied);
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Create, gate_ref().family_prefix()),
             fault,
@@ -771,11 +763,7 @@ fn ambiguous_stage_is_settled_by_its_exact_bytes() {
 fn ambiguous_touch_fails_closed_revoking_the_staged_row() {
     for applied in [true, false] {
         let mut world = registered_world(7);
-        let fault = if applied {
-            Fault::AmbiguousApplied
-        } else {
-            Fault::AmbiguousNotApplied
-        };
+        let fault = ambiguous(applied);
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
             fault,

@@ -243,3 +243,12 @@ pub fn touch_raw(kv: &mut KvModel) {
     });
     assert!(matches!(outcome, KvOutcome::Written(_)));
 }
+
+/// An ambiguous write outcome, with the write applied or not.
+pub fn ambiguous(applied: bool) -> cotal_core::kv::model::Fault {
+    if applied {
+        cotal_core::kv::model::Fault::AmbiguousApplied
+    } else {
+        cotal_core::kv::model::Fault::AmbiguousNotApplied
+    }
+}
