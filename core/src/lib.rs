@@ -11,19 +11,25 @@
 //! * [`canon`] — RFC 8785 canonical JSON and content digests;
 //! * [`kv`] — the KV request set and the NATS-faithful in-memory model;
 //! * [`machine`], [`driver`] — the sans-IO protocol and a synchronous driver;
-//! * [`issuance`], [`barrier`] — the mint fence and the barrier's gate operations.
+//! * [`issuance`], [`barrier`] — the mint fence and the barrier's gate operations;
+//! * [`contract`] — contract artifacts, cluster manifests and cluster documents;
+//! * [`service`] — service spec/status records and the records-bucket CAS helpers;
+//! * [`govern`] — the endpoint governance head and its registration slot.
 
 pub mod barrier;
 pub mod canon;
+pub mod contract;
 pub mod driver;
 pub mod error;
 pub mod gate;
+pub mod govern;
 pub mod issuance;
 pub mod kv;
 pub mod ledger;
 pub mod machine;
 pub mod names;
 pub mod repair;
+pub mod service;
 mod stored;
 
 pub use error::{EpError, ErrorCode};

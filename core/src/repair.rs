@@ -6,7 +6,11 @@
 //! holder set; any later freeze has another revision, so a stale cursor can never vouch for it.
 
 use crate::error::EpError;
-use crate::names::{OpId, Principal};
+use crate::issuance::GateRef;
+use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::ledger;
+use crate::machine::{Ctx, Halt};
+use crate::names::{keys, OpId, Principal};
 use crate::stored::{self, ObjectWriter};
 
 /// One repair cursor. Fields are private: every value satisfies the closed schema.
@@ -108,7 +112,7 @@ impl RepairCursor {
     /// `holders` and `verified` sorted, unique, real-owner principals with `verified ⊆ holders`,
     /// and a key of exactly `eprepair.<endpoint>.<instanceId>`. Every violation is `internal`.
     pub fn parse(bytes: &[u8], key: &str) -> Result<Self, EpError> {
-        crate::names::keys::parse_eprepair(key).map_err(EpError::stored)?;
+        keys::parse_eprepair(key).map_err(EpError::stored)?;
         let map = stored::parse_object(bytes, WHAT)?;
         stored::reject_unknown(&map, &CURSOR_FIELDS, WHAT)?;
         if stored::uint_field(&map, "v", WHAT)? != 1 {
@@ -159,4 +163,96 @@ fn principal_set(
             }
         })
         .collect()
+}
+
+/// A stored cursor with the revision it was read at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredCursor {
+    pub cursor: RepairCursor,
+    pub revision: Revision,
+}
+
+/// Loads the cursor of `gate`: `None` when absent or behind a DEL/PURGE marker (a cleared cursor
+/// is no progress at all, which is the safe reading: every holder is re-verified).
+pub fn load_cursor(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Option<StoredCursor>, Halt> {
+    let key = keys::eprepair(&gate.endpoint, &gate.instance);
+    match ledger::read(cx, Store::Auth, &key)? {
+        Some(entry) if entry.is_put() => Ok(Some(StoredCursor {
+            cursor: RepairCursor::parse(&entry.value, &key)?,
+            revision: entry.revision,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// Saves `cursor`: created when `expected` is `None` (an identical stored cursor is accepted as
+/// our own retry, any other is `conflict`), else written pinned to `expected` (a lost pin is
+/// `conflict`: re-observe before skipping any holder). An ambiguous write reads back: our exact
+/// bytes mean it committed. Returns the cursor's new revision.
+pub fn save_cursor(
+    cx: &mut Ctx<'_>,
+    gate: &GateRef,
+    cursor: &RepairCursor,
+    expected: Option<Revision>,
+) -> Result<Revision, Halt> {
+    let key = keys::eprepair(&gate.endpoint, &gate.instance);
+    let bytes = cursor.to_bytes();
+    let Some(expected) = expected else {
+        return ledger::create_byte_idempotent(cx, Store::Auth, &key, &bytes, "repair cursor");
+    };
+    match cx.kv(KvRequest::Update {
+        store: Store::Auth,
+        key: key.clone(),
+        value: bytes.clone(),
+        expected,
+    })? {
+        KvOutcome::Written(revision) => Ok(revision),
+        KvOutcome::CasLost => Err(EpError::conflict(format!(
+            "repair cursor {key} moved since it was read; re-observe it before skipping any holder"
+        ))
+        .into()),
+        KvOutcome::Ambiguous(why) => match ledger::read(cx, Store::Auth, &key)? {
+            Some(entry) if entry.is_put() && entry.value == bytes && entry.revision != expected => {
+                Ok(entry.revision)
+            }
+            _ => Err(EpError::unavailable(format!(
+                "saving repair cursor {key} has an unknown outcome ({why}); it may have committed"
+            ))
+            .into()),
+        },
+        KvOutcome::Unavailable(why) => Err(EpError::unavailable(format!(
+            "saving repair cursor {key} failed before it was sent: {why}"
+        ))
+        .into()),
+        other => Err(ledger::unexpected(&key, &other).into()),
+    }
+}
+
+/// Deletes the cursor pinned to `expected`. A lost pin is `conflict`; an ambiguous delete reads
+/// back (a marker past the pin means it committed).
+pub fn delete_cursor(cx: &mut Ctx<'_>, gate: &GateRef, expected: Revision) -> Result<(), Halt> {
+    let key = keys::eprepair(&gate.endpoint, &gate.instance);
+    match cx.kv(KvRequest::Delete {
+        store: Store::Auth,
+        key: key.clone(),
+        expected,
+    })? {
+        KvOutcome::Written(_) => Ok(()),
+        KvOutcome::CasLost => Err(EpError::conflict(format!(
+            "repair cursor {key} moved since it was read; it was not deleted"
+        ))
+        .into()),
+        KvOutcome::Ambiguous(why) => match ledger::read(cx, Store::Auth, &key)? {
+            Some(entry) if !entry.is_put() && entry.revision != expected => Ok(()),
+            _ => Err(EpError::unavailable(format!(
+                "deleting repair cursor {key} has an unknown outcome ({why})"
+            ))
+            .into()),
+        },
+        KvOutcome::Unavailable(why) => Err(EpError::unavailable(format!(
+            "deleting repair cursor {key} failed before it was sent: {why}"
+        ))
+        .into()),
+        other => Err(ledger::unexpected(&key, &other).into()),
+    }
 }
