@@ -14,8 +14,10 @@
 //! * [`issuance`], [`barrier`] — the mint fence and the barrier's gate operations;
 //! * [`contract`] — contract artifacts, cluster manifests and cluster documents;
 //! * [`service`] — service spec/status records and the records-bucket CAS helpers;
-//! * [`govern`] — the endpoint governance head and its registration slot.
+//! * [`govern`] — the endpoint governance head and its registration slot;
+//! * [`authority`] — name authority: who may register which endpoint name.
 
+pub mod authority;
 pub mod barrier;
 pub mod canon;
 pub mod contract;
