@@ -90,8 +90,14 @@ impl World for ModelWorld {
             Effect::Kv(request) => Observation::Kv(self.kv.execute(request)),
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders)),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder)),
-            // The model has no contract store yet; an absent artifact is the honest answer.
-            Effect::ReadArtifact(_) => Observation::Artifact(None),
+            // Artifacts live in the Contracts store at their digest hex. The read bypasses fault
+            // injection: an artifact observation has no unavailable outcome to report.
+            Effect::ReadArtifact(digest) => Observation::Artifact(
+                self.kv
+                    .get(crate::kv::Store::Contracts, &digest.hex())
+                    .filter(crate::kv::Entry::is_put)
+                    .map(|entry| entry.value),
+            ),
             Effect::Sleep(_) => Observation::Slept,
         }
     }
