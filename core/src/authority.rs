@@ -21,7 +21,7 @@ pub struct NameAuthorization {
 
 /// A source of name authority. Implementations may perform effects through `cx` (one read) or
 /// answer from static configuration.
-pub trait NameAuthority {
+pub trait NameAuthority: std::fmt::Debug + Send + Sync {
     fn authorize(
         &self,
         cx: &mut Ctx<'_>,

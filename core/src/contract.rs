@@ -291,10 +291,20 @@ pub struct ClusterDocument {
     pub attributes: Vec<Value>,
     /// Every declared command, by name (each declared once).
     pub commands: BTreeMap<CommandToken, ClusterCommand>,
+    /// Command names in document order: the governance head records commands in the order
+    /// the reference meets them, and its idempotent writes compare bytes.
+    pub declared_order: Vec<CommandToken>,
     pub events: Vec<Value>,
 }
 
 impl ClusterDocument {
+    /// Every command with its declaration, in document order.
+    pub fn commands_in_order(&self) -> impl Iterator<Item = (&CommandToken, &ClusterCommand)> {
+        self.declared_order
+            .iter()
+            .filter_map(|name| self.commands.get_key_value(name))
+    }
+
     /// Every command with its governed trait set (empty for an ungoverned command, so continuity
     /// can tell a stripped command from a removed one; F65).
     pub fn governed_traits(&self) -> BTreeMap<CommandToken, Vec<&'static str>> {
@@ -332,6 +342,7 @@ pub fn parse_cluster_document(doc: &Value) -> Result<ClusterDocument, EpError> {
         .filter(|c| !c.is_empty())
         .ok_or_else(|| invalid("commands must be a non-empty array"))?;
     let mut commands = BTreeMap::new();
+    let mut declared_order = Vec::with_capacity(listed.len());
     for (i, c) in listed.iter().enumerate() {
         let c = c
             .as_object()
@@ -352,9 +363,11 @@ pub fn parse_cluster_document(doc: &Value) -> Result<ClusterDocument, EpError> {
             return Err(invalid(format!("command {name:?} is declared twice")));
         }
         let command = parse_command(name.as_str(), c)?;
+        declared_order.push(name.clone());
         commands.insert(name, command);
     }
     Ok(ClusterDocument {
+        declared_order,
         urn: urn.to_owned(),
         revision,
         attributes,

@@ -15,7 +15,8 @@
 //! * [`contract`] — contract artifacts, cluster manifests and cluster documents;
 //! * [`service`] — service spec/status records and the records-bucket CAS helpers;
 //! * [`govern`] — the endpoint governance head and its registration slot;
-//! * [`authority`] — name authority: who may register which endpoint name.
+//! * [`authority`] — name authority: who may register which endpoint name;
+//! * [`registration`] — the registration ceremony and its recovery.
 
 pub mod authority;
 pub mod barrier;
@@ -30,6 +31,7 @@ pub mod kv;
 pub mod ledger;
 pub mod machine;
 pub mod names;
+pub mod registration;
 pub mod repair;
 pub mod service;
 mod stored;
