@@ -16,11 +16,14 @@
 //! * [`service`] — service spec/status records and the records-bucket CAS helpers;
 //! * [`govern`] — the endpoint governance head and its registration slot;
 //! * [`authority`] — name authority: who may register which endpoint name;
-//! * [`registration`] — the registration ceremony and its recovery.
+//! * [`registration`] — the registration ceremony and its recovery;
+//! * [`serving`] — serve-grant authorization and register-to-READY;
+//! * [`deregistration`] — status-then-spec removal that keeps the gate.
 
 pub mod authority;
 pub mod barrier;
 pub mod canon;
+pub mod deregistration;
 pub mod contract;
 pub mod driver;
 pub mod error;
@@ -34,6 +37,7 @@ pub mod names;
 pub mod registration;
 pub mod repair;
 pub mod service;
+pub mod serving;
 mod stored;
 
 pub use error::{EpError, ErrorCode};

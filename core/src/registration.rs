@@ -155,7 +155,7 @@ impl Script for RegisterInstance {
             Err(suspend) => return Err(suspend),
         };
 
-        let cursor_revision = contain(cx, &gate, &self.op_id, token, self.evict_max)
+        let eviction = contain(cx, &gate, &self.op_id, token, self.evict_max)
             .map_err(|h| left_frozen(h, "could not revoke + verify-evict the credential family"))?;
 
         let spec_revision = publish_spec(cx, &gate, &self.spec, &authorized.current)?;
@@ -196,7 +196,7 @@ impl Script for RegisterInstance {
             &self.instance,
             frozen.generation(),
         ))?;
-        if let Some(revision) = cursor_revision {
+        if let Some(revision) = eviction.cursor_revision {
             best_effort(repair::delete_cursor(cx, &gate, revision))?;
         }
         Ok(Registered {
@@ -367,16 +367,15 @@ fn abort_reopen(
 
 /// Phase 2 (F68): revoke every active row of the family, then verify-evict every distinct holder
 /// of the WHOLE family — rows already revoked included, since a partial earlier barrier may have
-/// left their connections live. Progress is journaled in the repair cursor bound to this
-/// freeze, each verified holder recorded before the next is judged (F53). Returns the cursor's
-/// revision, if one was written, so it can be cleared after the reopen.
+/// left their connections live. Returns the eviction's progress; its cursor revision, if one was
+/// written, lets the cursor be cleared after the reopen.
 pub fn contain(
     cx: &mut Ctx<'_>,
     gate: &GateRef,
     op_id: &OpId,
     token: FreezeToken,
     evict_max: usize,
-) -> Result<Option<Revision>, Halt> {
+) -> Result<Eviction, Halt> {
     let family = barrier::enumerate_family(cx, gate)?;
     for row in family.iter().filter(|r| r.row.state() == CredState::Active) {
         ledger::revoke_row(cx, &row.key)?;
@@ -388,8 +387,24 @@ pub fn contain(
     evict_all(cx, gate, op_id, token, holders, evict_max)
 }
 
-/// Verify-evicts `holders` in chunks of `evict_max`, journaled in the repair cursor. Nothing is
-/// written for an empty holder set: there is nothing to verify, and no cursor means no progress.
+/// How a verified eviction went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    /// The repair cursor's revision, when one was written.
+    pub cursor_revision: Option<Revision>,
+    /// Every holder owed eviction, sorted.
+    pub holders: Vec<Principal>,
+    /// Holders a matching cursor had already verified before this attempt.
+    pub verified_before: Vec<Principal>,
+    /// Holders verified by this attempt.
+    pub verified_now: Vec<Principal>,
+}
+
+/// Verify-evicts `holders` in chunks of `evict_max`, journaled in the repair cursor bound to this
+/// freeze (F53): a matching cursor's verified holders are skipped, any mismatch starts from
+/// empty, and each chunk's verified holders are saved before the chunk is judged. Nothing is
+/// written for an empty holder set: there is nothing to verify. Any holder left unverified is
+/// `unavailable`, reporting durable progress as "N completed, M remaining".
 pub fn evict_all(
     cx: &mut Ctx<'_>,
     gate: &GateRef,
@@ -397,10 +412,16 @@ pub fn evict_all(
     token: FreezeToken,
     holders: Vec<Principal>,
     evict_max: usize,
-) -> Result<Option<Revision>, Halt> {
+) -> Result<Eviction, Halt> {
     let fresh = RepairCursor::new(op_id.clone(), token.0 .0, holders)?;
+    let mut eviction = Eviction {
+        cursor_revision: None,
+        holders: fresh.holders().to_vec(),
+        verified_before: Vec::new(),
+        verified_now: Vec::new(),
+    };
     if fresh.holders().is_empty() {
-        return Ok(None);
+        return Ok(eviction);
     }
     let stored = repair::load_cursor(cx, gate)?;
     let (mut cursor, mut revision) = match stored {
@@ -414,6 +435,7 @@ pub fn evict_all(
             (fresh, revision)
         }
     };
+    eviction.verified_before = cursor.verified().to_vec();
     let pending: Vec<Principal> = cursor.unverified().cloned().collect();
     for chunk in pending.chunks(evict_max.max(1)) {
         let verdicts = cx.evict(chunk.to_vec())?;
@@ -426,20 +448,20 @@ pub fn evict_all(
         if !gone.is_empty() {
             cursor = cursor.with_verified(&gone)?;
             revision = repair::save_cursor(cx, gate, &cursor, Some(revision))?;
+            eviction.verified_now.extend(gone.iter().cloned());
         }
         if gone.len() != chunk.len() {
-            let remaining = cursor.unverified().count();
             return Err(EpError::unavailable(format!(
-                "eviction of {} holder(s) was not verified ({} of {} holders verified, {remaining} \
-                 remaining); revocations stay in place",
-                chunk.len() - gone.len(),
+                "eviction was not verified for every holder: {} completed, {} remaining; \
+                 revocations stay in place and progress is journaled in the repair cursor",
                 cursor.verified().len(),
-                cursor.holders().len()
+                cursor.unverified().count()
             ))
             .into());
         }
     }
-    Ok(Some(revision))
+    eviction.cursor_revision = Some(revision);
+    Ok(eviction)
 }
 
 /// Phase 3: writes the spec over whatever stood there (a deregistration marker is overwritten
