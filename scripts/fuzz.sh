@@ -15,7 +15,12 @@ export PATH="$tools/bin:$PATH"
 cd fuzz
 for target in $(cargo fuzz list); do
   echo "-- fuzz $target (${seconds}s)"
-  cargo fuzz run "$target" --sanitizer none -- -max_total_time="$seconds" -print_final_stats=1 2>&1 \
+  # New inputs go to the git-ignored corpus; the committed seeds reach the accepting paths early.
+  mkdir -p "corpus/$target"
+  seeds=()
+  [ -d "seeds/$target" ] && seeds=("seeds/$target")
+  cargo fuzz run "$target" --sanitizer none "corpus/$target" "${seeds[@]}" -- \
+    -max_total_time="$seconds" -print_final_stats=1 2>&1 \
     | grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|Done|ERROR|panicked' || true
   # grep swallows the exit status; re-check that no crash artifact was written.
   if ls "artifacts/$target"/crash-* >/dev/null 2>&1; then
