@@ -19,12 +19,16 @@ for target in $(cargo fuzz list); do
   mkdir -p "corpus/$target"
   seeds=()
   [ -d "seeds/$target" ] && seeds=("seeds/$target")
+  log="$(mktemp)"
+  status=0
   cargo fuzz run "$target" --sanitizer none "corpus/$target" "${seeds[@]}" -- \
-    -max_total_time="$seconds" -print_final_stats=1 2>&1 \
-    | grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|Done|ERROR|panicked' || true
-  # grep swallows the exit status; re-check that no crash artifact was written.
-  if ls "artifacts/$target"/crash-* >/dev/null 2>&1; then
-    echo "fuzz target $target found a crash: see fuzz/artifacts/$target" >&2
+    -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
+  grep -E 'stat::number_of_executed_units|stat::average_exec_per_sec|panicked|ERROR' "$log" || true
+  if [ "$status" -ne 0 ]; then
+    tail -n 40 "$log" >&2
+    echo "fuzz target $target failed (exit $status); crash inputs, if any, are in fuzz/artifacts/$target" >&2
+    rm -f "$log"
     exit 1
   fi
+  rm -f "$log"
 done

@@ -426,6 +426,21 @@ fn stage(cx: &mut Ctx<'_>, row: &LedgerRow) -> Result<String, Halt> {
                 Err(suspend) => suspend,
             })
         }
+        // Our own row, already revoked: an ambiguous stage committed and a barrier revoked the
+        // row before the read-back. Nothing may be released; say why precisely.
+        Err(Halt::Fail(e)) if e.code == crate::ErrorCode::Conflict => {
+            match ledger::read(cx, Store::Auth, &key) {
+                Ok(Some(entry)) if entry.is_put() && entry.value == row.revoked().to_bytes() => {
+                    Err(EpError::expired(format!(
+                        "a barrier revoked this mint's staged row {key} before the mint could \
+                         confirm it; the credential was not released (F20)"
+                    ))
+                    .into())
+                }
+                Err(suspend @ Halt::Suspend(_)) => Err(suspend),
+                _ => Err(Halt::Fail(e)),
+            }
+        }
         Err(other) => Err(other),
     }
 }

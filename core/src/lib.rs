@@ -23,8 +23,8 @@
 pub mod authority;
 pub mod barrier;
 pub mod canon;
-pub mod deregistration;
 pub mod contract;
+pub mod deregistration;
 pub mod driver;
 pub mod error;
 pub mod gate;
