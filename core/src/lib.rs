@@ -18,7 +18,8 @@
 //! * [`authority`] — name authority: who may register which endpoint name;
 //! * [`registration`] — the registration ceremony and its recovery;
 //! * [`serving`] — serve-grant authorization and register-to-READY;
-//! * [`deregistration`] — status-then-spec removal that keeps the gate.
+//! * [`deregistration`] — status-then-spec removal that keeps the gate;
+//! * [`reconcile`] — liveness-guarded repair of a frozen registration gate.
 
 pub mod authority;
 pub mod barrier;
@@ -34,6 +35,7 @@ pub mod kv;
 pub mod ledger;
 pub mod machine;
 pub mod names;
+pub mod reconcile;
 pub mod registration;
 pub mod repair;
 pub mod service;

@@ -1,0 +1,285 @@
+//! Guarded repair of a frozen registration gate (F52, F53; reference-gate-impl §3.18).
+//!
+//! A registration that died after its freeze leaves the gate frozen under its `opId`. The
+//! reconciler may finish that dead operation — same `opId`, never a new one — but only after
+//! affirmative proof that the freeze holder is gone: `live`, `unknown` and `unestablishable` all
+//! refuse (unknowability is not death). Then it does the barrier's own duty in full: revoke
+//! every active row, verify-evict every holder of the family plus the freeze holder (journaled in
+//! the repair cursor, so a retry skips only holders verified under this very freeze), and reopen
+//! — completing the registration from its committed spec when the spec advanced, else
+//! abort-reopening at the unchanged coordinate.
+
+use serde_json::json;
+
+use crate::barrier::{self, FreezeToken};
+use crate::error::{EpError, ErrorCode};
+use crate::gate::{Coordinates, GateState, Generation, OpKind};
+use crate::issuance::{observe_gate, GateRef};
+use crate::ledger::{self, CredState};
+use crate::machine::{Ctx, Halt, Liveness, Script};
+use crate::names::{OpId, Principal};
+use crate::registration::{
+    best_effort, complete_frozen_from_spec, evict_all, Completion, EVICT_PRINCIPALS_MAX,
+};
+use crate::repair;
+
+/// The detail kind a reconcile refusal carries.
+pub const GATE_RECONCILE_REFUSED: &str = "ai.cotal.ep.gate-reconcile-refused";
+
+/// Why a reconcile refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileCondition {
+    NoGate,
+    NotFrozen,
+    WrongOpKind,
+    HolderAlive,
+    HolderUnknown,
+    LivenessUnestablishable,
+    EvictionUnverified,
+    Raced,
+}
+
+impl ReconcileCondition {
+    pub const ALL: [ReconcileCondition; 8] = [
+        ReconcileCondition::NoGate,
+        ReconcileCondition::NotFrozen,
+        ReconcileCondition::WrongOpKind,
+        ReconcileCondition::HolderAlive,
+        ReconcileCondition::HolderUnknown,
+        ReconcileCondition::LivenessUnestablishable,
+        ReconcileCondition::EvictionUnverified,
+        ReconcileCondition::Raced,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReconcileCondition::NoGate => "no-gate",
+            ReconcileCondition::NotFrozen => "not-frozen",
+            ReconcileCondition::WrongOpKind => "wrong-op-kind",
+            ReconcileCondition::HolderAlive => "holder-alive",
+            ReconcileCondition::HolderUnknown => "holder-unknown",
+            ReconcileCondition::LivenessUnestablishable => "liveness-unestablishable",
+            ReconcileCondition::EvictionUnverified => "eviction-unverified",
+            ReconcileCondition::Raced => "raced",
+        }
+    }
+
+    const fn code(self) -> ErrorCode {
+        match self {
+            ReconcileCondition::NoGate
+            | ReconcileCondition::NotFrozen
+            | ReconcileCondition::WrongOpKind
+            | ReconcileCondition::HolderAlive => ErrorCode::FailedPrecondition,
+            ReconcileCondition::HolderUnknown
+            | ReconcileCondition::LivenessUnestablishable
+            | ReconcileCondition::EvictionUnverified => ErrorCode::Unavailable,
+            ReconcileCondition::Raced => ErrorCode::Conflict,
+        }
+    }
+
+    /// The condition a refusal from this module carries, if any.
+    pub fn of(error: &EpError) -> Option<ReconcileCondition> {
+        let detail = error
+            .details
+            .iter()
+            .find(|d| d["kind"] == GATE_RECONCILE_REFUSED)?;
+        let condition = detail["condition"].as_str()?;
+        Self::ALL.into_iter().find(|c| c.as_str() == condition)
+    }
+
+    fn refuse(self, message: impl Into<String>) -> EpError {
+        EpError::new(self.code(), message).with_detail(json!({
+            "kind": GATE_RECONCILE_REFUSED,
+            "condition": self.as_str(),
+        }))
+    }
+}
+
+/// Whether the cursor was cleaned up after the reopen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CursorCleanup {
+    /// No cursor was needed (no holder to verify).
+    None,
+    Deleted,
+    /// The delete failed; harmless, since the cursor is bound to a freeze that no longer exists.
+    Retained,
+}
+
+/// What a reconcile did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReconcileReport {
+    pub gate: GateRef,
+    pub holder_principal: Principal,
+    pub op_id: OpId,
+    pub freeze_token: FreezeToken,
+    pub before: Coordinates,
+    pub after: Coordinates,
+    pub liveness: Liveness,
+    pub family_rows: usize,
+    pub revoked: usize,
+    pub holders: Vec<Principal>,
+    pub holders_verified_before_attempt: Vec<Principal>,
+    pub holders_verified_this_attempt: Vec<Principal>,
+    /// True when the registration was completed from its committed spec (else abort-reopened).
+    pub completed_registration: bool,
+    pub repair_cursor_cleanup: CursorCleanup,
+    pub reopened_at_generation: Generation,
+}
+
+/// Reconciles one frozen registration gate.
+#[derive(Debug, Clone)]
+pub struct ReconcileGate {
+    pub gate: GateRef,
+}
+
+impl Script for ReconcileGate {
+    type Output = ReconcileReport;
+
+    /// Keeps F14 (the dead op's own id), F16/F52 (only a liveness-proven reconciler reopens),
+    /// F53 (the cursor discipline), F68 (whole-family revoke and verified eviction) and Q-13.
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<ReconcileReport, Halt> {
+        let gate = &self.gate;
+        let observed = match observe_gate(cx, gate) {
+            Ok(Some(observed)) => observed,
+            Ok(None) => {
+                return Err(ReconcileCondition::NoGate
+                    .refuse(format!("gate {} does not exist", gate.key()))
+                    .into())
+            }
+            Err(Halt::Fail(e)) if e.code == ErrorCode::FailedPrecondition => {
+                return Err(ReconcileCondition::NoGate.refuse(e.message).into())
+            }
+            Err(other) => return Err(other),
+        };
+        let frozen = &observed.gate;
+        let token = FreezeToken(observed.revision);
+        let op = match (frozen.state(), frozen.op()) {
+            (GateState::Frozen, Some(op)) => op,
+            _ => {
+                return Err(ReconcileCondition::NotFrozen
+                    .refuse(format!(
+                        "gate {} is {}, not frozen; there is nothing to reconcile",
+                        gate.key(),
+                        frozen.state().as_str()
+                    ))
+                    .into())
+            }
+        };
+        if op.kind() != OpKind::Registration {
+            return Err(ReconcileCondition::WrongOpKind
+                .refuse(format!(
+                    "gate {} is frozen by a {} operation; only a registration freeze is \
+                     reconciled here",
+                    gate.key(),
+                    op.kind().as_str()
+                ))
+                .into());
+        }
+        let op_id = op.op_id().clone();
+        let holder = frozen.principal().clone();
+        let liveness = cx.probe(holder.clone())?;
+        match liveness {
+            Liveness::Gone => {}
+            Liveness::Live => {
+                return Err(ReconcileCondition::HolderAlive
+                    .refuse(format!(
+                        "the freeze holder {holder} is ALIVE; its registration may still be in \
+                         flight, so the gate is left to it"
+                    ))
+                    .into())
+            }
+            Liveness::Unknown => {
+                return Err(ReconcileCondition::HolderUnknown
+                    .refuse(format!(
+                        "the liveness of freeze holder {holder} is UNKNOWN; absence of evidence \
+                         is not evidence of absence, so the gate stays frozen (F52)"
+                    ))
+                    .into())
+            }
+            Liveness::Unestablishable => {
+                return Err(ReconcileCondition::LivenessUnestablishable
+                    .refuse(format!(
+                        "the liveness of freeze holder {holder} CANNOT BE ESTABLISHED; the \
+                         reconciler will not infer death from silence (F52)"
+                    ))
+                    .into())
+            }
+        }
+
+        let family = barrier::enumerate_family(cx, gate)?;
+        let mut revoked = 0;
+        for row in family.iter().filter(|r| r.row.state() == CredState::Active) {
+            ledger::revoke_row(cx, &row.key)?;
+            revoked += 1;
+        }
+        let mut holders: Vec<Principal> = family
+            .iter()
+            .map(|r| r.row.holder_principal().clone())
+            .collect();
+        holders.push(holder.clone());
+        let eviction = match evict_all(cx, gate, &op_id, token, holders, EVICT_PRINCIPALS_MAX) {
+            Ok(eviction) => eviction,
+            Err(Halt::Fail(e)) => {
+                return Err(ReconcileCondition::EvictionUnverified
+                    .refuse(format!(
+                        "{}; the gate stays frozen and a retry resumes from the cursor",
+                        e.message
+                    ))
+                    .into())
+            }
+            Err(suspend) => return Err(suspend),
+        };
+
+        let raced = || {
+            ReconcileCondition::Raced.refuse(format!(
+                "gate {} moved while it was being reconciled; re-observe it",
+                gate.key()
+            ))
+        };
+        let (after, completed_registration) =
+            match complete_frozen_from_spec(cx, gate, &op_id, token, frozen)? {
+                Completion::Completed(done) => (
+                    Coordinates {
+                        generation: done.generation,
+                        process_epoch: done.process_epoch,
+                        registration_revision: done.registration_revision,
+                        name_authority_revision: frozen.name_authority_revision(),
+                    },
+                    true,
+                ),
+                Completion::Raced => return Err(raced().into()),
+                Completion::NotCompleted => {
+                    let mut at = frozen.coordinates();
+                    at.generation = Generation(at.generation.0.saturating_add(1));
+                    if !barrier::reopen(cx, gate, &op_id, token, at)? {
+                        return Err(raced().into());
+                    }
+                    (at, false)
+                }
+            };
+        let repair_cursor_cleanup = match eviction.cursor_revision {
+            None => CursorCleanup::None,
+            Some(revision) => match best_effort(repair::delete_cursor(cx, gate, revision))? {
+                Some(()) => CursorCleanup::Deleted,
+                None => CursorCleanup::Retained,
+            },
+        };
+        Ok(ReconcileReport {
+            gate: gate.clone(),
+            holder_principal: holder,
+            op_id,
+            freeze_token: token,
+            before: frozen.coordinates(),
+            reopened_at_generation: after.generation,
+            after,
+            liveness,
+            family_rows: family.len(),
+            revoked,
+            holders: eviction.holders,
+            holders_verified_before_attempt: eviction.verified_before,
+            holders_verified_this_attempt: eviction.verified_now,
+            completed_registration,
+            repair_cursor_cleanup,
+        })
+    }
+}
