@@ -179,6 +179,11 @@ impl KvModel {
         self.faults.push((trigger, fault));
     }
 
+    /// Drops every fault scheduled but not yet fired.
+    pub fn clear_faults(&mut self) {
+        self.faults.clear();
+    }
+
     /// Faults scheduled but not yet fired.
     pub fn pending_faults(&self) -> usize {
         self.faults.len()

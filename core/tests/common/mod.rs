@@ -8,6 +8,8 @@
     clippy::indexing_slicing
 )]
 
+pub mod ceremony;
+
 use cotal_core::barrier::{self, FreezeToken};
 use cotal_core::driver::{drive, ModelWorld};
 use cotal_core::gate::{
