@@ -20,4 +20,9 @@ if [ "$fuzz_seconds" != "0" ]; then
 fi
 
 echo "== cargo test --workspace"
-cargo test --workspace
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+cargo test --workspace 2>&1 | tee "$log"
+# One closing line for the whole workspace (cargo prints one summary per test binary, the last
+# of which is often an empty doc-test run).
+awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
