@@ -187,6 +187,11 @@ fn main() -> Result<(), EpError> {
         1
     });
 
+    let barrier_costs: Vec<(usize, f64)> = [10usize, 100, 1000]
+        .into_iter()
+        .map(|rows| barrier_over(rows).map(|secs| (rows, secs)))
+        .collect::<Result<_, _>>()?;
+
     println!("mint fence over the KV model ({MINTS} mints each, failures: {failures})");
     println!("  baseline: 3 raw KV-model requests     {baseline:>12.0} /s");
     println!(
@@ -202,5 +207,63 @@ fn main() -> Result<(), EpError> {
         "  gate parse + serialize                {gate_codec:>12.0} /s  ratio {:.2}x of baseline",
         gate_codec / json_only
     );
+    println!("barrier (freeze, enumerate, revoke all, reopen) over a family of N rows:");
+    if let Some(&(_, base)) = barrier_costs.first() {
+        for (rows, secs) in &barrier_costs {
+            println!(
+                "  N = {rows:>5}: {:>10.3} ms   per-row cost {:.2}x of N = 10 (1.00x = linear)",
+                secs * 1e3,
+                (secs / *rows as f64) / (base / 10.0)
+            );
+        }
+    }
     Ok(())
+}
+
+/// Seconds one barrier takes over a family of `rows` active rows.
+fn barrier_over(rows: usize) -> Result<f64, EpError> {
+    let (mut world, gate, principal) = fixture()?;
+    for i in 0..rows {
+        let g = gate.clone();
+        let now = drive(
+            &mut Run::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
+            &mut world,
+        )?
+        .ok_or_else(|| EpError::internal("gate missing"))?;
+        let row = LedgerRow::endpoint_active(
+            gate.endpoint.clone(),
+            &gate.instance,
+            credential_id(u32::try_from(i).unwrap_or(u32::MAX)),
+            principal.clone(),
+            vec![SourceMember::Root],
+            1_900_000_000,
+        )?;
+        drive(
+            &mut CommitSibling::machine(gate.clone(), now, row),
+            &mut world,
+        )?;
+    }
+    let op = OpId::mint([9; 20]);
+    let start = Instant::now();
+    let (g, o) = (gate.clone(), op.clone());
+    let finished = drive(
+        &mut Run::new(Proc(move |cx: &mut Ctx<'_>| {
+            let observed =
+                observe_gate(cx, &g)?.ok_or_else(|| EpError::internal("gate missing"))?;
+            let token = barrier::freeze(cx, &g, &o, &observed)?
+                .ok_or_else(|| EpError::internal("freeze lost"))?;
+            let family = barrier::enumerate_family(cx, &g)?;
+            barrier::revoke_active(cx, &family)?;
+            let mut next = observed.gate.coordinates();
+            next.generation.0 += 1;
+            barrier::reopen(cx, &g, &o, token, next)
+        })),
+        &mut world,
+    )?;
+    let elapsed = start.elapsed().as_secs_f64();
+    if finished {
+        Ok(elapsed)
+    } else {
+        Err(EpError::internal("the barrier's reopen lost"))
+    }
 }

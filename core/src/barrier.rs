@@ -10,11 +10,13 @@
 //! writes our exact successor coordinate at a generation only the freezing operation can write,
 //! so the gate itself says whether the write was ours.
 
+use std::sync::Arc;
+
 use crate::error::EpError;
 use crate::gate::{Coordinates, EndpointGate, GateOp, GateState};
 use crate::issuance::{observe_gate, GateObservation, GateRef};
 use crate::kv::{KvOutcome, KvRequest, Revision, Store};
-use crate::ledger::{self, LedgerRow, Revocation};
+use crate::ledger::{self, CredState, LedgerRow, Revocation};
 use crate::machine::{Ctx, Halt, Run, Script};
 use crate::names::OpId;
 
@@ -218,7 +220,25 @@ pub struct EnumerateFamily {
 impl Script for EnumerateFamily {
     type Output = Vec<FamilyRow>;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
-        enumerate_family(cx, &self.gate)
+        let prefix = self.gate.family_prefix();
+        let listed = match cx.kv(KvRequest::Keys {
+            store: Store::Auth,
+            prefix: prefix.clone(),
+        })? {
+            KvOutcome::Keys(keys) => keys,
+            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+                return Err(EpError::unavailable(format!(
+                    "listing the credential family {prefix}> failed: {why}"
+                ))
+                .into())
+            }
+            other => return Err(ledger::unexpected(&prefix, &other).into()),
+        };
+        let mut rows = Vec::with_capacity(listed.len());
+        for key in listed.into_iter().filter(|k| k.starts_with(&prefix)) {
+            rows.push(cx.call(&ReadFamilyRow { key })?);
+        }
+        Ok(rows.iter().map(|row| FamilyRow::clone(row)).collect())
     }
 }
 
@@ -226,25 +246,23 @@ impl Script for EnumerateFamily {
 ///
 /// A DEL/PURGE marker in the family is corruption and refuses the enumeration (`internal`,
 /// Q-18): skipping it could hide a credential the barrier must revoke. So is a listed key that
-/// reads back absent, and any row that does not parse or does not rebuild its key.
-pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Vec<FamilyRow>, Halt> {
-    let prefix = gate.family_prefix();
-    let listed = match cx.kv(KvRequest::Keys {
-        store: Store::Auth,
-        prefix: prefix.clone(),
-    })? {
-        KvOutcome::Keys(keys) => keys,
-        KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
-            return Err(EpError::unavailable(format!(
-                "listing the credential family {prefix}> failed: {why}"
-            ))
-            .into())
-        }
-        other => return Err(ledger::unexpected(&prefix, &other).into()),
-    };
-    let mut rows = Vec::with_capacity(listed.len());
-    for key in listed.into_iter().filter(|k| k.starts_with(&prefix)) {
-        let entry = match ledger::read(cx, Store::Auth, &key)? {
+/// reads back absent, and any row that does not parse or does not rebuild its key. Each row is
+/// read as its own memoized sub-script, so a barrier over a large family stays cheap to replay.
+pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Arc<Vec<FamilyRow>>, Halt> {
+    cx.call(&EnumerateFamily { gate: gate.clone() })
+}
+
+/// Reads one listed row of a credential family.
+#[derive(Debug, Clone)]
+struct ReadFamilyRow {
+    key: String,
+}
+
+impl Script for ReadFamilyRow {
+    type Output = FamilyRow;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<FamilyRow, Halt> {
+        let key = &self.key;
+        let entry = match ledger::read(cx, Store::Auth, key)? {
             None => {
                 return Err(EpError::internal(format!(
                     "ledger row {key} was listed but reads back absent; ledger rows are never \
@@ -262,13 +280,25 @@ pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Vec<FamilyRo
             }
             Some(entry) => entry,
         };
-        rows.push(FamilyRow {
-            row: LedgerRow::parse(&entry.value, &key)?,
+        Ok(FamilyRow {
+            row: LedgerRow::parse(&entry.value, key)?,
             revision: entry.revision,
-            key,
-        });
+            key: key.clone(),
+        })
     }
-    Ok(rows)
+}
+
+/// Revokes every `active` row of an enumerated family, each as its own memoized sub-script;
+/// returns how many it revoked.
+pub fn revoke_active(cx: &mut Ctx<'_>, family: &[FamilyRow]) -> Result<usize, Halt> {
+    let mut revoked = 0;
+    for row in family.iter().filter(|r| r.row.state() == CredState::Active) {
+        cx.call(&RevokeRow {
+            key: row.key.clone(),
+        })?;
+        revoked += 1;
+    }
+    Ok(revoked)
 }
 
 /// Revokes one ledger row (F26): see [`ledger::revoke_row`].

@@ -11,7 +11,15 @@
 //! fence logic reads top to bottom like the rules it keeps while staying fully sans-IO. A re-run
 //! that asks for a different effect than the one recorded is a determinism bug and fails the
 //! machine with `internal` instead of acting on a wrong answer.
+//!
+//! Replaying from the top costs time quadratic in the number of effects, which matters for
+//! loops over whole credential families. [`Ctx::call`] bounds it: a sub-script runs in its own
+//! frame, and once it finishes its result is memoized in the caller's frame as one entry, so
+//! later replays of the caller skip the sub-script's effects entirely.
 
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::canon::Digest;
@@ -85,35 +93,114 @@ impl From<EpError> for Halt {
     }
 }
 
+/// One recorded step of a frame.
+enum Entry {
+    /// An effect with the observation that answered it.
+    Io(Effect, Observation),
+    /// A finished sub-script's output (an `Arc<T>` behind `Any`).
+    Returned(Arc<dyn Any + Send + Sync>),
+    /// A finished sub-script's refusal.
+    Failed(EpError),
+}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Entry::Io(effect, observation) => write!(f, "Io({effect:?}, {observation:?})"),
+            Entry::Returned(_) => f.write_str("Returned(..)"),
+            Entry::Failed(e) => write!(f, "Failed({e})"),
+        }
+    }
+}
+
+/// The recorded steps of one script invocation, and the frame of the sub-script it is
+/// currently inside, if any.
+#[derive(Debug, Default)]
+struct Frame {
+    entries: Vec<Entry>,
+    child: Option<Box<Frame>>,
+}
+
+impl Frame {
+    /// Records an observation in the innermost live frame: the one whose script suspended.
+    fn record(&mut self, effect: Effect, observation: Observation) {
+        match &mut self.child {
+            Some(child) => child.record(effect, observation),
+            None => self.entries.push(Entry::Io(effect, observation)),
+        }
+    }
+}
+
 /// The script's view of the world: effects answered from the recorded history.
 #[derive(Debug)]
 pub struct Ctx<'a> {
-    history: &'a [(Effect, Observation)],
+    frame: &'a mut Frame,
     cursor: usize,
 }
 
-impl<'a> Ctx<'a> {
-    /// A context replaying `history` (effects with the observations that answered them).
-    pub fn new(history: &'a [(Effect, Observation)]) -> Self {
-        Ctx { history, cursor: 0 }
-    }
+fn diverged(at: usize, now: &dyn fmt::Debug, recorded: &dyn fmt::Debug) -> Halt {
+    Halt::Fail(EpError::internal(format!(
+        "machine replay diverged at step {at}: recorded {recorded:?}, now {now:?}; the machine \
+         is not deterministic"
+    )))
+}
 
+impl Ctx<'_> {
     /// Performs an effect: returns its recorded observation, or suspends the script.
     pub fn perform(&mut self, effect: Effect) -> Result<Observation, Halt> {
-        match self.history.get(self.cursor) {
+        match self.frame.entries.get(self.cursor) {
             None => Err(Halt::Suspend(effect)),
-            Some((recorded, observation)) => {
+            Some(Entry::Io(recorded, observation)) => {
                 if *recorded != effect {
-                    return Err(Halt::Fail(EpError::internal(format!(
-                        "machine replay diverged at effect {}: recorded {recorded:?}, now \
-                         {effect:?}; the machine is not deterministic",
-                        self.cursor
-                    ))));
+                    return Err(diverged(self.cursor, &effect, recorded));
                 }
                 self.cursor += 1;
                 Ok(observation.clone())
             }
+            Some(other) => Err(diverged(self.cursor, &effect, other)),
         }
+    }
+
+    /// Runs `script` as a sub-script in its own frame and memoizes its result: replays of this
+    /// script after the sub-script finished return the memo without replaying its effects.
+    /// Use it around loops whose iterations each perform effects.
+    pub fn call<S>(&mut self, script: &S) -> Result<Arc<S::Output>, Halt>
+    where
+        S: Script,
+        S::Output: Send + Sync + 'static,
+    {
+        match self.frame.entries.get(self.cursor) {
+            Some(Entry::Returned(memo)) => {
+                let output = Arc::clone(memo).downcast::<S::Output>().map_err(|_| {
+                    diverged(self.cursor, &"a sub-script of another type", &"a memo")
+                })?;
+                self.cursor += 1;
+                return Ok(output);
+            }
+            Some(Entry::Failed(error)) => {
+                self.cursor += 1;
+                return Err(Halt::Fail(error.clone()));
+            }
+            Some(io @ Entry::Io(..)) => {
+                return Err(diverged(self.cursor, &"a sub-script call", io));
+            }
+            None => {}
+        }
+        let child = self.frame.child.get_or_insert_with(Box::default);
+        let outcome = script.run(&mut Ctx {
+            frame: child,
+            cursor: 0,
+        });
+        let entry = match outcome {
+            Err(suspend @ Halt::Suspend(_)) => return Err(suspend),
+            Ok(output) => Entry::Returned(Arc::new(output)),
+            Err(Halt::Fail(error)) => Entry::Failed(error),
+        };
+        self.frame.child = None;
+        self.frame.entries.push(entry);
+        // Read the memo back through the replay path, so a live run and a replay return the
+        // very same value.
+        self.call(script)
     }
 
     /// Performs one KV request.
@@ -144,11 +231,6 @@ impl<'a> Ctx<'a> {
             other => Err(mismatch("a liveness verdict", &other)),
         }
     }
-
-    /// Effects answered so far in this run.
-    pub fn effects_performed(&self) -> usize {
-        self.cursor
-    }
 }
 
 fn mismatch(wanted: &str, got: &Observation) -> Halt {
@@ -167,7 +249,9 @@ pub trait Script {
 #[derive(Debug)]
 pub struct Run<S> {
     script: S,
-    history: Vec<(Effect, Observation)>,
+    frame: Frame,
+    /// Every effect with its observation, in order, across all frames (for tracing).
+    log: Vec<(Effect, Observation)>,
     pending: Option<Effect>,
     finished: bool,
 }
@@ -176,15 +260,16 @@ impl<S: Script> Run<S> {
     pub fn new(script: S) -> Self {
         Run {
             script,
-            history: Vec::new(),
+            frame: Frame::default(),
+            log: Vec::new(),
             pending: None,
             finished: false,
         }
     }
 
-    /// The effects performed so far with their observations.
+    /// Every effect performed so far with its observation, in order.
     pub fn history(&self) -> &[(Effect, Observation)] {
-        &self.history
+        &self.log
     }
 
     /// The script being run.
@@ -203,7 +288,10 @@ impl<S: Script> Machine for Run<S> {
             )));
         }
         match (self.pending.take(), observation) {
-            (Some(effect), Some(observation)) => self.history.push((effect, observation)),
+            (Some(effect), Some(observation)) => {
+                self.frame.record(effect.clone(), observation.clone());
+                self.log.push((effect, observation));
+            }
             (Some(effect), None) => {
                 self.pending = Some(effect.clone());
                 return Step::Effect(effect);
@@ -216,7 +304,10 @@ impl<S: Script> Machine for Run<S> {
             }
             (None, None) => {}
         }
-        let mut cx = Ctx::new(&self.history);
+        let mut cx = Ctx {
+            frame: &mut self.frame,
+            cursor: 0,
+        };
         match self.script.run(&mut cx) {
             Err(Halt::Suspend(effect)) => {
                 self.pending = Some(effect.clone());
@@ -342,5 +433,75 @@ mod tests {
         m.step(None);
         let done = m.step(Some(Observation::Evicted(vec![true])));
         assert!(matches!(done, Step::Done(Err(e)) if e.code == crate::ErrorCode::Internal));
+    }
+
+    /// Reads `a` and `b` each as a memoized sub-script, counting how often each body runs.
+    struct Outer<'c>(&'c Cell<u32>);
+    struct Inner<'c>(&'static str, &'c Cell<u32>);
+
+    impl Script for Inner<'_> {
+        type Output = bool;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<bool, Halt> {
+            self.1.set(self.1.get() + 1);
+            Ok(matches!(cx.kv(get(self.0))?, KvOutcome::Entry(Some(_))))
+        }
+    }
+
+    impl Script for Outer<'_> {
+        type Output = (bool, bool);
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<(bool, bool), Halt> {
+            let a = cx.call(&Inner("a", self.0))?;
+            let b = cx.call(&Inner("b", self.0))?;
+            Ok((*a, *b))
+        }
+    }
+
+    #[test]
+    fn a_finished_sub_script_is_memoized_and_never_replayed() {
+        let runs = Cell::new(0);
+        let mut m = Run::new(Outer(&runs));
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
+        assert!(matches!(m.step(Some(present("a"))), Step::Effect(Effect::Kv(r)) if r == get("b")));
+        assert!(matches!(
+            m.step(Some(absent())),
+            Step::Done(Ok((true, false)))
+        ));
+        // Inner("a") ran on the first pass and again when its observation arrived (then it was
+        // memoized); Inner("b") likewise. Without the memo, "a" would run a third time.
+        assert_eq!(runs.get(), 4);
+        assert_eq!(m.history().len(), 2, "the trace still holds every effect");
+    }
+
+    struct FailingInner;
+
+    impl Script for FailingInner {
+        type Output = ();
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
+            cx.kv(get("x"))?;
+            Err(EpError::conflict("inner refused").into())
+        }
+    }
+
+    struct Recovers;
+
+    impl Script for Recovers {
+        type Output = String;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<String, Halt> {
+            let refused = match cx.call(&FailingInner) {
+                Err(Halt::Fail(e)) => e.message,
+                Err(suspend) => return Err(suspend),
+                Ok(_) => "accepted".into(),
+            };
+            cx.kv(get("after"))?;
+            Ok(refused)
+        }
+    }
+
+    #[test]
+    fn a_sub_script_refusal_is_memoized_too() {
+        let mut m = Run::new(Recovers);
+        m.step(None);
+        assert!(matches!(m.step(Some(absent())), Step::Effect(Effect::Kv(r)) if r == get("after")));
+        assert!(matches!(m.step(Some(absent())), Step::Done(Ok(msg)) if msg == "inner refused"));
     }
 }

@@ -15,7 +15,6 @@ use crate::barrier::{self, FreezeToken};
 use crate::error::{EpError, ErrorCode};
 use crate::gate::{Coordinates, GateState, Generation, OpKind};
 use crate::issuance::{observe_gate, GateRef};
-use crate::ledger::{self, CredState};
 use crate::machine::{Ctx, Halt, Liveness, Script};
 use crate::names::{OpId, Principal};
 use crate::registration::{
@@ -207,11 +206,7 @@ impl Script for ReconcileGate {
         }
 
         let family = barrier::enumerate_family(cx, gate)?;
-        let mut revoked = 0;
-        for row in family.iter().filter(|r| r.row.state() == CredState::Active) {
-            ledger::revoke_row(cx, &row.key)?;
-            revoked += 1;
-        }
+        let revoked = barrier::revoke_active(cx, &family)?;
         let mut holders: Vec<Principal> = family
             .iter()
             .map(|r| r.row.holder_principal().clone())

@@ -25,7 +25,6 @@ use crate::gate::{
 use crate::govern::{self, GovernedMap, Slot, SlotStance};
 use crate::issuance::{observe_gate, GateObservation, GateRef};
 use crate::kv::Revision;
-use crate::ledger::{self, CredState};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, InstanceId, OpId, OwnerToken, Principal, SpaceName};
 use crate::repair::{self, RepairCursor};
@@ -377,9 +376,7 @@ pub fn contain(
     evict_max: usize,
 ) -> Result<Eviction, Halt> {
     let family = barrier::enumerate_family(cx, gate)?;
-    for row in family.iter().filter(|r| r.row.state() == CredState::Active) {
-        ledger::revoke_row(cx, &row.key)?;
-    }
+    barrier::revoke_active(cx, &family)?;
     let holders: Vec<Principal> = family
         .iter()
         .map(|r| r.row.holder_principal().clone())

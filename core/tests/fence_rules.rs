@@ -265,11 +265,7 @@ fn f21_a_mint_that_won_is_enumerated_by_the_later_freeze() {
     let release = serve_mint(&mut world, 1).unwrap();
     freeze(&mut world, &op(2)).unwrap();
     let gate = gate_ref();
-    let rows = run(
-        &mut world,
-        Proc(move |cx: &mut Ctx<'_>| barrier::enumerate_family(cx, &gate)),
-    )
-    .unwrap();
+    let rows = run(&mut world, barrier::EnumerateFamily { gate }).unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].key, release.row_key);
     assert_eq!(rows[0].row.state(), CredState::Active);
@@ -302,11 +298,7 @@ fn f23_after_a_reopen_no_credential_of_the_old_generation_is_live() {
     let stale = observe(&mut world).unwrap();
     let token = freeze(&mut world, &op(2)).unwrap();
     let gate = gate_ref();
-    let rows = run(
-        &mut world,
-        Proc(move |cx: &mut Ctx<'_>| barrier::enumerate_family(cx, &gate)),
-    )
-    .unwrap();
+    let rows = run(&mut world, barrier::EnumerateFamily { gate }).unwrap();
     for row in rows {
         let key = row.key.clone();
         run(
@@ -602,11 +594,7 @@ fn q18_a_marker_in_the_family_is_corruption_not_a_skip() {
             world.kv.delete_unpinned(Store::Auth, &key);
         }
         let gate = gate_ref();
-        let err = run(
-            &mut world,
-            Proc(move |cx: &mut Ctx<'_>| barrier::enumerate_family(cx, &gate)),
-        )
-        .unwrap_err();
+        let err = run(&mut world, barrier::EnumerateFamily { gate }).unwrap_err();
         assert_eq!(err.code, ErrorCode::Internal);
         assert!(err.message.contains("corruption"));
     }
@@ -620,11 +608,7 @@ fn enumeration_stays_inside_the_exact_family_prefix() {
     let longer = format!("epcred.throwaway.{IID}x.sha256-00");
     world.kv.put(Store::Auth, &longer, b"junk");
     let gate = gate_ref();
-    let rows = run(
-        &mut world,
-        Proc(move |cx: &mut Ctx<'_>| barrier::enumerate_family(cx, &gate)),
-    )
-    .unwrap();
+    let rows = run(&mut world, barrier::EnumerateFamily { gate }).unwrap();
     assert_eq!(rows.len(), 1);
 }
 

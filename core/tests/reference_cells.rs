@@ -59,11 +59,7 @@ fn stage(world: &mut ModelWorld, row: &LedgerRow) {
 
 fn enumerate(world: &mut ModelWorld) -> Vec<barrier::FamilyRow> {
     let gate = gate_ref();
-    run(
-        world,
-        Proc(move |cx: &mut Ctx<'_>| barrier::enumerate_family(cx, &gate)),
-    )
-    .unwrap()
+    run(world, barrier::EnumerateFamily { gate }).unwrap()
 }
 
 fn evict(world: &mut ModelWorld, holders: Vec<Principal>) -> Vec<bool> {

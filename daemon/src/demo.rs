@@ -260,14 +260,12 @@ pub fn run<W: Write>(out: &mut W) -> Result<(), DemoError> {
 }
 
 fn revoke_family<W: Write>(t: &mut Timeline<'_, W>) -> Result<usize, DemoError> {
-    struct Enumerate(GateRef);
-    impl Script for Enumerate {
-        type Output = Vec<barrier::FamilyRow>;
-        fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
-            barrier::enumerate_family(cx, &self.0)
-        }
-    }
-    let rows = drive(&mut Run::new(Enumerate(t.gate.clone())), &mut t.world)?;
+    let rows = drive(
+        &mut Run::new(barrier::EnumerateFamily {
+            gate: t.gate.clone(),
+        }),
+        &mut t.world,
+    )?;
     let mut revoked = 0;
     for row in rows {
         let mut machine = Run::new(barrier::RevokeRow { key: row.key });
