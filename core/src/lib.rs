@@ -19,7 +19,8 @@
 //! * [`registration`] — the registration ceremony and its recovery;
 //! * [`serving`] — serve-grant authorization and register-to-READY;
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
-//! * [`reconcile`] — liveness-guarded repair of a frozen registration gate.
+//! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
+//! * [`registry`] — discovery reads of who is registered and serving.
 
 pub mod authority;
 pub mod barrier;
@@ -37,6 +38,7 @@ pub mod machine;
 pub mod names;
 pub mod reconcile;
 pub mod registration;
+pub mod registry;
 pub mod repair;
 pub mod service;
 pub mod serving;

@@ -538,3 +538,121 @@ fn reconcile_completes_a_registration_whose_spec_committed() {
     );
     assert_eq!(gate_now(&world).coordinates(), report.after);
 }
+
+// ---- Registry readers (§6.2) -------------------------------------------------------------------
+
+fn expected_set(
+    world: &mut ModelWorld,
+    endpoint: &str,
+) -> Result<Vec<cotal_core::registry::ExpectedInstance>, cotal_core::EpError> {
+    run(
+        world,
+        cotal_core::registry::FreezeExpectedSet {
+            endpoint: cotal_core::names::EndpointName::parse(endpoint).unwrap(),
+        },
+    )
+}
+
+#[test]
+fn the_expected_set_holds_serving_instances_at_their_current_spec() {
+    let (mut world, r) = ceremony();
+    // Unreadable and empty are different refusals.
+    world.kv.inject(
+        Trigger::new(Store::Records, KvOp::Keys, "svc."),
+        Fault::Unavailable,
+    );
+    let unreadable = expected_set(&mut world, "throwaway").unwrap_err();
+    assert_eq!(unreadable.code, ErrorCode::FailedPrecondition);
+    assert!(unreadable.message.contains("is unreadable"), "{unreadable}");
+    let empty = expected_set(&mut world, "throwaway").unwrap_err();
+    assert!(
+        empty.message.contains("no live registered instances"),
+        "{empty}"
+    );
+
+    let a = serve(&mut world, &r);
+    let iid_b = "bbbbbbbbbbbbbbbbbbbbbbbbbb";
+    provision_for(&mut world, "throwaway", iid_b);
+    let rb = RegisterInstance {
+        instance: cotal_core::names::InstanceId::parse(iid_b).unwrap(),
+        op_id: op(3),
+        ..r.clone()
+    };
+    let b = serve(&mut world, &rb);
+    assert_eq!(
+        b.registered.process_epoch.0, 0,
+        "a fresh instance keeps epoch 0"
+    );
+    let set = expected_set(&mut world, "throwaway").unwrap();
+    assert_eq!(set.len(), 2);
+    let a_entry = set.iter().find(|e| e.instance.as_str() == IID).unwrap();
+    assert_eq!(
+        a_entry.registration_revision,
+        a.registered.registration_revision
+    );
+
+    // B re-registers but its status still observes the old spec revision: B drops out.
+    let b2 = run(
+        &mut world,
+        RegisterInstance {
+            op_id: op(4),
+            ..rb.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(b2.process_epoch.0, 1);
+    let set = expected_set(&mut world, "throwaway").unwrap();
+    assert_eq!(set.len(), 1);
+    assert_eq!(set[0].instance.as_str(), IID);
+
+    // A exits: it drops out too, and the set is empty.
+    let gate = gate_ref();
+    run(
+        &mut world,
+        WriteStatus {
+            endpoint: gate.endpoint.clone(),
+            instance: gate.instance.clone(),
+            gate,
+            epoch: ProcessEpoch(0),
+            status: json!({"epoch": 0, "state": "exited", "observedSpecRevision": a.registered.registration_revision.0}),
+            expected_status_revision: None,
+            supervisor: false,
+        },
+    )
+    .unwrap();
+    assert!(expected_set(&mut world, "throwaway").is_err());
+    // An unknown endpoint has no instances; a malformed spec is internal.
+    assert_eq!(
+        expected_set(&mut world, "ghost").unwrap_err().code,
+        ErrorCode::FailedPrecondition
+    );
+    let spec_key = keys::svc_spec(&gate_ref().endpoint, &gate_ref().instance);
+    world
+        .kv
+        .put(Store::Records, &spec_key, b"{\"endpoint\":\"throwaway\"}");
+    assert_eq!(
+        expected_set(&mut world, "throwaway").unwrap_err().code,
+        ErrorCode::Internal
+    );
+}
+
+#[test]
+fn a_spec_write_conflict_whose_read_back_is_foreign_leaves_the_gate_frozen() {
+    // §6.15: Phase 3's CAS loses to a foreign writer; the read-back shows other bytes.
+    let (mut world, r) = ceremony();
+    let spec_key = keys::svc_spec(&gate_ref().endpoint, &gate_ref().instance);
+    let k = spec_key.clone();
+    world.kv.inject(
+        Trigger::new(Store::Records, KvOp::Get, spec_key),
+        Fault::After(Box::new(move |kv| {
+            kv.put(Store::Records, &k, b"{\"foreign\":true}");
+        })),
+    );
+    let err = run(&mut world, r).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable);
+    assert!(
+        err.message.contains("spec-write outcome is ambiguous"),
+        "{err}"
+    );
+    assert_eq!(gate_now(&world).state(), GateState::Frozen);
+}
