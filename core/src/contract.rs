@@ -576,6 +576,10 @@ impl ReadClosure {
 fn fetch(cx: &mut Ctx<'_>, digest: &Digest) -> Result<Option<Vec<u8>>, Halt> {
     match cx.perform(Effect::ReadArtifact(*digest))? {
         Observation::Artifact(bytes) => Ok(bytes),
+        Observation::ArtifactUnavailable(why) => Err(EpError::unavailable(format!(
+            "the contract store could not be read for artifact {digest}: {why}"
+        ))
+        .into()),
         other => Err(EpError::internal(format!(
             "the driver answered an artifact read of {digest} with {other:?}"
         ))

@@ -92,12 +92,19 @@ impl World for ModelWorld {
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder)),
             // Artifacts live in the Contracts store at their digest hex. The read bypasses fault
             // injection: an artifact observation has no unavailable outcome to report.
-            Effect::ReadArtifact(digest) => Observation::Artifact(
-                self.kv
-                    .get(crate::kv::Store::Contracts, &digest.hex())
-                    .filter(crate::kv::Entry::is_put)
-                    .map(|entry| entry.value),
-            ),
+            // Read through the model's request path so scheduled faults apply to artifact reads.
+            Effect::ReadArtifact(digest) => match self.kv.execute(&crate::kv::KvRequest::Get {
+                store: crate::kv::Store::Contracts,
+                key: digest.hex(),
+            }) {
+                crate::kv::KvOutcome::Entry(entry) => {
+                    Observation::Artifact(entry.filter(crate::kv::Entry::is_put).map(|e| e.value))
+                }
+                crate::kv::KvOutcome::Unavailable(why) | crate::kv::KvOutcome::Ambiguous(why) => {
+                    Observation::ArtifactUnavailable(why)
+                }
+                other => Observation::ArtifactUnavailable(format!("unexpected {other:?}")),
+            },
             Effect::Sleep(_) => Observation::Slept,
         }
     }

@@ -60,6 +60,8 @@ pub enum Observation {
     Probed(Liveness),
     /// The artifact bytes, or `None` when the store has none.
     Artifact(Option<Vec<u8>>),
+    /// The contract store could not be read: neither presence nor absence is known.
+    ArtifactUnavailable(String),
     Slept,
 }
 

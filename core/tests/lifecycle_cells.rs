@@ -215,6 +215,15 @@ fn serve_grant_refusals_name_what_is_missing() {
         ErrorCode::FailedPrecondition
     );
     world.kv.put(Store::Contracts, &closure.hex(), &manifest);
+    // A contract store that cannot be read is unavailable, not absent.
+    world.kv.inject(
+        Trigger::new(Store::Contracts, KvOp::Get, closure.hex()),
+        Fault::Unavailable,
+    );
+    assert_eq!(
+        authorize(&mut world, &r, 0, OWNER).unwrap_err().code,
+        ErrorCode::Unavailable
+    );
     authorize(&mut world, &r, 0, OWNER).unwrap();
 }
 
