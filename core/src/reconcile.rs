@@ -157,7 +157,7 @@ impl Script for ReconcileGate {
             _ => {
                 return Err(ReconcileCondition::NotFrozen
                     .refuse(format!(
-                        "gate {} is {}, not frozen; there is nothing to reconcile",
+                        "gate {} is \"{}\", not \"frozen\"; there is nothing to reconcile",
                         gate.key(),
                         frozen.state().as_str()
                     ))

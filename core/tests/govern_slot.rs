@@ -1,6 +1,7 @@
 //! The governance head `govern.<endpoint>` and its registration slot: byte goldens, closed-schema
 //! parsing, slot take / promote / release under injected faults, F65 continuity, the F64
-//! foreign-slot orphan predicate, and the slot-layer cells of reference §6.7.
+//! foreign-slot orphan predicate and the holder-generation reader. The reference's §6.7
+//! governance-slot-orphan cells run on the real machines in `governance_orphan_cells.rs`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -10,16 +11,15 @@
 
 mod common;
 
-use common::{coords, run, Proc};
-use cotal_core::barrier::{self, FreezeToken};
+use common::{run, Proc};
 use cotal_core::driver::ModelWorld;
-use cotal_core::gate::{GateState, Generation};
+use cotal_core::gate::Generation;
 use cotal_core::govern::*;
-use cotal_core::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
+use cotal_core::issuance::{GateRef, ProvisionGate};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
 use cotal_core::kv::{KvOp, KvRequest, Revision, Store};
 use cotal_core::machine::Ctx;
-use cotal_core::names::{keys, CommandToken, EndpointName, InstanceId, OpId, Principal, SpaceName};
+use cotal_core::names::{keys, CommandToken, EndpointName, InstanceId, Principal, SpaceName};
 use cotal_core::{EpError, ErrorCode};
 
 const GUARDED: &str = "ai.cotal.guarded";
@@ -569,254 +569,43 @@ fn f64_deregistration_slot_check_triad() {
     }
 }
 
-// ---- the §6.7 governance-slot-orphan cells, at the slot layer --------------------------------
+// ---- the holder-generation reader -------------------------------------------------------------
 
-/// Auth gates for several instances of `manager` plus the records head. `register` stands in for
-/// the registration machine reduced to what touches the slot: freeze → read head → stance and
-/// orphan predicate → continuity → take → (stop at the spec publish, leaving the gate frozen, or)
-/// promote → reopen → release; a failure up to the take abort-reopens.
-struct Orphans {
-    world: ModelWorld,
-    ops: u8,
-}
-
-enum Seam {
-    Truthful,
-    Fixed(HolderGeneration),
-}
-
-type Frozen = (OpId, FreezeToken, GateObservation);
-
-impl Orphans {
-    fn new() -> Self {
-        Orphans {
-            world: ModelWorld::new(KvModel::with_history(8)),
-            ops: 0,
-        }
-    }
-    fn gate(c: char) -> GateRef {
-        GateRef::new(SpaceName::parse("govslotsmoke").unwrap(), ep(), iid(c))
-    }
-    fn provision(&mut self, c: char) {
-        let principal = Principal::parse(&format!("local.govslot{c}{c}{c}{c}")).unwrap();
-        run(
-            &mut self.world,
-            ProvisionGate {
-                gate: Self::gate(c),
-                principal,
-            },
-        )
-        .unwrap();
-    }
-    fn observe(&mut self, c: char) -> GateObservation {
-        let script = move |cx: &mut Ctx<'_>| observe_gate(cx, &Self::gate(c));
-        run(&mut self.world, Proc(script)).unwrap().unwrap()
-    }
-    fn generation(&mut self, c: char) -> u64 {
-        self.observe(c).gate.generation().0
-    }
-    fn freeze(&mut self, c: char) -> Frozen {
-        self.ops += 1;
-        let (op, obs) = (OpId::mint([self.ops; 20]), self.observe(c));
-        let (o, at) = (op.clone(), obs.clone());
-        let script = move |cx: &mut Ctx<'_>| barrier::freeze(cx, &Self::gate(c), &o, &at);
-        let token = run(&mut self.world, Proc(script)).unwrap().unwrap();
-        (op, token, obs)
-    }
-    /// Reopens at generation + 1 (an abort-reopen, a completing reopen, or a reconcile).
-    fn reopen(&mut self, c: char, (op, token, at): Frozen) {
-        let g = at.gate.coordinates();
-        let next = coords(
-            g.generation.0 + 1,
-            g.process_epoch.0,
-            g.registration_revision.0,
-            0,
-        );
-        let script = move |cx: &mut Ctx<'_>| barrier::reopen(cx, &Self::gate(c), &op, token, next);
-        assert!(run(&mut self.world, Proc(script)).unwrap());
-    }
-    fn register(&mut self, c: char, seam: Seam, stop_at_publish: bool) -> Result<Frozen, EpError> {
-        let frozen = self.freeze(c);
-        let at = frozen.2.gate.generation();
-        let phase = run(
-            &mut self.world,
-            Proc(move |cx: &mut Ctx<'_>| {
-                let (head, pin) = read_governance(cx, &ep())?;
-                if let SlotStance::Foreign(held) = slot_stance(&head, &iid(c), at, false)? {
-                    let observed = match &seam {
-                        Seam::Truthful => {
-                            let space = Self::gate(c).space;
-                            observe_holder_generation(cx, &space, &ep(), &held.instance)?
-                        }
-                        Seam::Fixed(observed) => observed.clone(),
-                    };
-                    assert_foreign_slot_is_orphaned(&ep(), held, &observed)?;
-                }
-                check_continuity(&head.commands, &ping())?;
-                take_slot(
-                    cx,
-                    &ep(),
-                    &head,
-                    pin,
-                    Slot {
-                        instance: iid(c),
-                        generation: at,
-                        commands: ping(),
-                    },
-                )
-            }),
-        );
-        if let Err(e) = phase {
-            self.reopen(c, frozen);
-            return Err(e);
-        }
-        if !stop_at_publish {
-            promote(&mut self.world, c, at.0)?;
-            self.reopen(c, frozen.clone());
-            release(&mut self.world, c, at.0)?;
-        }
-        Ok(frozen)
-    }
-    fn slot(&self) -> Option<Slot> {
-        head(&self.world).provisional
-    }
-}
-
-#[test]
-fn f64_cells_1_to_5_in_flight_slot_is_never_stolen_and_is_reclaimed_once_orphaned() {
-    let mut s = Orphans::new();
-    // §1 residue: A froze, took the slot and stopped at its spec publish.
-    s.provision('a');
-    let frozen_a = s.register('a', Seam::Truthful, true).unwrap();
-    assert_eq!(s.observe('a').gate.state(), GateState::Frozen);
-    let stamp = s.slot().unwrap();
-    assert_eq!(
-        (&stamp.instance, stamp.generation.0),
-        (&iid('a'), s.generation('a'))
-    );
-
-    // §3 negative control: A's gate is frozen at the stamp, so B refuses; the slot is untouched.
-    s.provision('b');
-    let e = s.register('b', Seam::Truthful, false).unwrap_err();
-    assert_eq!(e.code, ErrorCode::Conflict);
-    let fragments = [
-        "holds the governance slot through its spec publication",
-        "still at generation 0",
-        "IN FLIGHT",
-        "cotal reconcile-gate --instance aaaaaaaaaaaaaaaaaaaaaaaaaa",
-    ];
-    assert!(fragments.iter().all(|f| e.message.contains(f)), "{e}");
-    assert_eq!(s.slot(), Some(stamp.clone()));
-
-    // §4 the control discriminates: the shipped predicate refuses this coordinate, while the
-    // loosened `live >= stamp` would admit it.
-    let g = Generation(s.generation('a'));
-    let shipped = assert_foreign_slot_is_orphaned(&ep(), &stamp, &HolderGeneration::Live(g));
-    assert!(shipped.is_err() && g >= stamp.generation);
-
-    // §5 reopening A's gate (what reconcile does) orphans the slot; B's ordinary start reclaims it.
-    s.reopen('a', frozen_a);
-    assert!(stamp.generation.0 < s.generation('a'));
-    s.register('b', Seam::Truthful, false).unwrap();
-    assert_eq!(head(&s.world), head_of(ping(), None));
-}
-
-#[test]
-fn f64_cells_6_and_7_ambiguous_slot_take_self_orphans_and_binding_survives_reclaims() {
-    let mut s = Orphans::new();
-    s.provision('b');
-    s.register('b', Seam::Truthful, false).unwrap();
-    let binding = head(&s.world).commands;
-    // §6 C's slot-take is ambiguous but committed; the abort-reopen moves C's gate past the stamp.
-    s.provision('c');
-    s.world
-        .kv
-        .inject(on_head(KvOp::Update), Fault::AmbiguousApplied);
-    let e = s.register('c', Seam::Truthful, false).unwrap_err();
-    let fragment = "governance slot-take for endpoint \"manager\" is ambiguous";
-    assert!(
-        e.code == ErrorCode::Unavailable && e.message.contains(fragment),
-        "{e}"
-    );
-    assert_eq!(s.slot(), Some(slot('c', 0, ping())));
-    assert_eq!(
-        (s.observe('c').gate.state(), s.generation('c')),
-        (GateState::Open, 1)
-    );
-    // C's retry replaces its own orphan, stamped at the generation the retry froze.
-    let frozen_c = s.register('c', Seam::Truthful, true).unwrap();
-    assert_eq!(s.slot(), Some(slot('c', 1, ping())));
-    s.reopen('c', frozen_c);
-    // D reclaims an orphan whose holder gate is OPEN: the residue reconcile-gate cannot reach.
-    s.provision('d');
-    s.register('d', Seam::Truthful, false).unwrap();
-    // §7 every reclaim carried the binding forward; only `provisional` was ever replaced.
-    assert_eq!(head(&s.world), head_of(binding, None));
-}
-
-#[test]
-fn f64_cell_8_every_doubtful_observation_fails_closed() {
-    let mut s = Orphans::new();
-    s.provision('e');
-    for _ in 0..2 {
-        let frozen = s.register('e', Seam::Truthful, true).unwrap();
-        s.reopen('e', frozen);
-    }
-    let orphan = s.slot().unwrap();
-    assert!(orphan.generation.0 > 0 && orphan.generation.0 < s.generation('e'));
-    s.provision('f');
-    let cases = [
-        (
-            HolderGeneration::NoSeam,
-            ErrorCode::Conflict,
-            "cannot observe that instance's issuance",
-        ),
-        (
-            HolderGeneration::Unreadable("down".into()),
-            ErrorCode::Unavailable,
-            "could not be",
-        ),
-        (
-            HolderGeneration::Garbled("\"7\"".into()),
-            ErrorCode::Unavailable,
-            "not an unsigned",
-        ),
-        (
-            live(0),
-            ErrorCode::Unavailable,
-            "ahead of its observed live gate generation",
-        ),
-    ];
-    for (observed, code, fragment) in cases {
-        refused(
-            s.register('f', Seam::Fixed(observed), false),
-            code,
-            fragment,
-        );
-        assert_eq!(s.slot(), Some(orphan.clone()));
-    }
-    s.register('f', Seam::Truthful, false).unwrap();
-    assert_eq!(s.slot(), None);
-}
-
+/// The seam the registration aims at a foreign slot's holder; the §6.7 cells that exercise it
+/// through the real machines live in `governance_orphan_cells.rs`.
 #[test]
 fn f64_holder_generation_is_observed_from_the_auth_store() {
-    let mut s = Orphans::new();
-    let observe = |s: &mut Orphans| {
-        let space = Orphans::gate('a').space;
+    let mut world = ModelWorld::default();
+    let gate = GateRef::new(SpaceName::parse("govslotsmoke").unwrap(), ep(), iid('a'));
+    let observe = |world: &mut ModelWorld| {
+        let space = gate.space.clone();
         let script =
             move |cx: &mut Ctx<'_>| observe_holder_generation(cx, &space, &ep(), &iid('a'));
-        run(&mut s.world, Proc(script)).unwrap()
+        run(world, Proc(script)).unwrap()
     };
-    assert!(matches!(observe(&mut s), HolderGeneration::Unreadable(m) if m.contains("absent")));
-    s.provision('a');
-    assert_eq!(observe(&mut s), live(0));
+    assert!(matches!(observe(&mut world), HolderGeneration::Unreadable(m) if m.contains("absent")));
+    let principal = Principal::parse("local.govslotaaaa").unwrap();
+    let provision = ProvisionGate {
+        gate: gate.clone(),
+        principal,
+    };
+    run(&mut world, provision).unwrap();
+    assert_eq!(observe(&mut world), live(0));
     let gate_get = Trigger::new(Store::Auth, KvOp::Get, "epgate.");
-    s.world.kv.inject(gate_get, Fault::AmbiguousNotApplied);
-    assert!(matches!(observe(&mut s), HolderGeneration::Unreadable(_)));
-    let key = Orphans::gate('a').key();
-    raw_write(&mut s.world.kv, Store::Auth, &key, Some(b"{}".to_vec()));
-    assert!(matches!(observe(&mut s), HolderGeneration::Garbled(_)));
-    raw_write(&mut s.world.kv, Store::Auth, &key, None);
-    assert!(matches!(observe(&mut s), HolderGeneration::Unreadable(m) if m.contains("DEL marker")));
+    world.kv.inject(gate_get, Fault::AmbiguousNotApplied);
+    assert!(matches!(
+        observe(&mut world),
+        HolderGeneration::Unreadable(_)
+    ));
+    raw_write(
+        &mut world.kv,
+        Store::Auth,
+        &gate.key(),
+        Some(b"{}".to_vec()),
+    );
+    assert!(matches!(observe(&mut world), HolderGeneration::Garbled(_)));
+    raw_write(&mut world.kv, Store::Auth, &gate.key(), None);
+    assert!(
+        matches!(observe(&mut world), HolderGeneration::Unreadable(m) if m.contains("DEL marker"))
+    );
 }
