@@ -623,3 +623,29 @@ fn f64_an_in_flight_foreign_slot_blocks_until_its_holder_is_reconciled() {
     let done = register(&mut world, &RegisterInstance { op_id: op(5), ..b }).unwrap();
     assert_eq!(done.generation.0, 2, "B aborted once, then completed");
 }
+
+// ---- Round trips (DESIGN §5.4) ------------------------------------------------------------------
+
+/// KV requests (contract reads included) one registration costs on the model.
+fn requests_of(world: &mut ModelWorld, r: &RegisterInstance) -> u64 {
+    let before = world.kv.requests_served();
+    register(world, r).unwrap();
+    world.kv.requests_served() - before
+}
+
+#[test]
+fn registration_round_trips_stay_below_the_references() {
+    // First registration, empty family: observe 1, freeze 1, spec read 1, head read 1, closure
+    // 2, slot-take 1, family list 1, spec write 1, promote 2, reopen 2, release 2 = 15. The
+    // reference spends 20 here (a re-read before the freeze and the reopen's CAS, and a repair
+    // cursor written and deleted even for an empty family).
+    let (mut world, r) = ceremony();
+    assert_eq!(requests_of(&mut world, &r), 15);
+    // Re-registration over a family of 3 active rows held by 2 principals: + 3 row reads,
+    // + 3 × (read + revoke), + cursor load, save, verified save and delete = 15 + 3 + 6 + 4.
+    let (mut world, r, _) = registered_with_credentials();
+    assert_eq!(
+        requests_of(&mut world, &RegisterInstance { op_id: op(2), ..r }),
+        28
+    );
+}
