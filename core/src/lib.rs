@@ -20,7 +20,8 @@
 //! * [`serving`] — serve-grant authorization and register-to-READY;
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
-//! * [`registry`] — discovery reads of who is registered and serving.
+//! * [`registry`] — discovery reads of who is registered and serving;
+//! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints.
 
 pub mod authority;
 pub mod barrier;
@@ -32,10 +33,12 @@ pub mod error;
 pub mod gate;
 pub mod govern;
 pub mod issuance;
+pub mod jwt;
 pub mod kv;
 pub mod ledger;
 pub mod machine;
 pub mod names;
+pub mod profiles;
 pub mod reconcile;
 pub mod registration;
 pub mod registry;
