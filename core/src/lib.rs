@@ -21,7 +21,8 @@
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
 //! * [`registry`] — discovery reads of who is registered and serving;
-//! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints.
+//! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
+//! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence.
 
 pub mod authority;
 pub mod barrier;
@@ -37,6 +38,7 @@ pub mod jwt;
 pub mod kv;
 pub mod ledger;
 pub mod machine;
+pub mod mint;
 pub mod names;
 pub mod profiles;
 pub mod reconcile;

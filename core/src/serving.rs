@@ -26,6 +26,9 @@ pub struct AuthorizedServe {
     pub grant: ServeGrant,
     /// The union of the closures' commands, sorted: one queue-qualified subscribe row each (F70).
     pub commands: Vec<CommandToken>,
+    /// The commands served on the request rails (the ephemeral ones; journal-class commands
+    /// ride `epj` submissions), sorted: the serve credential's subscribe rows.
+    pub rail_commands: Vec<CommandToken>,
     /// True when any command is journal-class.
     pub journal_class: bool,
 }
@@ -84,6 +87,11 @@ pub fn authorize_serve_grant(
     }
     let surface = merge_commands(closures.iter()).map_err(EpError::stored)?;
     let journal_class = surface.values().any(|c| c.class.is_journal());
+    let rail_commands: Vec<CommandToken> = surface
+        .iter()
+        .filter(|(_, c)| !c.class.is_journal())
+        .map(|(name, _)| name.clone())
+        .collect();
     let commands: Vec<CommandToken> = surface.into_keys().collect();
     let current = read_process_epoch(cx, gate)?;
     if current != args.epoch {
@@ -105,6 +113,7 @@ pub fn authorize_serve_grant(
             name_authority_revision: nar,
         },
         commands,
+        rail_commands,
         journal_class,
     })
 }
