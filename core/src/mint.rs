@@ -28,7 +28,7 @@ pub enum Holder {
     /// The caller holds the seed; only its public nkey is sent, and only a JWT is issued.
     PublicKey(String),
     /// The plane holds the key pair and issues creds text (JWT + seed).
-    KeyPair(KeyPair),
+    KeyPair(Box<KeyPair>),
 }
 
 /// A fully built credential awaiting its fence. Its text is readable only from a release

@@ -98,7 +98,7 @@ fn f22_a_serve_credential_is_released_only_through_the_fence_and_is_ledgered_by_
     let released = release(
         &mut world,
         &serve,
-        prepared_serve(&serve, &Holder::KeyPair(user())),
+        prepared_serve(&serve, &Holder::KeyPair(Box::new(user()))),
     )
     .unwrap();
     // The id is the digest of the exact creds text.
@@ -145,7 +145,7 @@ fn f22_nothing_is_released_under_a_frozen_gate() {
     let (mut world, r) = ceremony();
     let serve = serving(&mut world, &r);
     freeze(&mut world, &op(7)).unwrap();
-    let prepared = prepared_serve(&serve, &Holder::KeyPair(user()));
+    let prepared = prepared_serve(&serve, &Holder::KeyPair(Box::new(user())));
     let err = release(&mut world, &serve, prepared).unwrap_err();
     assert_eq!(err.code, ErrorCode::Expired);
     assert!(family(&world).is_empty());
@@ -156,7 +156,7 @@ fn f27_the_predecessors_credential_is_refused_after_a_re_registration() {
     let (mut world, r) = ceremony();
     let old = serving(&mut world, &r);
     serving(&mut world, &RegisterInstance { op_id: op(2), ..r });
-    let prepared = prepared_serve(&old, &Holder::KeyPair(user()));
+    let prepared = prepared_serve(&old, &Holder::KeyPair(Box::new(user())));
     assert_eq!(
         release(&mut world, &old, prepared).unwrap_err().code,
         ErrorCode::Expired
@@ -177,7 +177,7 @@ fn an_oversize_credential_is_refused_before_anything_is_written() {
         &profile,
         &signer,
         &signer.public_key(),
-        &Holder::KeyPair(user()),
+        &Holder::KeyPair(Box::new(user())),
         NOW,
     )
     .unwrap_err();
@@ -205,7 +205,7 @@ fn f43_a_sibling_credential_is_released_through_the_sibling_fence() {
         &profile,
         &signer,
         &signer.public_key(),
-        &Holder::KeyPair(user()),
+        &Holder::KeyPair(Box::new(user())),
         NOW,
     )
     .unwrap();
