@@ -18,6 +18,15 @@
 //! canonical unpadded base64url, v2 claims only, issuer and subject nkeys of the right kind.
 //! The `jti` is never checked on decode: Go and nats-server do not check it, and the JavaScript
 //! library `@nats-io/jwt` fills it with a different digest (base64 SHA-512 of its own JSON).
+//!
+//! **Serving these tokens.** A nats-server in operator mode accepts them with `operator:
+//! <operator JWT>`, `system_account: <system account public key>`, `resolver: MEMORY` and a
+//! `resolver_preload` mapping each account public key to its account JWT (operator and account
+//! JWTs minted without expiry). A user JWT travels inside CONNECT, and the server's default
+//! `max_control_line` (4096 bytes) refuses larger profiles (the provisioner's, a serve JWT past a
+//! few commands) with `maximum control line exceeded`; a deployment must raise it to at least
+//! [`MAX_JWT_BYTES`] plus the CONNECT envelope (≈ 17 KiB; 32 KiB is a safe setting). The live
+//! test `tests/tests/nats_live_jwt.rs` runs exactly this setup.
 
 use std::fmt;
 

@@ -11,6 +11,7 @@
 //! A missing or wrong binary is an error naming `scripts/nats-server.sh`, never a skip
 //! (DESIGN §6). Every bounded wait is a named constant below.
 
+pub mod client;
 mod cluster;
 mod server;
 mod wire;
