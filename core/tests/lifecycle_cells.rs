@@ -317,14 +317,7 @@ fn deregistration_refuses_while_this_instances_registration_holds_the_slot() {
     serve(&mut world, &r);
     // A re-registration dies after its spec write (its reopen is refused unsent), holding the
     // slot at its frozen generation.
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::After(Box::new(|_| {})),
-    );
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::Unavailable,
-    );
+    fault_the_completing_reopen(&mut world, Fault::Unavailable);
     let err = run(&mut world, RegisterInstance { op_id: op(2), ..r }).unwrap_err();
     assert!(err.message.contains("reopen did not complete"), "{err}");
     assert_eq!(
@@ -529,14 +522,7 @@ fn reconcile_completes_a_registration_whose_spec_committed() {
     let (mut world, r) = ceremony();
     serve(&mut world, &r);
     // The re-registration dies after its spec write (its reopen is refused unsent).
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::After(Box::new(|_| {})),
-    );
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::Unavailable,
-    );
+    fault_the_completing_reopen(&mut world, Fault::Unavailable);
     run(&mut world, RegisterInstance { op_id: op(2), ..r }).unwrap_err();
     world.set_prober(Box::new(|_| Liveness::Gone));
     let report = reconcile(&mut world).unwrap();

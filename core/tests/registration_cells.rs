@@ -434,14 +434,7 @@ fn a_failed_promote_leaves_the_gate_frozen_and_the_same_op_completes_it() {
 fn a_lost_completing_reopen_leaves_the_gate_frozen() {
     let (mut world, r) = ceremony();
     // The freeze (first gate update) goes through; the completing reopen is refused unsent.
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::After(Box::new(|_| {})),
-    );
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::Unavailable,
-    );
+    fault_the_completing_reopen(&mut world, Fault::Unavailable);
     let err = register(&mut world, &r).unwrap_err();
     assert_eq!(err.code, ErrorCode::Unavailable);
     assert!(err.message.contains("reopen did not complete"), "{err}");
@@ -454,14 +447,7 @@ fn a_lost_completing_reopen_leaves_the_gate_frozen() {
 #[test]
 fn an_ambiguous_completing_reopen_is_settled_by_its_successor() {
     let (mut world, r) = ceremony();
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::After(Box::new(|_| {})),
-    );
-    world.kv.inject(
-        Trigger::new(Store::Auth, KvOp::Update, gate_ref().key()),
-        Fault::AmbiguousApplied,
-    );
+    fault_the_completing_reopen(&mut world, Fault::AmbiguousApplied);
     let done = register(&mut world, &r).unwrap();
     assert_eq!(
         fixture_gate(&world).coordinates(),

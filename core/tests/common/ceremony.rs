@@ -9,6 +9,8 @@ use cotal_core::contract::publish_cluster;
 use cotal_core::driver::ModelWorld;
 use cotal_core::gate::NameAuthorityRevision;
 use cotal_core::issuance::{GateRef, ProvisionGate};
+use cotal_core::kv::model::{Fault, Trigger};
+use cotal_core::kv::{KvOp, Store};
 use cotal_core::machine::{Ctx, Halt};
 use cotal_core::names::{EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
 use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
@@ -144,4 +146,17 @@ pub fn ceremony() -> (ModelWorld, RegisterInstance) {
     let spec = spec_for("throwaway", OWNER, &[closure]);
     let authority = TableAuthority::with("throwaway", OWNER, 0);
     (world, registrar(spec, IID, authority, super::op(1)))
+}
+
+/// Lets the fixture gate's next update (a registration's freeze) through, then applies `fault`
+/// to the one after it (that registration's completing reopen).
+pub fn fault_the_completing_reopen(world: &mut ModelWorld, fault: Fault) {
+    let key = super::gate_ref().key();
+    world.kv.inject(
+        Trigger::new(Store::Auth, KvOp::Update, key.clone()),
+        Fault::After(Box::new(|_| {})),
+    );
+    world
+        .kv
+        .inject(Trigger::new(Store::Auth, KvOp::Update, key), fault);
 }
