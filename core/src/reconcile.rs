@@ -205,6 +205,21 @@ impl Script for ReconcileGate {
             }
         }
 
+        // The probe answered about the holder of the freeze read above; the freeze itself may
+        // have been reopened by its own operation since (and its holder died after). Act only on
+        // the freeze that still stands, or revocations would hit a live, open gate's family.
+        match observe_gate(cx, gate)? {
+            Some(now) if now.revision == observed.revision => {}
+            _ => {
+                return Err(ReconcileCondition::Raced
+                    .refuse(format!(
+                        "gate {} moved while the holder's liveness was probed; nothing was \
+                         revoked. Re-observe it",
+                        gate.key()
+                    ))
+                    .into())
+            }
+        }
         let family = barrier::enumerate_family(cx, gate)?;
         let revoked = barrier::revoke_active(cx, &family)?;
         let mut holders: Vec<Principal> = family

@@ -157,6 +157,22 @@ impl Script for RegisterInstance {
         let eviction = contain(cx, &gate, &self.op_id, token, self.evict_max)
             .map_err(|h| left_frozen(h, "could not revoke + verify-evict the credential family"))?;
 
+        // Only this operation can move a gate it froze, but one op id may have two live
+        // executors (a restart resuming beside a partitioned predecessor). If the other one
+        // reopened the gate, publishing now would advance the spec under an open gate at the old
+        // coordinate (reference §7 item 9). Confirm the freeze still stands first.
+        match observe_gate(cx, &gate)? {
+            Some(now) if now.revision == token.0 => {}
+            _ => {
+                return Err(EpError::conflict(format!(
+                    "gate {} left this registration's freeze before the spec was published; \
+                     another executor of operation {} moved it. Nothing was published",
+                    gate.key(),
+                    self.op_id
+                ))
+                .into())
+            }
+        }
         let spec_revision = publish_spec(cx, &gate, &self.spec, &authorized.current)?;
         govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation()).map_err(
             |h| {

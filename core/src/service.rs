@@ -622,6 +622,19 @@ pub fn write_service_status(cx: &mut Ctx<'_>, w: &WriteStatus) -> Result<Revisio
         ))
         .into());
     }
+    // For endpoints the epoch advances only at a barrier's completing reopen, so the epoch read
+    // alone passes for the whole barrier: an instance write landing then would leave a READY at
+    // an epoch the reopen is about to supersede. Beyond the reference, an instance write
+    // therefore needs the gate open; the supervisor (escalation, restart history) is not held
+    // up by a barrier.
+    if !w.supervisor && gate.gate.state() != crate::gate::GateState::Open {
+        return Err(EpError::unavailable(format!(
+            "the issuance gate of {who} is {} by a barrier; an instance status write waits for \
+             it to reopen (its epoch may be superseded), then retries (F42)",
+            gate.gate.state().as_str()
+        ))
+        .into());
+    }
     let key = keys::svc_status(&w.endpoint, &w.instance);
     let stored = read_record(cx, &key)?;
     if let Some(expected) = w.expected_status_revision {

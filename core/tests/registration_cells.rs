@@ -622,16 +622,16 @@ fn requests_of(world: &mut ModelWorld, r: &RegisterInstance) -> u64 {
 #[test]
 fn registration_round_trips_stay_below_the_references() {
     // First registration, empty family: observe 1, freeze 1, spec read 1, head read 1, closure
-    // 2, slot-take 1, family list 1, spec write 1, promote 2, reopen 2, release 2 = 15. The
-    // reference spends 20 here (a re-read before the freeze and the reopen's CAS, and a repair
-    // cursor written and deleted even for an empty family).
+    // 2, slot-take 1, family list 1, freeze re-check 1, spec write 1, promote 2, reopen 2,
+    // release 2 = 16. The reference spends 20 here (a re-read before the freeze and the reopen's
+    // CAS, and a repair cursor written and deleted even for an empty family).
     let (mut world, r) = ceremony();
-    assert_eq!(requests_of(&mut world, &r), 15);
+    assert_eq!(requests_of(&mut world, &r), 16);
     // Re-registration over a family of 3 active rows held by 2 principals: + 3 row reads,
-    // + 3 × (read + revoke), + cursor load, save, verified save and delete = 15 + 3 + 6 + 4.
+    // + 3 × (read + revoke), + cursor load, save, verified save and delete = 16 + 3 + 6 + 4.
     let (mut world, r, _) = registered_with_credentials();
     assert_eq!(
         requests_of(&mut world, &RegisterInstance { op_id: op(2), ..r }),
-        28
+        29
     );
 }
