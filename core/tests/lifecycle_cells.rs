@@ -651,3 +651,92 @@ fn a_spec_write_conflict_whose_read_back_is_foreign_leaves_the_gate_frozen() {
     );
     assert_eq!(gate_now(&world).state(), GateState::Frozen);
 }
+
+// ---- Gaps the simulator found, now closed ---------------------------------------------------
+
+#[test]
+fn f42_an_instance_status_write_waits_while_a_barrier_holds_the_gate() {
+    let (mut world, r) = ceremony();
+    let rev = serve(&mut world, &r).registered.registration_revision.0;
+    // A successor's registration froze the gate; the epoch advance rides its reopen, so the
+    // old epoch still equals the gate's.
+    freeze(&mut world, &op(7)).unwrap();
+    let err = status_write(&mut world, 0, rev).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable);
+    assert!(err.message.contains("frozen by a barrier"), "{err}");
+    // The supervisor is not held up by a barrier.
+    let gate = gate_ref();
+    run(
+        &mut world,
+        WriteStatus {
+            endpoint: gate.endpoint.clone(),
+            instance: gate.instance.clone(),
+            gate,
+            epoch: ProcessEpoch(0),
+            status: json!({"epoch": 0, "state": "escalated", "observedSpecRevision": rev, "retiredAt": 5}),
+            expected_status_revision: None,
+            supervisor: true,
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn f52_a_reconcile_acts_only_on_the_freeze_that_still_stands_after_the_probe() {
+    use cotal_core::machine::{Effect, Machine, Observation, Run, Step};
+    let mut world = registered_world(7);
+    let observed = observe(&mut world).unwrap();
+    let row = sibling_row(1, SIBLING);
+    commit_sibling(&mut world, observed, row.clone()).unwrap();
+    let token = freeze(&mut world, &op(2)).unwrap();
+    // While the holder's liveness is probed, the freeze's own operation abort-reopens the gate
+    // (and its holder dies after, so the probe truthfully answers gone).
+    let mut machine = Run::new(ReconcileGate { gate: gate_ref() });
+    let mut obs = None;
+    let result = loop {
+        match machine.step(obs.take()) {
+            Step::Done(r) => break r,
+            Step::Effect(Effect::Probe(_)) => {
+                assert!(reopen(&mut world, &op(2), token, coords(2, 0, 7, 0)).unwrap());
+                obs = Some(Observation::Probed(Liveness::Gone));
+            }
+            Step::Effect(effect) => {
+                obs = Some(cotal_core::driver::World::perform(&mut world, &effect))
+            }
+        }
+    };
+    let err = result.unwrap_err();
+    assert_eq!(
+        ReconcileCondition::of(&err),
+        Some(ReconcileCondition::Raced),
+        "{err}"
+    );
+    assert_eq!(
+        row_state(&world, &row.key()),
+        Some(CredState::Active),
+        "nothing revoked"
+    );
+    assert_eq!(gate_now(&world).state(), GateState::Open);
+}
+
+#[test]
+fn a_second_executor_of_the_same_op_reopening_the_gate_stops_the_spec_publish() {
+    let (mut world, r) = ceremony();
+    // Right after Phase 2 lists the family, another executor of the same op id abort-reopens.
+    let prefix = gate_ref().family_prefix();
+    world.kv.inject(
+        Trigger::new(Store::Auth, KvOp::Keys, prefix),
+        Fault::After(Box::new(|kv| {
+            let key = gate_ref().key();
+            let entry = kv.get(Store::Auth, &key).unwrap();
+            let frozen = EndpointGate::parse(&entry.value).unwrap();
+            let reopened = frozen.reopened(&op(1), coords(1, 0, 0, 0)).unwrap();
+            kv.put(Store::Auth, &key, &reopened.to_bytes());
+        })),
+    );
+    let err = run(&mut world, r).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Conflict);
+    assert!(err.message.contains("Nothing was published"), "{err}");
+    let spec_key = keys::svc_spec(&gate_ref().endpoint, &gate_ref().instance);
+    assert!(world.kv.get(Store::Records, &spec_key).is_none());
+}
