@@ -54,7 +54,10 @@ pub struct RegisterInstance {
     pub registrant: OwnerToken,
     pub authority: Arc<dyn NameAuthority>,
     /// This operation's id. A gate already frozen under a registration with this id is our own
-    /// earlier attempt, which is resumed instead of refused (reference §7 item 17).
+    /// earlier attempt, which is resumed instead of refused (reference §7 item 17). An op id
+    /// must have at most one live executor: resuming it while a partitioned predecessor still
+    /// runs it lets both act on one freeze (the simulator's `SIM_RESUME_BESIDE_ZOMBIE` shows the
+    /// remaining races). A restart that cannot prove its predecessor dead takes a fresh op id.
     pub op_id: OpId,
     /// Holders per eviction call, 1..=[`EVICT_PRINCIPALS_MAX`].
     pub evict_max: usize,
