@@ -1,1 +1,22 @@
-//! `cotal-io-nats`: adapter crate; executes core effects. Filled in by the adapter issues.
+//! `cotal-io-nats`: executes the core's effects on NATS JetStream (DESIGN §2).
+//!
+//! * [`shape`] — the JetStream shape of each per-space store (spec-fence-rules §2.1, F7, F10):
+//!   what the adapter creates and what every bind verifies.
+//! * [`space`] — [`Space`]: one space's stores bound once on one connection, and every core
+//!   [`KvRequest`](cotal_core::kv::KvRequest) executed on them with leader-served reads,
+//!   revision-pinned publishes and the outcome mapping of DESIGN §3 (CAS lost, unavailable,
+//!   ambiguous). Round trips are documented there and counted.
+//! * [`driver`] — the async driver: any core machine run against a [`Space`], evictions and
+//!   liveness probes answered by injectable async closures (fail-closed by default).
+
+pub mod driver;
+pub mod shape;
+pub mod space;
+
+pub use driver::{drive, Evictor, NatsWorld, Prober};
+pub use shape::{Replicas, StoreLayout};
+pub use space::{SendHook, SendPhase, Space, SpaceOptions};
+
+/// The client this adapter is built on, for callers that need the same version (tests, the
+/// daemon's connection options).
+pub use async_nats;

@@ -1,0 +1,120 @@
+//! The async driver: runs any core [`Machine`] against a bound [`Space`], the way
+//! `cotal_core::driver` runs one against the in-memory model.
+//!
+//! KV effects go to [`Space::execute_hooked`], artifact reads to [`Space::read_artifact`],
+//! sleeps to the tokio timer. Evictions and liveness probes are answered by injectable async
+//! closures whose defaults fail closed: nothing is verified evicted and every holder's liveness
+//! is `unknown`, as the reference barrier behaves when no evictor is configured.
+
+use std::fmt;
+
+use cotal_core::driver::MAX_STEPS;
+use cotal_core::machine::{Effect, Liveness, Machine, Observation, Step};
+use cotal_core::names::Principal;
+use cotal_core::EpError;
+use futures::future::BoxFuture;
+
+use crate::space::{SendHook, Space};
+
+/// Answers an eviction request: one verdict per holder, `true` = verified gone.
+pub type Evictor = Box<dyn FnMut(Vec<Principal>) -> BoxFuture<'static, Vec<bool>> + Send>;
+/// Answers a liveness probe.
+pub type Prober = Box<dyn FnMut(Principal) -> BoxFuture<'static, Liveness> + Send>;
+
+/// A space plus the policies that answer the effects NATS KV cannot.
+pub struct NatsWorld<'s> {
+    pub space: &'s Space,
+    evictor: Evictor,
+    prober: Prober,
+    send_hook: Option<SendHook>,
+    /// Every effect performed, in order.
+    pub log: Vec<Effect>,
+}
+
+impl fmt::Debug for NatsWorld<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NatsWorld")
+            .field("space", &self.space.space())
+            .field("log", &self.log)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'s> NatsWorld<'s> {
+    /// A world over `space` with the fail-closed evictor and prober and no send hook.
+    pub fn new(space: &'s Space) -> Self {
+        NatsWorld {
+            space,
+            evictor: Box::new(|holders| {
+                let verdicts = vec![false; holders.len()];
+                Box::pin(async move { verdicts })
+            }),
+            prober: Box::new(|_| Box::pin(async { Liveness::Unknown })),
+            send_hook: None,
+            log: Vec::new(),
+        }
+    }
+
+    pub fn set_evictor(&mut self, evictor: Evictor) {
+        self.evictor = evictor;
+    }
+
+    pub fn set_prober(&mut self, prober: Prober) {
+        self.prober = prober;
+    }
+
+    /// Installs a hook run around every write's publish (see [`SendHook`]).
+    pub fn set_send_hook(&mut self, hook: Option<SendHook>) {
+        self.send_hook = hook;
+    }
+
+    /// Every principal an `Evict` effect named so far.
+    pub fn evicted(&self) -> Vec<Principal> {
+        self.log
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Evict(holders) => Some(holders.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Executes one effect.
+    pub async fn perform(&mut self, effect: &Effect) -> Observation {
+        self.log.push(effect.clone());
+        match effect {
+            Effect::Kv(request) => Observation::Kv(
+                self.space
+                    .execute_hooked(request, self.send_hook.as_mut())
+                    .await,
+            ),
+            Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders.clone()).await),
+            Effect::Probe(holder) => Observation::Probed((self.prober)(holder.clone()).await),
+            Effect::ReadArtifact(digest) => self.space.read_artifact(digest).await,
+            Effect::Sleep(duration) => {
+                tokio::time::sleep(*duration).await;
+                Observation::Slept
+            }
+        }
+    }
+
+    /// Runs `machine` to completion in this world.
+    pub async fn run<M: Machine>(&mut self, machine: &mut M) -> Result<M::Output, EpError> {
+        let mut observation = None;
+        for _ in 0..MAX_STEPS {
+            match machine.step(observation.take()) {
+                Step::Done(result) => return result,
+                Step::Effect(effect) => observation = Some(self.perform(&effect).await),
+            }
+        }
+        Err(EpError::internal(format!(
+            "machine did not finish within {MAX_STEPS} steps"
+        )))
+    }
+}
+
+/// Runs `machine` to completion against `space` with the fail-closed evictor and prober.
+pub async fn drive<M: Machine>(machine: &mut M, space: &Space) -> Result<M::Output, EpError> {
+    NatsWorld::new(space).run(machine).await
+}

@@ -1,0 +1,717 @@
+//! One space's stores on a NATS server: bound and verified once, then every [`KvRequest`]
+//! executed against them with NATS JetStream KV semantics.
+//!
+//! Round trips (one request and its reply each; [`Space::round_trips`] counts them):
+//!
+//! | operation | round trips |
+//! | --- | --- |
+//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per store (4); +1 `STREAM.CREATE` per missing store |
+//! | [`Space::verify_shapes`] | 4 `STREAM.INFO` |
+//! | `Get` | 1 `STREAM.MSG.GET` (`last_by_subj`, leader-served) |
+//! | `CreateStrict`, `Update`, `Delete` | 1 publish + ack |
+//! | `Create` | 1 on an empty subject; over an existing message +1 leader read, and over a DEL/PURGE marker +1 pinned publish (3) |
+//! | `Keys` | 1 `STREAM.INFO` with `subjects_filter` per page of subjects |
+//! | `ReadArtifact` | 1 leader read; +1 `next_by_subj` read of the first message when the last does not hash to the digest |
+//!
+//! No request binds anything: stream handles are made once at bind and reused, so the counts
+//! above are the whole cost.
+//!
+//! Outcome mapping for writes (DESIGN §3, F11):
+//! * refused before anything went out (not connected, invalid key, the client could not queue
+//!   the publish) → `Unavailable`;
+//! * the server answered with JetStream error 10071 or 10164 (wrong last sequence) → `CasLost`;
+//!   10077 (a discard-new-per-subject store already holds a message on the subject) → `CasLost`
+//!   for create-only writes, whose condition it refutes, and `Unavailable` otherwise (that store
+//!   shape refuses every second message, so nothing was written);
+//! * any other JetStream error, or no responders → `Unavailable` (the server stored nothing);
+//! * the publish went out but no readable ack came back (timeout, connection lost, garbled
+//!   reply) → `Ambiguous`: only a leader read-back can tell whether it committed.
+//!
+//! Reads never mutate, so every read failure is `Unavailable`; 10037 (no message) is absence.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::connection::State;
+use async_nats::header::{HeaderMap, NATS_EXPECTED_STREAM};
+use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind, PublishErrorKind};
+use async_nats::jetstream::message::{PublishMessage, StreamMessage};
+use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
+use async_nats::jetstream::ErrorCode;
+use async_nats::jetstream::{self, Context};
+use async_nats::Client;
+use bytes::Bytes;
+use cotal_core::canon::Digest;
+use cotal_core::kv::{Entry, KvOutcome, KvRequest, Operation, Revision, Store};
+use cotal_core::machine::Observation;
+use cotal_core::names::SpaceName;
+use cotal_core::EpError;
+use futures::future::BoxFuture;
+use serde_json::{json, Value};
+
+use crate::shape::{desired_config, verify, Replicas, StoreLayout};
+
+/// JetStream: no message matches a `STREAM.MSG.GET`.
+pub const NO_MESSAGE_FOUND: u64 = 10037;
+/// JetStream: the expected last (subject) sequence did not hold.
+pub const WRONG_LAST_SEQUENCE: u64 = 10071;
+/// JetStream: the same check as 10071, as the clustered path reports it.
+pub const WRONG_LAST_SEQUENCE_CONSTANT: u64 = 10164;
+/// JetStream: the store refused the message (a discard-new-per-subject stream that already
+/// holds a message on the subject answers this).
+pub const STORE_FAILED: u64 = 10077;
+/// JetStream: the stream does not exist.
+pub const STREAM_NOT_FOUND: u64 = 10059;
+
+/// The `KV-Operation` header of DEL/PURGE markers.
+const KV_OPERATION: &str = "KV-Operation";
+/// The reason header of server-written limit markers (ADR-43).
+const MARKER_REASON: &str = "Nats-Marker-Reason";
+
+/// Where in a write a [`SendHook`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendPhase {
+    /// Right before the publish is handed to the connection.
+    Before,
+    /// The publish went out; its ack has not been read yet.
+    After,
+}
+
+/// Called around each write's publish with the request it serves. Tests use it to pause or
+/// crash the server at exactly these points; production drivers install none.
+pub type SendHook = Box<dyn FnMut(SendPhase, &KvRequest) -> BoxFuture<'static, ()> + Send>;
+
+/// How to reach and bind a space.
+#[derive(Debug, Clone)]
+pub struct SpaceOptions {
+    pub replicas: Replicas,
+    /// Bounds every JetStream request, including the wait for a publish ack; past it a write is
+    /// `Ambiguous`.
+    pub request_timeout: Duration,
+    /// Create stores that do not exist yet (with the verified shape). Without it a missing
+    /// store is `failed-precondition`.
+    pub create_missing: bool,
+}
+
+impl Default for SpaceOptions {
+    fn default() -> Self {
+        SpaceOptions {
+            replicas: Replicas::One,
+            request_timeout: Duration::from_secs(5),
+            create_missing: true,
+        }
+    }
+}
+
+/// One store, bound: its layout and the stream handle every request reuses.
+#[derive(Debug)]
+struct Bound {
+    layout: StoreLayout,
+    stream: Stream,
+}
+
+/// A space's four stores on one connection, bound and shape-verified.
+#[derive(Debug)]
+pub struct Space {
+    client: Client,
+    js: Context,
+    space: SpaceName,
+    options: SpaceOptions,
+    auth: Bound,
+    records: Bound,
+    admission: Bound,
+    contracts: Bound,
+    round_trips: AtomicU64,
+}
+
+/// Why a publish did not produce a revision.
+#[derive(Debug)]
+enum PublishFailure {
+    /// 10071 / 10164.
+    WrongLastSequence,
+    /// 10077: the discard-new-per-subject store already holds a message there.
+    SubjectFull,
+    /// Nothing went out, or the server refused it before storing.
+    NotStored(String),
+    /// It went out; no readable answer came back.
+    Unknown(String),
+}
+
+fn api_code(e: &(dyn std::error::Error + 'static)) -> Option<u64> {
+    e.downcast_ref::<jetstream::Error>()
+        .map(|e| e.error_code().0)
+}
+
+fn is_valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.split('.').all(|t| {
+            !t.is_empty()
+                && t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '/' | '_' | '='))
+        })
+}
+
+/// A `Keys` prefix: a key, a key with a trailing `.`, or empty.
+fn is_valid_prefix(prefix: &str) -> bool {
+    prefix.is_empty() || is_valid_key(prefix.strip_suffix('.').unwrap_or(prefix))
+}
+
+/// Decodes a stored message into the entry a leader read returns: `KV-Operation: DEL|PURGE`
+/// markers and server limit markers (`Nats-Marker-Reason: MaxAge|Purge` → PURGE,
+/// `Remove` → DEL), everything else a PUT.
+fn decode(key: &str, message: StreamMessage) -> Result<Entry, String> {
+    let header = |name: &str| message.headers.get(name).map(|v| v.as_str().to_owned());
+    let operation = match (
+        header(KV_OPERATION).as_deref(),
+        header(MARKER_REASON).as_deref(),
+    ) {
+        (Some("DEL"), _) => Operation::Delete,
+        (Some("PURGE"), _) => Operation::Purge,
+        (Some(other), _) => {
+            return Err(format!(
+                "{key} at revision {} carries an unknown KV-Operation {other:?}; the stored \
+                 message is corrupt",
+                message.sequence
+            ))
+        }
+        (None, Some("MaxAge" | "Purge")) => Operation::Purge,
+        (None, Some("Remove")) => Operation::Delete,
+        (None, Some(other)) => {
+            return Err(format!(
+                "{key} at revision {} carries an unknown Nats-Marker-Reason {other:?}",
+                message.sequence
+            ))
+        }
+        (None, None) => Operation::Put,
+    };
+    Ok(Entry {
+        key: key.to_owned(),
+        value: message.payload.to_vec(),
+        revision: Revision(message.sequence),
+        operation,
+    })
+}
+
+impl Space {
+    /// Connects to `url` (one URL, or several separated by commas: the nodes of a cluster, any
+    /// of which the client may fail over to) and binds `space` (see [`Space::bind`]). An
+    /// unreachable server is `unavailable`.
+    pub async fn connect(
+        url: &str,
+        space: SpaceName,
+        options: SpaceOptions,
+    ) -> Result<Space, EpError> {
+        let servers: Vec<&str> = url.split(',').map(str::trim).collect();
+        let client = async_nats::ConnectOptions::new()
+            .name("cotal-authd")
+            .connection_timeout(options.request_timeout)
+            .connect(servers)
+            .await
+            .map_err(|e| {
+                EpError::unavailable(format!("cannot connect to the NATS server at {url}: {e}"))
+            })?;
+        Space::bind(client, space, options).await
+    }
+
+    /// Binds the space's four stores on `client`: reads each stream's config (creating missing
+    /// ones when allowed) and verifies its shape ([`crate::shape`]). Any store of the wrong
+    /// shape fails the whole bind with `failed-precondition` naming the setting: the plane does
+    /// not serve on it. 4 round trips for an existing space, 8 for a new one.
+    pub async fn bind(
+        client: Client,
+        space: SpaceName,
+        options: SpaceOptions,
+    ) -> Result<Space, EpError> {
+        let js = jetstream::ContextBuilder::new()
+            .timeout(options.request_timeout)
+            .build(client.clone());
+        let round_trips = AtomicU64::new(0);
+        let bind = |store| bind_store(&js, StoreLayout::of(store, &space), &options, &round_trips);
+        let auth = bind(Store::Auth).await?;
+        let records = bind(Store::Records).await?;
+        let admission = bind(Store::Admission).await?;
+        let contracts = bind(Store::Contracts).await?;
+        Ok(Space {
+            client,
+            js,
+            space,
+            options,
+            auth,
+            records,
+            admission,
+            contracts,
+            round_trips,
+        })
+    }
+
+    /// Re-reads every store's config and verifies it again (4 round trips): for a long-running
+    /// plane that must stop serving when an operator reshapes a store under it.
+    pub async fn verify_shapes(&self) -> Result<(), EpError> {
+        for bound in self.all() {
+            self.count();
+            let info = bound.stream.get_info().await.map_err(|e| {
+                EpError::unavailable(format!(
+                    "cannot read the config of stream {}: {e}",
+                    bound.layout.stream
+                ))
+            })?;
+            verify(&bound.layout, &info.config, self.options.replicas)?;
+        }
+        Ok(())
+    }
+
+    pub fn space(&self) -> &SpaceName {
+        &self.space
+    }
+
+    /// The connection (for draining it, or for tests that need a side channel).
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Where `store` lives.
+    pub fn layout(&self, store: Store) -> &StoreLayout {
+        &self.bound(store).layout
+    }
+
+    /// Server round trips made so far, bind included.
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    fn count(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn all(&self) -> [&Bound; 4] {
+        [&self.auth, &self.records, &self.admission, &self.contracts]
+    }
+
+    fn bound(&self, store: Store) -> &Bound {
+        match store {
+            Store::Auth => &self.auth,
+            Store::Records => &self.records,
+            Store::Admission => &self.admission,
+            Store::Contracts => &self.contracts,
+        }
+    }
+
+    fn connected(&self) -> Result<(), String> {
+        match self.client.connection_state() {
+            State::Connected => Ok(()),
+            other => Err(format!(
+                "the NATS connection is {other:?}; nothing was sent"
+            )),
+        }
+    }
+
+    /// Executes one request.
+    pub async fn execute(&self, request: &KvRequest) -> KvOutcome {
+        self.execute_hooked(request, None).await
+    }
+
+    /// Executes one request, calling `hook` around each publish it makes.
+    pub async fn execute_hooked(
+        &self,
+        request: &KvRequest,
+        mut hook: Option<&mut SendHook>,
+    ) -> KvOutcome {
+        let key = request.key();
+        let valid = match request {
+            KvRequest::Keys { .. } => is_valid_prefix(key),
+            _ => is_valid_key(key),
+        };
+        if !valid {
+            return KvOutcome::Unavailable(format!(
+                "{key:?} is not a valid KV key (or prefix); nothing was sent"
+            ));
+        }
+        let bound = self.bound(request.store());
+        match request {
+            KvRequest::Get { key, .. } => match self.get(bound, key).await {
+                Ok(entry) => KvOutcome::Entry(entry),
+                Err(why) => KvOutcome::Unavailable(why),
+            },
+            KvRequest::Keys { prefix, .. } => match self.keys(bound, prefix).await {
+                Ok(keys) => KvOutcome::Keys(keys),
+                Err(why) => KvOutcome::Unavailable(why),
+            },
+            KvRequest::CreateStrict { key, value, .. } => {
+                let sent = self
+                    .publish(bound, request, key, value, None, Some(0), hook)
+                    .await;
+                write_outcome(sent, true)
+            }
+            KvRequest::Update {
+                key,
+                value,
+                expected,
+                ..
+            } => {
+                let sent = self
+                    .publish(bound, request, key, value, None, Some(expected.0), hook)
+                    .await;
+                write_outcome(sent, false)
+            }
+            KvRequest::Delete { key, expected, .. } => {
+                let sent = self
+                    .publish(
+                        bound,
+                        request,
+                        key,
+                        &[],
+                        Some("DEL"),
+                        Some(expected.0),
+                        hook,
+                    )
+                    .await;
+                write_outcome(sent, false)
+            }
+            KvRequest::Create { key, value, .. } => {
+                let first = self
+                    .publish(
+                        bound,
+                        request,
+                        key,
+                        value,
+                        None,
+                        Some(0),
+                        hook.as_deref_mut(),
+                    )
+                    .await;
+                match first {
+                    Err(PublishFailure::WrongLastSequence | PublishFailure::SubjectFull) => {}
+                    other => return write_outcome(other, true),
+                }
+                // The subject holds a message. Like the KV client's create, recreate over a
+                // DEL/PURGE marker with a CAS pinned to the marker's revision; a live value
+                // means the create lost.
+                match self.get(bound, key).await {
+                    Ok(Some(marker)) if !marker.is_put() => {
+                        let sent = self
+                            .publish(
+                                bound,
+                                request,
+                                key,
+                                value,
+                                None,
+                                Some(marker.revision.0),
+                                hook,
+                            )
+                            .await;
+                        write_outcome(sent, true)
+                    }
+                    Ok(_) => KvOutcome::CasLost,
+                    Err(why) => KvOutcome::Unavailable(format!(
+                        "the create of {key} found the subject occupied and the read of what \
+                         is there failed ({why}); nothing was written"
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Leader-served read of `key`'s last message (`STREAM.MSG.GET last_by_subj`), never a
+    /// Direct Get a follower could answer stale (F6, F7, F8).
+    async fn get(&self, bound: &Bound, key: &str) -> Result<Option<Entry>, String> {
+        self.connected()?;
+        let subject = bound.layout.subject(key);
+        self.count();
+        match bound.stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(message) => decode(key, message).map(Some),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(format!("the leader read of {subject} failed: {e}")),
+        }
+    }
+
+    /// The first message on `key`'s subject (`STREAM.MSG.GET next_by_subj` from sequence
+    /// `from`), leader-served.
+    async fn first_from(
+        &self,
+        bound: &Bound,
+        key: &str,
+        from: u64,
+    ) -> Result<Option<Entry>, String> {
+        self.connected()?;
+        let subject = bound.layout.subject(key);
+        self.count();
+        match bound
+            .stream
+            .get_first_raw_message_by_subject(&subject, from)
+            .await
+        {
+            Ok(message) => decode(key, message).map(Some),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(format!(
+                "the leader read of {subject} from {from} failed: {e}"
+            )),
+        }
+    }
+
+    /// Every retained message of `key`, oldest first (one round trip per message, plus one).
+    /// A diagnostic and test read; no machine needs it.
+    pub async fn history(&self, store: Store, key: &str) -> Result<Vec<Entry>, EpError> {
+        if !is_valid_key(key) {
+            return Err(EpError::bad_request(format!(
+                "{key:?} is not a valid KV key"
+            )));
+        }
+        let bound = self.bound(store);
+        let mut out: Vec<Entry> = Vec::new();
+        let mut from = 1;
+        while let Some(entry) = self
+            .first_from(bound, key, from)
+            .await
+            .map_err(EpError::unavailable)?
+        {
+            from = entry.revision.0 + 1;
+            out.push(entry);
+        }
+        Ok(out)
+    }
+
+    /// Every key under `prefix` whose subject holds a message, markers included, sorted:
+    /// `STREAM.INFO` with a `subjects_filter`, paged. The stream leader answers it and no
+    /// consumer is created, so enumeration needs no `CONSUMER.CREATE` grant on the auth bucket
+    /// (F98) and a DEL/PURGE marker is listed, never skipped (Q-18).
+    async fn keys(&self, bound: &Bound, prefix: &str) -> Result<Vec<String>, String> {
+        self.connected()?;
+        // The filter must be token-aligned: everything up to the prefix's last `.`, then `>`;
+        // the rest of the prefix is matched here.
+        let aligned = prefix
+            .rfind('.')
+            .and_then(|i| prefix.get(..=i))
+            .unwrap_or("");
+        let filter = format!("{}{aligned}>", bound.layout.subject_prefix);
+        let api = format!("STREAM.INFO.{}", bound.layout.stream);
+        let mut keys = Vec::new();
+        let mut offset: u64 = 0;
+        loop {
+            self.count();
+            let page: Value = self
+                .js
+                .request(
+                    api.clone(),
+                    &json!({"subjects_filter": filter, "offset": offset}),
+                )
+                .await
+                .map_err(|e| format!("listing {filter} failed: {e}"))?;
+            if let Some(error) = page.get("error") {
+                return Err(format!("listing {filter} was refused: {error}"));
+            }
+            let subjects = page
+                .pointer("/state/subjects")
+                .and_then(Value::as_object)
+                .map(|m| m.iter().collect::<Vec<_>>())
+                .unwrap_or_default();
+            let got = subjects.len() as u64;
+            for (subject, count) in subjects {
+                let key = subject.strip_prefix(bound.layout.subject_prefix.as_str());
+                if let Some(key) = key.filter(|k| k.starts_with(prefix)) {
+                    if count.as_u64().unwrap_or(0) > 0 {
+                        keys.push(key.to_owned());
+                    }
+                }
+            }
+            offset += got;
+            let total = page.get("total").and_then(Value::as_u64).unwrap_or(0);
+            if got == 0 || offset >= total {
+                break;
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// Publishes one message with `Nats-Expected-Stream` (so a write can only land in this
+    /// store) and, when given, `Nats-Expected-Last-Subject-Sequence` and `KV-Operation`. A lost
+    /// pin is reported as such, never retried here (F11: the caller re-reads and re-decides).
+    #[allow(clippy::too_many_arguments)]
+    async fn publish(
+        &self,
+        bound: &Bound,
+        request: &KvRequest,
+        key: &str,
+        value: &[u8],
+        operation: Option<&str>,
+        expected: Option<u64>,
+        mut hook: Option<&mut SendHook>,
+    ) -> Result<Revision, PublishFailure> {
+        if let Some(hook) = hook.as_deref_mut() {
+            hook(SendPhase::Before, request).await;
+        }
+        self.connected().map_err(PublishFailure::NotStored)?;
+        let mut headers = HeaderMap::new();
+        headers.insert(NATS_EXPECTED_STREAM, bound.layout.stream.as_str());
+        if let Some(op) = operation {
+            headers.insert(KV_OPERATION, op);
+        }
+        let mut message = PublishMessage::build()
+            .payload(Bytes::copy_from_slice(value))
+            .headers(headers);
+        if let Some(expected) = expected {
+            message = message.expected_last_subject_sequence(expected);
+        }
+        let subject = bound.layout.subject(key);
+        self.count();
+        let ack = self
+            .js
+            .send_publish(subject.clone(), message)
+            .await
+            .map_err(|e| {
+                PublishFailure::NotStored(format!("the publish to {subject} was not sent: {e}"))
+            })?;
+        if let Some(hook) = hook {
+            hook(SendPhase::After, request).await;
+        }
+        match ack.await {
+            Ok(ack) => Ok(Revision(ack.sequence)),
+            Err(e) => Err(match e.kind() {
+                PublishErrorKind::WrongLastSequence => PublishFailure::WrongLastSequence,
+                PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => {
+                    PublishFailure::Unknown(format!(
+                        "the publish to {subject} went out but its ack did not come back ({e})"
+                    ))
+                }
+                PublishErrorKind::StreamNotFound => PublishFailure::NotStored(format!(
+                    "no stream answered the publish to {subject} (no responders)"
+                )),
+                PublishErrorKind::Other => match std::error::Error::source(&e).and_then(api_code) {
+                    Some(WRONG_LAST_SEQUENCE | WRONG_LAST_SEQUENCE_CONSTANT) => {
+                        PublishFailure::WrongLastSequence
+                    }
+                    Some(STORE_FAILED) => PublishFailure::SubjectFull,
+                    Some(code) => PublishFailure::NotStored(format!(
+                        "the server refused the publish to {subject} (error {code}): {e}"
+                    )),
+                    None => PublishFailure::Unknown(format!(
+                        "the publish to {subject} went out but its answer is unreadable ({e})"
+                    )),
+                },
+                _ => PublishFailure::NotStored(format!(
+                    "the server refused the publish to {subject}: {e}"
+                )),
+            }),
+        }
+    }
+
+    /// Reads a contract artifact for `digest` and picks the bytes that hash to it: the last
+    /// message on the digest subject, else the FIRST one (the create-only winner; anything later
+    /// is a shadow append). When neither hashes right the last live bytes are returned anyway,
+    /// so the core's verification fails loud (`internal`) rather than reading them as absent;
+    /// `Artifact(None)` only when the subject holds no live message at all.
+    pub async fn read_artifact(&self, digest: &Digest) -> Observation {
+        let bound = &self.contracts;
+        let key = digest.hex();
+        let last = match self.get(bound, &key).await {
+            Ok(entry) => entry.filter(Entry::is_put),
+            Err(why) => return Observation::ArtifactUnavailable(why),
+        };
+        if let Some(entry) = &last {
+            if Digest::of(&entry.value) == *digest {
+                return Observation::Artifact(last.map(|e| e.value));
+            }
+        }
+        let first = match self.first_from(bound, &key, 1).await {
+            Ok(entry) => entry.filter(Entry::is_put),
+            Err(why) => return Observation::ArtifactUnavailable(why),
+        };
+        match (first, last) {
+            (Some(first), _) if Digest::of(&first.value) == *digest => {
+                Observation::Artifact(Some(first.value))
+            }
+            (_, Some(last)) => Observation::Artifact(Some(last.value)),
+            (first, None) => Observation::Artifact(first.map(|e| e.value)),
+        }
+    }
+}
+
+/// Maps a publish result to the request's outcome; `create_only` says whether a full
+/// discard-new-per-subject subject refutes the write's own condition (a create) or refuses an
+/// otherwise valid write (an update or delete on a one-message-per-subject store).
+fn write_outcome(sent: Result<Revision, PublishFailure>, create_only: bool) -> KvOutcome {
+    match sent {
+        Ok(revision) => KvOutcome::Written(revision),
+        Err(PublishFailure::WrongLastSequence) => KvOutcome::CasLost,
+        Err(PublishFailure::SubjectFull) if create_only => KvOutcome::CasLost,
+        Err(PublishFailure::SubjectFull) => KvOutcome::Unavailable(
+            "the store keeps one message per subject and refused a second one; nothing was \
+             written"
+                .to_owned(),
+        ),
+        Err(PublishFailure::NotStored(why)) => KvOutcome::Unavailable(why),
+        Err(PublishFailure::Unknown(why)) => KvOutcome::Ambiguous(why),
+    }
+}
+
+/// Binds one store: `STREAM.INFO`, else (when missing and allowed) `STREAM.CREATE`; then
+/// verifies the live config. A concurrent creator with another config makes the create fail;
+/// the store is then re-read and verified, so the refusal names the differing setting.
+async fn bind_store(
+    js: &Context,
+    layout: StoreLayout,
+    options: &SpaceOptions,
+    round_trips: &AtomicU64,
+) -> Result<Bound, EpError> {
+    let count = || round_trips.fetch_add(1, Ordering::Relaxed);
+    let unreachable = |what: &str, e: &dyn std::fmt::Display| {
+        EpError::unavailable(format!(
+            "cannot {what} stream {} of store {}: {e}",
+            layout.stream, layout.name
+        ))
+    };
+    count();
+    let stream = match js.get_stream(&layout.stream).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            let missing = matches!(e.kind(), GetStreamErrorKind::JetStream(ref j)
+                if j.error_code() == ErrorCode(STREAM_NOT_FOUND));
+            if !missing {
+                return Err(unreachable("read", &e));
+            }
+            if !options.create_missing {
+                return Err(EpError::failed_precondition(format!(
+                    "store {} (stream {}) does not exist and this bind may not create it",
+                    layout.name, layout.stream
+                )));
+            }
+            count();
+            match js
+                .create_stream(desired_config(&layout, options.replicas))
+                .await
+            {
+                Ok(stream) => stream,
+                Err(e) if matches!(e.kind(), CreateStreamErrorKind::JetStream(_)) => {
+                    count();
+                    js.get_stream(&layout.stream)
+                        .await
+                        .map_err(|_| unreachable("create", &e))?
+                }
+                Err(e) => return Err(unreachable("create", &e)),
+            }
+        }
+    };
+    verify(&layout, &stream.cached_info().config, options.replicas)?;
+    Ok(Bound { layout, stream })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_prefixes_are_subject_safe() {
+        for ok in ["epgate.a.b", "a", "x-y_z/w=1", "sha256-abc"] {
+            assert!(is_valid_key(ok), "{ok}");
+        }
+        for bad in ["", ".a", "a.", "a..b", "a b", "a.*", "a.>", "é"] {
+            assert!(!is_valid_key(bad), "{bad}");
+        }
+        assert!(is_valid_prefix(""));
+        assert!(is_valid_prefix("epcred.x."));
+        assert!(is_valid_prefix("svc.x"));
+        assert!(!is_valid_prefix("a.>"));
+        assert!(!is_valid_prefix("."));
+    }
+}
