@@ -1161,19 +1161,7 @@ impl Scenario {
     }
 
     fn read_row(&self, key: &str) -> Result<CredState, Violation> {
-        match self.world.kv.get(Store::Auth, key) {
-            Some(entry) if entry.is_put() => LedgerRow::parse(&entry.value, key)
-                .map(|row| row.state())
-                .map_err(|e| Violation::new("F25", format!("row {key} is not conformant: {e}"))),
-            Some(entry) => Err(Violation::new(
-                "F26",
-                format!(
-                    "row {key} carries a {} marker; ledger rows are never deleted",
-                    entry.operation.as_str()
-                ),
-            )),
-            None => Err(Violation::new("F26", format!("row {key} vanished"))),
-        }
+        read_ledger_state(&self.world.kv, key)
     }
 
     /// Executes one effect for `role`, with the checks that belong to that exact moment.
@@ -1321,15 +1309,7 @@ impl Scenario {
 
     /// F26 after a committed write in the family: still a conformant row, never un-revoked.
     fn track_row(&mut self, key: &str) -> Result<(), Violation> {
-        let state = self.read_row(key)?;
-        if self.rows.get(key) == Some(&CredState::Revoked) && state != CredState::Revoked {
-            return Err(Violation::new(
-                "F26",
-                format!("row {key} went from revoked back to {}", state.as_str()),
-            ));
-        }
-        self.rows.insert(key.to_owned(), state);
-        Ok(())
+        track_ledger_row(&mut self.rows, &self.world.kv, key)
     }
 
     /// Q-13 across one op: the generation never decreases, and rises by exactly 1 only when
@@ -1405,6 +1385,42 @@ pub fn run_ops(config: &Config, ops: &[Op]) -> Result<Stats, Violation> {
         detail: format!("while draining after {} ops: {}", ops.len(), v.detail),
         ..v
     })
+}
+
+/// The state of the ledger row at `key`: F25 if it does not parse, F26 if it is a marker or
+/// gone (rows are never deleted). Shared by this checker and the simulator's.
+pub fn read_ledger_state(kv: &KvModel, key: &str) -> Result<CredState, Violation> {
+    match kv.get(Store::Auth, key) {
+        Some(entry) if entry.is_put() => LedgerRow::parse(&entry.value, key)
+            .map(|row| row.state())
+            .map_err(|e| Violation::new("F25", format!("row {key} is not conformant: {e}"))),
+        Some(entry) => Err(Violation::new(
+            "F26",
+            format!(
+                "row {key} carries a {} marker; ledger rows are never deleted",
+                entry.operation.as_str()
+            ),
+        )),
+        None => Err(Violation::new("F26", format!("row {key} vanished"))),
+    }
+}
+
+/// F26 after a committed write to `key`: the row still parses, and a revoked row never comes
+/// back active. `rows` remembers each row's last seen state.
+pub fn track_ledger_row(
+    rows: &mut BTreeMap<String, CredState>,
+    kv: &KvModel,
+    key: &str,
+) -> Result<(), Violation> {
+    let state = read_ledger_state(kv, key)?;
+    if rows.get(key) == Some(&CredState::Revoked) && state != CredState::Revoked {
+        return Err(Violation::new(
+            "F26",
+            format!("row {key} went from revoked back to {}", state.as_str()),
+        ));
+    }
+    rows.insert(key.to_owned(), state);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -461,31 +461,11 @@ impl Sim<'_> {
 
     /// F26 after a committed write in a credential family.
     fn track_row(&mut self, key: &str) -> Result<(), Violation> {
-        let state = self.read_row(key)?;
-        if self.rows.get(key) == Some(&CredState::Revoked) && state != CredState::Revoked {
-            return Err(Violation::new(
-                "F26",
-                format!("row {key} went from revoked back to {}", state.as_str()),
-            ));
-        }
-        self.rows.insert(key.to_owned(), state);
-        Ok(())
+        crate::fence::track_ledger_row(&mut self.rows, &self.world.kv, key)
     }
 
     fn read_row(&self, key: &str) -> Result<CredState, Violation> {
-        match self.world.kv.get(Store::Auth, key) {
-            Some(entry) if entry.is_put() => LedgerRow::parse(&entry.value, key)
-                .map(|row| row.state())
-                .map_err(|e| Violation::new("F25", format!("row {key} is not conformant: {e}"))),
-            Some(entry) => Err(Violation::new(
-                "F26",
-                format!(
-                    "row {key} carries a {} marker; ledger rows are never deleted",
-                    entry.operation.as_str()
-                ),
-            )),
-            None => Err(Violation::new("F26", format!("row {key} vanished"))),
-        }
+        crate::fence::read_ledger_state(&self.world.kv, key)
     }
 
     // ---- after every step ---------------------------------------------------------------------
