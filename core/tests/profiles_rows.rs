@@ -858,6 +858,46 @@ mod profiles {
         assert!(err.message.contains("1024-byte"), "{}", err.message);
     }
 
+    // ---- through the JWT codec ------------------------------------------------------------------
+
+    /// Every profile survives minting: the decoded user JWT carries exactly the built allow and
+    /// deny lists (in order), the tags, the profile name and `exp = iat + ttl`, so the exact-row
+    /// tests above are assertions about minted credentials.
+    #[test]
+    fn every_minted_profile_jwt_decodes_to_its_exact_rows_and_tags() {
+        use cotal_core::jwt::{self, ClaimType, UnixSeconds, UserNats, Validity};
+        use nkeys::{KeyPair, KeyPairType};
+        let account = KeyPair::new_from_raw(KeyPairType::Account, [3; 32]).unwrap();
+        let user = KeyPair::new_from_raw(KeyPairType::User, [4; 32]).unwrap();
+        let now = UnixSeconds(1_700_000_000);
+        for pr in every_profile() {
+            let nats = UserNats {
+                permissions: pr.permissions.clone(),
+                tags: pr.tags.clone(),
+                ..UserNats::default()
+            };
+            let validity = Validity {
+                issued_at: now,
+                expires_at: Some(UnixSeconds(now.0 + pr.ttl_seconds)),
+            };
+            let token = jwt::user_jwt(
+                &account,
+                &account.public_key(),
+                &user.public_key(),
+                pr.name,
+                &nats,
+                validity,
+            )
+            .unwrap();
+            let claims = jwt::verify(&token, ClaimType::User, &account.public_key(), now).unwrap();
+            assert_eq!(claims.name, pr.name);
+            assert_eq!(claims.exp, validity.expires_at, "{}", pr.name);
+            let decoded = claims.user().unwrap();
+            assert_eq!(decoded.permissions, pr.permissions, "{}", pr.name);
+            assert_eq!(decoded.tags, pr.tags, "{}", pr.name);
+        }
+    }
+
     // ---- properties across every profile ----------------------------------------------------
 
     #[test]
