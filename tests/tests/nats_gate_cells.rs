@@ -1120,3 +1120,79 @@ fn r3_registration_completes_or_stays_frozen_when_a_node_and_the_stream_leader_d
         assert_eq!(third.process_epoch.0, 2);
     });
 }
+
+// ---- Throughput (reported, never asserted) ---------------------------------------------------
+
+/// Registrations per second on one loopback server (R1, `sync_interval: always`), reported as a
+/// ratio against raw CAS updates timed in the same process: a registration is a fixed number
+/// of sequential round trips, so the ratio says how close the ceremony runs to the KV's own
+/// latency. Each registration is a re-registration with a fresh op id (the steady state).
+#[test]
+fn registrations_per_second_against_raw_cas_round_trips() {
+    const REGISTRATIONS: u64 = 20;
+    const CAS_SAMPLES: u64 = 200;
+    let server = NatsServer::start(ServerOptions::default()).unwrap();
+    runtime().block_on(async {
+        let name = fresh_space();
+        let space = Space::connect(&server.url(), name.clone(), options(Duration::from_secs(5)))
+            .await
+            .unwrap();
+        let gate = gate_in(&name);
+        let mut world = NatsWorld::new(&space);
+        let spec = publish_surface(&mut world).await;
+        provision(&mut world, &gate).await;
+        world
+            .run(&mut Run::new(registrar(&name, &spec, op(1))))
+            .await
+            .unwrap();
+
+        let (trips_before, started) = (space.round_trips(), Instant::now());
+        for n in 0..REGISTRATIONS {
+            let id = OpId::mint([u8::try_from(n % 200).unwrap_or(0) + 40; 20]);
+            world
+                .run(&mut Run::new(registrar(&name, &spec, id)))
+                .await
+                .unwrap();
+        }
+        let per_registration = started.elapsed().as_secs_f64() / REGISTRATIONS as f64;
+        let trips = (space.round_trips() - trips_before) / REGISTRATIONS;
+
+        let key = "bench.cas".to_string();
+        let mut revision = match space
+            .execute(&KvRequest::Create {
+                store: Store::Records,
+                key: key.clone(),
+                value: b"0".to_vec(),
+            })
+            .await
+        {
+            KvOutcome::Written(r) => r,
+            other => panic!("seeding the CAS key: {other:?}"),
+        };
+        let started = Instant::now();
+        for _ in 0..CAS_SAMPLES {
+            revision = match space
+                .execute(&KvRequest::Update {
+                    store: Store::Records,
+                    key: key.clone(),
+                    value: b"1".to_vec(),
+                    expected: revision,
+                })
+                .await
+            {
+                KvOutcome::Written(r) => r,
+                other => panic!("CAS: {other:?}"),
+            };
+        }
+        let per_cas = started.elapsed().as_secs_f64() / CAS_SAMPLES as f64;
+        println!(
+            "registrations: {:.1}/s ({trips} KV round trips each, {:.2} ms); raw CAS {:.0}/s; one \
+             registration costs {:.1} raw CAS round trips",
+            1.0 / per_registration,
+            per_registration * 1e3,
+            1.0 / per_cas,
+            per_registration / per_cas
+        );
+        assert!(trips > 0);
+    });
+}
