@@ -22,7 +22,9 @@
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
-//! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence.
+//! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence;
+//! * [`manager`] — manager-service authority requests, proofs and the current-registration check;
+//! * [`journal`] — run journal activation ordering.
 
 pub mod authority;
 pub mod barrier;
@@ -34,10 +36,12 @@ pub mod error;
 pub mod gate;
 pub mod govern;
 pub mod issuance;
+pub mod journal;
 pub mod jwt;
 pub mod kv;
 pub mod ledger;
 pub mod machine;
+pub mod manager;
 pub mod mint;
 pub mod names;
 pub mod profiles;
