@@ -105,7 +105,7 @@ impl GovernedMap {
         let mut written: Vec<&(CommandToken, BTreeSet<String>)> =
             self.entries.iter().filter(|(_, u)| !u.is_empty()).collect();
         // Stable: non-index keys keep insertion order behind the ascending index keys.
-        written.sort_by_key(|(c, _)| array_index(c.as_str()).map_or((1, 0), |n| (0, n)));
+        written.sort_by_key(|(c, _)| stored::array_index(c.as_str()).map_or((1, 0), |n| (0, n)));
         written
             .into_iter()
             .fold(ObjectWriter::new(), |w, (command, urns)| {
@@ -142,17 +142,6 @@ impl GovernedMap {
         }
         Ok(GovernedMap { entries })
     }
-}
-
-/// `Some(n)` when `key` is an ECMAScript array index, which JS objects enumerate first.
-fn array_index(key: &str) -> Option<u32> {
-    let canonical = !key.is_empty()
-        && key.bytes().all(|b| b.is_ascii_digit())
-        && (key == "0" || !key.starts_with('0'));
-    canonical
-        .then(|| key.parse::<u32>().ok())
-        .flatten()
-        .filter(|&n| n != u32::MAX)
 }
 
 /// The registration slot: the in-flight registration's holder, its frozen gate generation and

@@ -13,7 +13,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::canon::{self, Digest};
+use crate::canon::Digest;
 use crate::error::EpError;
 use crate::gate::{GateState, ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateObservation, GateRef};
@@ -739,57 +739,6 @@ fn parse_identities(value: Option<&Value>) -> Result<ManagerIdentities, EpError>
 /// The domain-separation prefix of the current-registration HMAC (with its trailing NUL).
 pub const CURRENT_REGISTRATION_DOMAIN: &[u8] = b"cotal/manager-current-registration/v1\0";
 
-/// Writes `value` as ECMAScript `JSON.stringify` would after `JSON.parse`: integer-index keys
-/// first in ascending numeric order (ECMAScript's own-key order), other keys in insertion order;
-/// ECMAScript number spelling; `JSON.stringify` string escapes.
-fn js_stringify(out: &mut String, value: &Value) -> Result<(), EpError> {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => match n.as_f64() {
-            Some(x) => out.push_str(&canon::format_f64(x)?),
-            None => return Err(EpError::bad_request("a JSON number is not a double")),
-        },
-        Value::String(s) => stored::push_json_string(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                js_stringify(out, item)?;
-            }
-            out.push(']');
-        }
-        Value::Object(members) => {
-            let mut indices: Vec<(u32, &String, &Value)> = members
-                .iter()
-                .filter_map(|(k, v)| array_index(k).map(|i| (i, k, v)))
-                .collect();
-            indices.sort_by_key(|(i, _, _)| *i);
-            let rest = members.iter().filter(|(k, _)| array_index(k).is_none());
-            out.push('{');
-            let ordered = indices.into_iter().map(|(_, k, v)| (k, v)).chain(rest);
-            for (i, (k, v)) in ordered.enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                stored::push_json_string(out, k);
-                out.push(':');
-                js_stringify(out, v)?;
-            }
-            out.push('}');
-        }
-    }
-    Ok(())
-}
-
-/// An ECMAScript array index: the canonical decimal spelling of an integer below 2^32 - 1.
-fn array_index(key: &str) -> Option<u32> {
-    let n: u32 = key.parse().ok()?;
-    (n != u32::MAX && n.to_string() == key).then_some(n)
-}
-
 /// The deterministic registration proof (no secret): `sha256:` + hex SHA-256 of
 /// `{"v":1,"space","owner","instanceId","lifecycleUid","actors","identities","artifactDigests"}`,
 /// where `artifactDigests` lists the raw digest of each contract artifact's `JSON.stringify`
@@ -802,7 +751,7 @@ pub fn registration_proof(
     if request.operation != ManagerOperation::Session {
         for artifact in &request.contract_artifacts {
             let mut text = String::new();
-            js_stringify(&mut text, artifact)?;
+            stored::js_stringify(&mut text, artifact)?;
             digests.push(Digest::of(text.as_bytes()).to_prefixed());
         }
     }

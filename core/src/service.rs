@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::canon::{self, Digest};
+use crate::canon::Digest;
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateRef};
@@ -216,49 +216,13 @@ fn uint(map: &Map<String, Value>, field: &str, what: &str) -> Result<u64, EpErro
     opt_uint(map, field, what)?.ok_or_else(|| invalid(format!("{what}.{field} is missing")))
 }
 
-/// Writes `value` as `JSON.stringify` would: members in insertion order, ECMAScript number
-/// spelling (so `1.0` is `1`), `JSON.stringify` string escapes.
-fn stringify(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        // JSON.stringify writes a non-finite number as null; serde_json holds none anyway.
-        Value::Number(n) => {
-            let text = n.as_f64().map(canon::format_f64);
-            out.push_str(&text.and_then(Result::ok).unwrap_or_else(|| "null".into()));
-        }
-        Value::String(s) => stored::push_json_string(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                stringify(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(members) => stringify_object(out, members),
-    }
-}
-
-fn object_bytes(members: &Map<String, Value>) -> Vec<u8> {
+/// The row bytes of `value` as `JSON.stringify` writes them (integer-index keys first, then
+/// insertion order; ECMAScript numbers). serde_json holds only finite doubles, so this cannot
+/// fail for a parsed value; a refusal would be a bug and is kept loud.
+fn js_bytes(value: &Value) -> Result<Vec<u8>, EpError> {
     let mut out = String::new();
-    stringify_object(&mut out, members);
-    out.into_bytes()
-}
-
-fn stringify_object(out: &mut String, members: &Map<String, Value>) {
-    out.push('{');
-    for (i, (key, item)) in members.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        stored::push_json_string(out, key);
-        out.push(':');
-        stringify(out, item);
-    }
-    out.push('}');
+    stored::js_stringify(&mut out, value)?;
+    Ok(out.into_bytes())
 }
 
 // ---- the spec value -------------------------------------------------------------------------
@@ -307,6 +271,8 @@ pub struct ServiceSpec {
     cluster_digests: Vec<Digest>,
     activation: Option<ActivationPolicy>,
     value: Value,
+    /// The row bytes, written once at validation.
+    bytes: Vec<u8>,
 }
 
 impl ServiceSpec {
@@ -347,12 +313,14 @@ impl ServiceSpec {
             .get("activation")
             .map(ActivationPolicy::parse)
             .transpose()?;
+        let bytes = js_bytes(&value)?;
         Ok(ServiceSpec {
             endpoint,
             owner,
             cluster_digests,
             activation,
             value,
+            bytes,
         })
     }
 
@@ -383,9 +351,7 @@ impl ServiceSpec {
     }
     /// The row bytes: the value as given, `JSON.stringify` spelling.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = String::new();
-        stringify(&mut out, &self.value);
-        out.into_bytes()
+        self.bytes.clone()
     }
 }
 
@@ -423,6 +389,8 @@ pub struct ServiceStatus {
     restarts: Option<Vec<Restart>>,
     retired_at: Option<u64>,
     fields: Map<String, Value>,
+    /// The row bytes, written once at validation.
+    bytes: Vec<u8>,
 }
 
 impl ServiceStatus {
@@ -450,12 +418,14 @@ impl ServiceStatus {
                  fake a completed retirement)",
             ));
         }
+        let bytes = js_bytes(&Value::Object(fields.clone()))?;
         Ok(ServiceStatus {
             epoch,
             observed_spec_revision: RegistrationRevision(observed),
             restarts,
             retired_at,
             fields,
+            bytes,
         })
     }
 
@@ -488,7 +458,7 @@ impl ServiceStatus {
     }
     /// The row bytes: members in order, `JSON.stringify` spelling.
     pub fn to_bytes(&self) -> Vec<u8> {
-        object_bytes(&self.fields)
+        self.bytes.clone()
     }
 }
 
@@ -681,7 +651,7 @@ pub fn write_service_status(cx: &mut Ctx<'_>, w: &WriteStatus) -> Result<Revisio
                     }
                 }
             }
-            update_record(cx, &key, &object_bytes(&fields), revision)
+            update_record(cx, &key, &js_bytes(&Value::Object(fields))?, revision)
         }
     }
 }

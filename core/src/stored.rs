@@ -184,6 +184,57 @@ pub fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
+/// Writes `value` as ECMAScript `JSON.stringify` would after `JSON.parse`: integer-index keys
+/// first in ascending numeric order (ECMAScript's own-key order), other keys in insertion order;
+/// ECMAScript number spelling; `JSON.stringify` string escapes.
+pub fn js_stringify(out: &mut String, value: &Value) -> Result<(), EpError> {
+    match value {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => match n.as_f64() {
+            Some(x) => out.push_str(&crate::canon::format_f64(x)?),
+            None => return Err(EpError::bad_request("a JSON number is not a double")),
+        },
+        Value::String(s) => push_json_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                js_stringify(out, item)?;
+            }
+            out.push(']');
+        }
+        Value::Object(members) => {
+            let mut indices: Vec<(u32, &String, &Value)> = members
+                .iter()
+                .filter_map(|(k, v)| array_index(k).map(|i| (i, k, v)))
+                .collect();
+            indices.sort_by_key(|(i, _, _)| *i);
+            let rest = members.iter().filter(|(k, _)| array_index(k).is_none());
+            out.push('{');
+            let ordered = indices.into_iter().map(|(_, k, v)| (k, v)).chain(rest);
+            for (i, (k, v)) in ordered.enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_json_string(out, k);
+                out.push(':');
+                js_stringify(out, v)?;
+            }
+            out.push('}');
+        }
+    }
+    Ok(())
+}
+
+/// An ECMAScript array index: the canonical decimal spelling of an integer below 2^32 - 1.
+pub fn array_index(key: &str) -> Option<u32> {
+    let n: u32 = key.parse().ok()?;
+    (n != u32::MAX && n.to_string() == key).then_some(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

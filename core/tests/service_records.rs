@@ -516,3 +516,17 @@ fn an_ambiguous_delete_cannot_be_attributed_unless_the_key_is_unmoved() {
     delete(&mut world, "k", r).unwrap();
     assert!(!world.kv.get(Store::Records, "k").unwrap().is_put());
 }
+
+#[test]
+fn record_bytes_order_integer_like_keys_first_as_json_stringify_does() {
+    // JSON.parse + JSON.stringify enumerate array-index keys first, ascending, then the rest in
+    // insertion order; the rows a TS peer writes for the same value must be byte-identical.
+    let status = cotal_core::service::ServiceStatus::from_value(serde_json::json!({
+        "epoch": 0, "state": "ready", "observedSpecRevision": 1, "10": "a", "2": "b", "02": "c"
+    }))
+    .unwrap();
+    assert_eq!(
+        String::from_utf8(status.to_bytes()).unwrap(),
+        r#"{"2":"b","10":"a","epoch":0,"state":"ready","observedSpecRevision":1,"02":"c"}"#
+    );
+}
