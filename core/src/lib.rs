@@ -24,17 +24,24 @@
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
 //! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence;
 //! * [`manager`] — manager-service authority requests, proofs and the current-registration check;
-//! * [`journal`] — run journal activation ordering.
+//! * [`journal`] — run journal activation ordering;
+//! * [`renewal`] — manager-service operations and renewal compensation;
+//! * [`run`] — run admission, attempts and the run check of a driver renewal;
+//! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
+//! * [`host`] — host incarnations and the host fence.
 
+pub mod actors;
 pub mod authority;
 pub mod barrier;
 pub mod canon;
 pub mod contract;
 pub mod deregistration;
 pub mod driver;
+pub mod enrollment;
 pub mod error;
 pub mod gate;
 pub mod govern;
+pub mod host;
 pub mod issuance;
 pub mod journal;
 pub mod jwt;
@@ -46,9 +53,11 @@ pub mod mint;
 pub mod names;
 pub mod profiles;
 pub mod reconcile;
+pub mod renewal;
 pub mod registration;
 pub mod registry;
 pub mod repair;
+pub mod run;
 pub mod service;
 pub mod serving;
 mod stored;

@@ -1,0 +1,1 @@
+//! Managed-agent enrollment and retirement preparation (issue 6, deliverable 4).
