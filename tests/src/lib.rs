@@ -3,11 +3,14 @@
 //! * [`fence`] — the fence scenario model (one gate, minters, barriers, faults) and its
 //!   invariant checker, shared by the proptest state machine, the regression tests and the
 //!   `fence_ops` fuzz target.
+//! * [`interleave`] — a seeded interleaver of any core machines over one KV model, with
+//!   ambiguous writes, refusals, crashes and per-alias locks (the operations' race scenarios).
 //! * [`nats`] — the nats-server harness: a pinned server (or a 3-node cluster) on loopback.
 //! * [`sim`] — the deterministic simulator: seeded histories of the registration ceremony
 //!   with crashes, ambiguous writes and contention, checked against the fence rules after
 //!   every step.
 
 pub mod fence;
+pub mod interleave;
 pub mod nats;
 pub mod sim;
