@@ -7,6 +7,7 @@
 
 use std::fmt;
 
+use crate::actors::{ActorLedger, DurablesPort, MemoryActors, MemoryDurables};
 use crate::error::EpError;
 use crate::kv::model::KvModel;
 use crate::machine::{Effect, Liveness, Machine, Observation, Step};
@@ -31,6 +32,10 @@ pub struct ModelWorld {
     pub kv: KvModel,
     evictor: Evictor,
     prober: Prober,
+    /// The host's actor ledger (clones share it).
+    pub actors: MemoryActors,
+    /// The broker's agent durables.
+    pub durables: MemoryDurables,
     /// Every effect performed, in order.
     pub log: Vec<Effect>,
 }
@@ -39,6 +44,8 @@ impl fmt::Debug for ModelWorld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ModelWorld")
             .field("kv", &self.kv)
+            .field("actors", &self.actors)
+            .field("durables", &self.durables)
             .field("log", &self.log)
             .finish_non_exhaustive()
     }
@@ -58,6 +65,8 @@ impl ModelWorld {
             kv,
             evictor: Box::new(|holders| vec![false; holders.len()]),
             prober: Box::new(|_| Liveness::Unknown),
+            actors: MemoryActors::new(),
+            durables: MemoryDurables::new(),
             log: Vec::new(),
         }
     }
@@ -106,6 +115,8 @@ impl World for ModelWorld {
                 other => Observation::ArtifactUnavailable(format!("unexpected {other:?}")),
             },
             Effect::Sleep(_) => Observation::Slept,
+            Effect::Actors(request) => Observation::Actors(Box::new(self.actors.execute(request))),
+            Effect::Durables(request) => Observation::Durables(self.durables.execute(request)),
         }
     }
 }

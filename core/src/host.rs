@@ -1,2 +1,440 @@
 //! Host incarnations: self-authorized reverse-DNS host endpoints and the host fence (issue 6,
-//! deliverable 5).
+//! deliverable 5; reference-auth-service §7.1–§7.2).
+//!
+//! A platform host registers one instance of its own endpoint at every start, before it admits or
+//! recovers any work. The registration is the shared self-authorized ceremony
+//! ([`SelfAuthorizedInstance`]): publish the contract artifacts, provision the gate open on first
+//! sight, register under a name authority that authorizes exactly this endpoint for exactly this
+//! owner, then confirm the gate still stands at what the registration committed. The first start
+//! of an instance commits epoch 0; each later start commits the previous epoch + 1 and so fences
+//! its predecessor (F69), which learns it through [`AwaitHostFence`].
+//!
+//! The host's gate records `local.host_serve_<instanceId>`, a principal nothing holds: the host is
+//! minted no serve credential, so its credential family stays empty and the registration's
+//! verified-eviction phase has nobody to evict (F68).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::authority::SelfAuthority;
+use crate::canon::Digest;
+use crate::contract::{
+    artifact_canonical_bytes, parse_cluster_document, publish_artifact, ClusterManifest,
+};
+use crate::error::EpError;
+use crate::gate::{GateState, ProcessEpoch, RegistrationRevision};
+use crate::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
+use crate::kv::Store;
+use crate::ledger;
+use crate::machine::{Ctx, Effect, Halt, Machine, Observation, Run, Script, Step};
+use crate::names::{ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
+use crate::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
+use crate::service::ServiceSpec;
+use crate::stored::{safe_uint, MAX_SAFE_INTEGER};
+
+/// How long [`AwaitHostFence`] sleeps between gate reads. It polls because no runtime credential
+/// may create a consumer on the auth bucket (SPEC 13.9); the NATS adapter cuts the sleep short
+/// when the plane itself writes the gate.
+pub const HOST_FENCE_POLL: Duration = Duration::from_millis(1000);
+
+/// The actor prefix of a host gate's principal; the instance id completes it.
+const HOST_SERVE_ACTOR: &str = "host_serve_";
+
+/// A host endpoint name: a valid endpoint name with at least two labels (reverse-DNS). Single
+/// labels are reserved for the shipped endpoints (F61, SPEC 13.2).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostEndpoint(EndpointName);
+
+impl HostEndpoint {
+    /// Parses a host endpoint; every refusal is `bad-request` and names SPEC 13.2.
+    pub fn parse(s: &str) -> Result<HostEndpoint, EpError> {
+        let name = EndpointName::parse(s).map_err(|e| {
+            EpError::bad_request(format!(
+                "host endpoint refused: {}; a host endpoint is a reverse-DNS endpoint name \
+                 (SPEC 13.2)",
+                e.message
+            ))
+        })?;
+        HostEndpoint::new(name)
+    }
+
+    /// Admits `name` as a host endpoint when it is reverse-DNS (F61).
+    pub fn new(name: EndpointName) -> Result<HostEndpoint, EpError> {
+        if !name.is_reverse_dns() {
+            return Err(EpError::bad_request(format!(
+                "host endpoint \"{name}\" is a single-label name; single-label names are reserved \
+                 for the shipped endpoints, so a host endpoint must be reverse-DNS, e.g. \
+                 com.example.{name} (SPEC 13.2)"
+            )));
+        }
+        Ok(HostEndpoint(name))
+    }
+
+    pub fn name(&self) -> &EndpointName {
+        &self.0
+    }
+}
+
+/// `local.host_serve_<instanceId>`: the principal a host gate records. Nothing holds it.
+pub fn host_principal(instance: &InstanceId) -> Result<Principal, EpError> {
+    let actor = ActorToken::parse(&format!("{HOST_SERVE_ACTOR}{instance}"))?;
+    Ok(Principal::new(OwnerToken::local(), actor))
+}
+
+/// Contract artifacts to publish (canonical bytes) and the closure digest the spec advertises.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelfContract {
+    pub cluster_digest: Digest,
+    pub artifacts: Vec<Vec<u8>>,
+}
+
+impl SelfContract {
+    /// One cluster document with its single-document manifest: the document's canonical bytes,
+    /// then the manifest's, whose digest is the closure digest. Refuses an invalid document
+    /// (`contract-invalid`) before anything is written.
+    pub fn from_cluster(doc: &Value) -> Result<SelfContract, EpError> {
+        parse_cluster_document(doc)?;
+        let root = artifact_canonical_bytes(doc)?;
+        let manifest = ClusterManifest::new(Digest::of(&root));
+        Ok(SelfContract {
+            cluster_digest: manifest.closure_digest(),
+            artifacts: vec![root, manifest.to_bytes()],
+        })
+    }
+}
+
+/// The shared self-authorized registration ceremony (reference §7.1), used for endpoints the
+/// plane registers on its own authority: the host endpoint, and the plane's `auth` endpoint.
+///
+/// Order: publish every artifact before the registration that advertises it (F9: create-only,
+/// idempotent by content) → observe the gate, provision it open for `principal` only when absent
+/// (Q-3; a DEL/PURGE marker is refused, F9) → [`RegisterInstance`] with spec `{endpoint, owner,
+/// clusterDigests:[closure], protocol:{v:1}}` under a [`SelfAuthority`] for exactly this
+/// endpoint and owner (F61, F62, F67; the ceremony's own F-rules) → the confirming read
+/// ([`confirm_registration`]). Ambiguous writes are settled inside each step by leader
+/// read-back (artifacts by content, the gate by its bytes, the ceremony by its op id).
+#[derive(Debug, Clone)]
+pub struct SelfAuthorizedInstance {
+    pub gate: GateRef,
+    pub owner: OwnerToken,
+    /// Recorded in the gate when this start provisions it.
+    pub principal: Principal,
+    pub contract: SelfContract,
+    /// A fresh op id per start.
+    pub op_id: OpId,
+}
+
+/// [`SelfAuthorizedInstance::prepare`] as a machine, for callers that run the registration
+/// themselves (the daemon wraps it in the serving variant).
+#[derive(Debug, Clone)]
+pub struct PrepareSelfAuthorized<'a>(pub &'a SelfAuthorizedInstance);
+
+impl Script for PrepareSelfAuthorized<'_> {
+    type Output = bool;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<bool, Halt> {
+        self.0.prepare(cx)
+    }
+}
+
+impl SelfAuthorizedInstance {
+    /// Steps 2–3: publish, then provision the gate only if it does not exist yet. Returns
+    /// whether this call provisioned it.
+    pub fn prepare(&self, cx: &mut Ctx<'_>) -> Result<bool, Halt> {
+        for artifact in &self.contract.artifacts {
+            publish_artifact(cx, artifact)?;
+        }
+        if observe_gate(cx, &self.gate)?.is_some() {
+            return Ok(false);
+        }
+        cx.call(&ProvisionGate {
+            gate: self.gate.clone(),
+            principal: self.principal.clone(),
+        })?;
+        Ok(true)
+    }
+
+    /// Step 4's registrar: the self-authorized spec under a fresh op id.
+    pub fn registration(&self) -> Result<RegisterInstance, EpError> {
+        let endpoint = &self.gate.endpoint;
+        let spec = ServiceSpec::from_value(
+            serde_json::json!({
+                "endpoint": endpoint.as_str(), "owner": self.owner.as_str(),
+                "clusterDigests": [self.contract.cluster_digest.to_prefixed()],
+                "protocol": {"v": 1},
+            }),
+            endpoint,
+        )?;
+        Ok(RegisterInstance {
+            space: self.gate.space.clone(),
+            spec,
+            instance: self.gate.instance.clone(),
+            registrant: self.owner.clone(),
+            authority: Arc::new(SelfAuthority {
+                name: endpoint.clone(),
+                owner: self.owner.clone(),
+            }),
+            op_id: self.op_id.clone(),
+            evict_max: EVICT_PRINCIPALS_MAX,
+        })
+    }
+}
+
+impl Script for SelfAuthorizedInstance {
+    type Output = Registered;
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Registered, Halt> {
+        let register = self.registration()?;
+        cx.call(&PrepareSelfAuthorized(self))?;
+        let registered = *cx.call(&register)?;
+        confirm_registration(cx, &self.gate, &registered)?;
+        Ok(registered)
+    }
+}
+
+/// The confirming read (reference §7.1 step 6): a read is never a fence (F6), and a later start
+/// may already have registered by the time this one returns. The gate must still be `open` at
+/// exactly the committed process epoch and registration revision, else `conflict`.
+pub fn confirm_registration(
+    cx: &mut Ctx<'_>,
+    gate: &GateRef,
+    registered: &Registered,
+) -> Result<(), Halt> {
+    let seen = observe_host_gate(cx, gate)?;
+    let now = match &seen {
+        Some(o)
+            if o.gate.state() == GateState::Open
+                && o.gate.process_epoch() == registered.process_epoch
+                && o.gate.registration_revision() == registered.registration_revision =>
+        {
+            return Ok(())
+        }
+        Some(o) => format!(
+            "it is {} at epoch {}, registration revision {}",
+            o.gate.state().as_str(),
+            o.gate.process_epoch(),
+            o.gate.registration_revision()
+        ),
+        None => "it is gone".to_owned(),
+    };
+    Err(EpError::conflict(format!(
+        "gate {} is no longer open at this registration (epoch {}, registration revision {}): \
+         {now}; a later barrier fenced this start (SPEC 13.1)",
+        gate.key(),
+        registered.process_epoch,
+        registered.registration_revision
+    ))
+    .into())
+}
+
+/// A host's fixed configuration: which space, which endpoint, which contract.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub space: SpaceName,
+    pub endpoint: HostEndpoint,
+    pub contract: SelfContract,
+}
+
+impl HostConfig {
+    /// The gate of one host instance.
+    pub fn gate(&self, instance: &InstanceId) -> GateRef {
+        GateRef::new(
+            self.space.clone(),
+            self.endpoint.name().clone(),
+            instance.clone(),
+        )
+    }
+}
+
+/// What a host start committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostIncarnation {
+    pub instance: InstanceId,
+    /// The epoch to arm [`AwaitHostFence`] with.
+    pub process_epoch: ProcessEpoch,
+    pub registration_revision: RegistrationRevision,
+}
+
+/// Registers one host incarnation: [`SelfAuthorizedInstance`] for the host endpoint, owner
+/// `local`, principal [`host_principal`]. The first start of an instance commits epoch 0, each
+/// later one the previous + 1, fencing the predecessor (F69). The epoch can be stale as soon as
+/// this returns; the host arms [`AwaitHostFence`] with it.
+#[derive(Debug, Clone)]
+pub struct RegisterHostIncarnation {
+    pub host: HostConfig,
+    pub instance: InstanceId,
+    /// A fresh op id per start.
+    pub op_id: OpId,
+}
+
+impl RegisterHostIncarnation {
+    fn ceremony(&self) -> Result<SelfAuthorizedInstance, EpError> {
+        Ok(SelfAuthorizedInstance {
+            gate: self.host.gate(&self.instance),
+            owner: OwnerToken::local(),
+            principal: host_principal(&self.instance)?,
+            contract: self.host.contract.clone(),
+            op_id: self.op_id.clone(),
+        })
+    }
+}
+
+impl Script for RegisterHostIncarnation {
+    type Output = HostIncarnation;
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<HostIncarnation, Halt> {
+        let registered = *cx.call(&self.ceremony()?)?;
+        Ok(HostIncarnation {
+            instance: self.instance.clone(),
+            process_epoch: registered.process_epoch,
+            registration_revision: registered.registration_revision,
+        })
+    }
+}
+
+/// Reads a host gate (read-only, leader-served): `None` when there is none — absent, or deleted
+/// (a DEL/PURGE marker means the incarnation's gate is gone, which fences it). Bad bytes are
+/// `internal`; a failed read is `unavailable`.
+pub fn observe_host_gate(
+    cx: &mut Ctx<'_>,
+    gate: &GateRef,
+) -> Result<Option<GateObservation>, Halt> {
+    let Some(entry) = ledger::read(cx, Store::Auth, &gate.key())? else {
+        return Ok(None);
+    };
+    if !entry.is_put() {
+        return Ok(None);
+    }
+    Ok(Some(GateObservation {
+        gate: crate::gate::EndpointGate::parse(&entry.value)?,
+        revision: entry.revision,
+        raw: entry.value,
+    }))
+}
+
+/// [`observe_host_gate`] as a machine.
+#[derive(Debug, Clone)]
+pub struct ObserveHostGate {
+    pub gate: GateRef,
+}
+
+impl Script for ObserveHostGate {
+    type Output = Option<GateObservation>;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
+        observe_host_gate(cx, &self.gate)
+    }
+}
+
+/// Parses a caller's `processEpoch`: a non-negative safe integer, 0 included; anything else is
+/// `bad-request`.
+pub fn parse_host_epoch(value: &Value) -> Result<ProcessEpoch, EpError> {
+    // `safe_uint` also admits integral doubles (`1.0`), as `Number.isSafeInteger` does.
+    safe_uint(value).map(ProcessEpoch).ok_or_else(|| {
+        EpError::bad_request(format!(
+            "processEpoch must be a non-negative integer, got {value}"
+        ))
+    })
+}
+
+/// True when the incarnation at `epoch` is fenced by what the read saw: no gate, a gate not
+/// `open`, or one at another epoch.
+pub fn host_fenced(seen: Option<&GateObservation>, epoch: ProcessEpoch) -> bool {
+    seen.is_none_or(|o| o.gate.state() != GateState::Open || o.gate.process_epoch() != epoch)
+}
+
+/// Resolves when the host incarnation at `epoch` is fenced (see [`host_fenced`]), with the gate
+/// as last read (`None` when it is gone). Otherwise it sleeps [`HOST_FENCE_POLL`] and reads
+/// again, forever: the caller drops the machine to stop waiting. A failed read fails it.
+///
+/// Hand-written rather than a [`Script`]: it may run for the whole life of a host, so it keeps
+/// only the read in flight, never a history of polls.
+#[derive(Debug)]
+pub struct AwaitHostFence {
+    gate: GateRef,
+    epoch: ProcessEpoch,
+    phase: Phase,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Reading(Box<Run<ObserveHostGate>>),
+    Sleeping,
+    Done,
+}
+
+impl Phase {
+    /// A fresh leader read of the gate.
+    fn read(gate: &GateRef) -> Phase {
+        Phase::Reading(Box::new(Run::new(ObserveHostGate { gate: gate.clone() })))
+    }
+}
+
+impl AwaitHostFence {
+    /// Arms the fence for the incarnation at `epoch`; an epoch beyond the safe integers is
+    /// `bad-request`.
+    pub fn new(gate: GateRef, epoch: ProcessEpoch) -> Result<AwaitHostFence, EpError> {
+        if epoch.0 > MAX_SAFE_INTEGER {
+            return Err(EpError::bad_request(format!(
+                "processEpoch must be a non-negative integer, got {epoch}"
+            )));
+        }
+        let phase = Phase::read(&gate);
+        Ok(AwaitHostFence { gate, epoch, phase })
+    }
+
+    /// Arms the fence with a caller's JSON `processEpoch` ([`parse_host_epoch`]).
+    pub fn from_json(gate: GateRef, epoch: &Value) -> Result<AwaitHostFence, EpError> {
+        AwaitHostFence::new(gate, parse_host_epoch(epoch)?)
+    }
+
+    pub fn gate(&self) -> &GateRef {
+        &self.gate
+    }
+
+    pub fn epoch(&self) -> ProcessEpoch {
+        self.epoch
+    }
+
+    fn finish<T>(&mut self, result: Result<T, EpError>) -> Step<T> {
+        self.phase = Phase::Done;
+        Step::Done(result)
+    }
+}
+
+impl Machine for AwaitHostFence {
+    type Output = Option<GateObservation>;
+
+    fn step(&mut self, observation: Option<Observation>) -> Step<Self::Output> {
+        let observation = match (&self.phase, observation) {
+            (Phase::Done, _) => {
+                return Step::Done(Err(EpError::internal(
+                    "the host fence was stepped after it resolved",
+                )))
+            }
+            (Phase::Sleeping, None) => return Step::Effect(Effect::Sleep(HOST_FENCE_POLL)),
+            (Phase::Sleeping, Some(Observation::Slept)) => {
+                self.phase = Phase::read(&self.gate);
+                None
+            }
+            (Phase::Sleeping, Some(other)) => {
+                return self.finish(Err(EpError::internal(format!(
+                    "the driver answered the host fence's sleep with {other:?}"
+                ))))
+            }
+            (Phase::Reading(_), observation) => observation,
+        };
+        let Phase::Reading(read) = &mut self.phase else {
+            return self.finish(Err(EpError::internal("the host fence lost its read")));
+        };
+        match read.step(observation) {
+            Step::Effect(effect) => Step::Effect(effect),
+            Step::Done(Err(e)) => self.finish(Err(e)),
+            Step::Done(Ok(seen)) if host_fenced(seen.as_ref(), self.epoch) => self.finish(Ok(seen)),
+            Step::Done(Ok(_)) => {
+                self.phase = Phase::Sleeping;
+                Step::Effect(Effect::Sleep(HOST_FENCE_POLL))
+            }
+        }
+    }
+}

@@ -22,6 +22,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::actors::{ActorsOutcome, ActorsRequest, DurablesOutcome, DurablesRequest};
 use crate::canon::Digest;
 use crate::error::EpError;
 use crate::kv::{KvOutcome, KvRequest};
@@ -40,6 +41,10 @@ pub enum Effect {
     ReadArtifact(Digest),
     /// Wait (poll loops).
     Sleep(Duration),
+    /// One request to the host's actor ledger (boxed: rows are large, effects travel in `Halt`).
+    Actors(Box<ActorsRequest>),
+    /// One request to the broker about an agent's durables.
+    Durables(Box<DurablesRequest>),
 }
 
 /// Liveness verdict of a holder principal.
@@ -63,6 +68,8 @@ pub enum Observation {
     /// The contract store could not be read: neither presence nor absence is known.
     ArtifactUnavailable(String),
     Slept,
+    Actors(Box<ActorsOutcome>),
+    Durables(DurablesOutcome),
 }
 
 /// One step of a machine.
@@ -231,6 +238,24 @@ impl Ctx<'_> {
         match self.perform(Effect::Probe(holder))? {
             Observation::Probed(liveness) => Ok(liveness),
             other => Err(mismatch("a liveness verdict", &other)),
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// Performs one actor-ledger request.
+    pub fn actors(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, Halt> {
+        match self.perform(Effect::Actors(Box::new(request)))? {
+            Observation::Actors(outcome) => Ok(*outcome),
+            other => Err(mismatch("an actor-ledger outcome", &other)),
+        }
+    }
+
+    /// Performs one broker-durables request.
+    pub fn durables(&mut self, request: DurablesRequest) -> Result<DurablesOutcome, Halt> {
+        match self.perform(Effect::Durables(Box::new(request)))? {
+            Observation::Durables(outcome) => Ok(outcome),
+            other => Err(mismatch("a durables outcome", &other)),
         }
     }
 }

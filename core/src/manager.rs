@@ -219,7 +219,7 @@ impl ManagerIdentities {
         ]
     }
 
-    fn to_json(&self) -> String {
+    pub fn to_json(&self) -> String {
         IDENTITY_NAMES
             .iter()
             .zip(self.keys())
@@ -255,7 +255,7 @@ impl ManagerActors {
         }
     }
 
-    fn to_json(&self) -> String {
+    pub fn to_json(&self) -> String {
         ObjectWriter::new()
             .string("supervisor", &self.supervisor)
             .string("executor", &self.executor)

@@ -1,10 +1,11 @@
 //! `cotal-authd up`: bring the plane up in a space as its own `auth` endpoint instance, then
 //! hold that registration until a signal or a successor fences it.
 //!
-//! Order: (embedded server) → bind and verify the stores → publish the `auth` cluster → observe
-//! the gate, provision it only on absence → the serving ceremony (register → serve grant →
-//! READY) under [`SelfAuthority`] with a fresh op id → discovery file + banner → the fence
-//! watcher.
+//! Order: (embedded server) → bind and verify the stores → the shared self-authorized ceremony
+//! ([`SelfAuthorizedInstance`], reference §7.1): publish the `auth` cluster, observe the gate and
+//! provision it only on absence, then register under the self-authority with a fresh op id, here
+//! in its serving variant (register → serve grant → READY), then the confirming read →
+//! discovery file + banner → the fence watcher.
 //!
 //! Eviction: the plane has no connection-level evictor yet, so the driver keeps its fail-closed
 //! default (nothing is ever verified evicted). That is honest today because the plane mints no
@@ -14,22 +15,20 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cotal_core::authority::SelfAuthority;
-use cotal_core::canon::Digest;
-use cotal_core::contract::publish_cluster;
 use cotal_core::gate::{GateState, ProcessEpoch};
-use cotal_core::issuance::{GateRef, ObserveGate, ProvisionGate};
+use cotal_core::host::{
+    confirm_registration, PrepareSelfAuthorized, SelfAuthorizedInstance, SelfContract,
+};
+use cotal_core::issuance::{GateRef, ObserveGate};
 use cotal_core::machine::{Ctx, Halt, Run, Script};
 use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
-use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
-use cotal_core::service::ServiceSpec;
+use cotal_core::registration::Registered;
 use cotal_core::serving::RegisterServing;
 use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
 use serde_json::{json, Value};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::embedded::Embedded;
 use crate::state;
@@ -70,14 +69,14 @@ fn auth_cluster() -> Value {
     })
 }
 
-/// Publishes the `auth` cluster document and manifest (create-only, idempotent).
+/// The confirming read after the serving ceremony.
 #[derive(Debug)]
-struct PublishAuthCluster(Value);
+struct Confirm(GateRef, Registered);
 
-impl Script for PublishAuthCluster {
-    type Output = Digest;
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<Digest, Halt> {
-        publish_cluster(cx, &self.0)
+impl Script for Confirm {
+    type Output = ();
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
+        confirm_registration(cx, &self.0, &self.1)
     }
 }
 
@@ -137,49 +136,27 @@ async fn register_and_serve(
         .await
         .map_err(|e| e.message.clone())?;
     let endpoint = EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message.clone())?;
-    let gate = GateRef::new(
-        args.space.clone(),
-        endpoint.clone(),
-        identity.instance.clone(),
-    );
+    let gate = GateRef::new(args.space.clone(), endpoint, identity.instance.clone());
     let actor = ActorToken::parse(ACTOR).map_err(|e| e.message.clone())?;
     let principal = Principal::new(identity.owner.clone(), actor);
 
-    let closure = drive(&mut Run::new(PublishAuthCluster(auth_cluster())), &space)
+    let op_id = state::fresh_op_id()?;
+    let ceremony = SelfAuthorizedInstance {
+        gate: gate.clone(),
+        owner: identity.owner.clone(),
+        principal,
+        contract: SelfContract::from_cluster(&auth_cluster()).map_err(|e| e.message.clone())?,
+        op_id: op_id.clone(),
+    };
+    let provisioned = drive(&mut Run::new(PrepareSelfAuthorized(&ceremony)), &space)
         .await
-        .map_err(|e| format!("publishing the auth cluster failed: {e}"))?;
-    let observed = drive(&mut Run::new(ObserveGate { gate: gate.clone() }), &space)
-        .await
-        .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
-    if observed.is_none() {
-        drive(&mut ProvisionGate::machine(gate.clone(), principal), &space)
-            .await
-            .map_err(|e| format!("provisioning gate {} failed: {e}", gate.key()))?;
+        .map_err(|e| format!("publishing the auth cluster or provisioning the gate failed: {e}"))?;
+    if provisioned {
         log(&format!("provisioned gate {}", gate.key()));
     }
 
-    let spec = ServiceSpec::from_value(
-        json!({
-            "endpoint": AUTH_ENDPOINT, "owner": identity.owner.as_str(),
-            "clusterDigests": [closure.to_prefixed()], "protocol": {"v": 1},
-        }),
-        &endpoint,
-    )
-    .map_err(|e| e.message.clone())?;
-    let op_id = state::fresh_op_id()?;
     let register = RegisterServing {
-        register: RegisterInstance {
-            space: args.space.clone(),
-            registrant: identity.owner.clone(),
-            spec,
-            instance: identity.instance.clone(),
-            authority: Arc::new(SelfAuthority {
-                name: endpoint,
-                owner: identity.owner.clone(),
-            }),
-            op_id: op_id.clone(),
-            evict_max: EVICT_PRINCIPALS_MAX,
-        },
+        register: ceremony.registration().map_err(|e| e.message.clone())?,
         status: serde_json::Map::new(),
     };
     let before = space.round_trips();
@@ -187,8 +164,11 @@ async fn register_and_serve(
         .run(&mut Run::new(register))
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
-    let round_trips = space.round_trips() - before;
     let reg = serving.registered;
+    drive(&mut Run::new(Confirm(gate.clone(), reg)), &space)
+        .await
+        .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+    let round_trips = space.round_trips() - before;
     log(&format!(
         "registered auth instance {} (op {op_id}) in {round_trips} KV round trips",
         identity.instance
@@ -209,6 +189,11 @@ async fn register_and_serve(
         "registrationRoundTrips": round_trips,
         "startupRoundTrips": space.round_trips(),
     });
+    // Handlers go in before the discovery file: whoever finds the file may signal at once.
+    let signals = Signals {
+        term: signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?,
+        int: signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?,
+    };
     state::write_private(&discovery, format!("{doc:#}\n").as_bytes())?;
     println!(
         "cotal-authd: auth instance {} ready in space {} on {url} at epoch {} (generation {}, \
@@ -221,24 +206,33 @@ async fn register_and_serve(
         discovery.display()
     );
 
-    let outcome = watch(&space, &gate, reg.process_epoch).await;
+    let outcome = watch(&space, &gate, reg.process_epoch, signals).await;
     // The discovery file goes first: nobody may find a plane that is on its way out.
     state::remove_discovery_if_ours(&discovery);
     outcome.map(|o| (o, space))
 }
 
+/// The stop signals the plane answers with an orderly exit.
+struct Signals {
+    term: Signal,
+    int: Signal,
+}
+
 /// Holds the registration: re-reads the gate every [`FENCE_POLL`] until its epoch moves away
 /// from `epoch` (fenced) or a SIGINT/SIGTERM arrives (stopped).
-async fn watch(space: &Space, gate: &GateRef, epoch: ProcessEpoch) -> Result<Outcome, String> {
-    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?;
+async fn watch(
+    space: &Space,
+    gate: &GateRef,
+    epoch: ProcessEpoch,
+    mut signals: Signals,
+) -> Result<Outcome, String> {
     let mut tick = tokio::time::interval(FENCE_POLL);
     let mut last_ok = Instant::now();
     let mut frozen_seen = false;
     loop {
         tokio::select! {
-            _ = term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
-            _ = int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
+            _ = signals.term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
+            _ = signals.int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
             _ = tick.tick() => {}
         }
         match drive(&mut Run::new(ObserveGate { gate: gate.clone() }), space).await {

@@ -1,2 +1,12 @@
 //! `cotal-io-fs`: file-backed adapters of the plane. They execute core effects on the host's
 //! disk and hold no authority logic of their own.
+//!
+//! [`FileActors`] is the host's actor ledger: one JSON file per row under `actors/`
+//! (interactive) and `managed-actors/` (managed), the reference's on-disk layout. The ledger's
+//! semantics (grammar, envelope walk, shadow checks, read-back settlement) are core's
+//! [`cotal_core::actors::store::execute`]; this crate only supplies durable, fail-closed files
+//! and the per-alias lock.
+
+mod actors;
+
+pub use actors::FileActors;

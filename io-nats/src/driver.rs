@@ -7,7 +7,9 @@
 //! is `unknown`, as the reference barrier behaves when no evictor is configured.
 
 use std::fmt;
+use std::sync::Arc;
 
+use cotal_core::actors::{ActorLedger, ActorsOutcome, DurablesOutcome, DurablesPort};
 use cotal_core::driver::MAX_STEPS;
 use cotal_core::machine::{Effect, Liveness, Machine, Observation, Step};
 use cotal_core::names::Principal;
@@ -27,6 +29,8 @@ pub struct NatsWorld<'s> {
     evictor: Evictor,
     prober: Prober,
     send_hook: Option<SendHook>,
+    actors: Option<Arc<dyn ActorLedger>>,
+    durables: Option<Arc<dyn DurablesPort>>,
     /// Every effect performed, in order.
     pub log: Vec<Effect>,
 }
@@ -51,8 +55,22 @@ impl<'s> NatsWorld<'s> {
             }),
             prober: Box::new(|_| Box::pin(async { Liveness::Unknown })),
             send_hook: None,
+            actors: None,
+            durables: None,
             log: Vec::new(),
         }
+    }
+
+    /// Attaches the host's actor ledger; without one every ledger effect is `Unavailable`.
+    pub fn with_actors(mut self, actors: Arc<dyn ActorLedger>) -> Self {
+        self.actors = Some(actors);
+        self
+    }
+
+    /// Attaches the broker-durables port; without one every durables effect fails.
+    pub fn with_durables(mut self, durables: Arc<dyn DurablesPort>) -> Self {
+        self.durables = Some(durables);
+        self
     }
 
     pub fn set_evictor(&mut self, evictor: Evictor) {
@@ -96,6 +114,20 @@ impl<'s> NatsWorld<'s> {
                 tokio::time::sleep(*duration).await;
                 Observation::Slept
             }
+            // The ledger is a few small local files: executing it inline costs less than a
+            // hop to the blocking pool.
+            Effect::Actors(request) => Observation::Actors(Box::new(match &self.actors {
+                Some(actors) => actors.execute(request),
+                None => ActorsOutcome::Unavailable(
+                    "this plane has no host storage: no actor ledger is attached".into(),
+                ),
+            })),
+            Effect::Durables(request) => Observation::Durables(match &self.durables {
+                Some(durables) => durables.execute(request),
+                None => DurablesOutcome::Failed(
+                    "this plane has no broker-durables adapter attached".into(),
+                ),
+            }),
         }
     }
 

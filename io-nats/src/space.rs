@@ -49,6 +49,7 @@ use cotal_core::EpError;
 use futures::future::BoxFuture;
 use serde_json::{json, Value};
 
+use crate::host::GateWrites;
 use crate::shape::{desired_config, verify, Replicas, StoreLayout};
 
 /// JetStream: no message matches a `STREAM.MSG.GET`.
@@ -122,6 +123,8 @@ pub struct Space {
     admission: Bound,
     contracts: Bound,
     round_trips: AtomicU64,
+    /// Wakes host-fence waiters on this space's own gate writes ([`crate::host`]).
+    gate_writes: GateWrites,
 }
 
 /// Why a publish did not produce a revision.
@@ -241,6 +244,7 @@ impl Space {
             admission,
             contracts,
             round_trips,
+            gate_writes: GateWrites::default(),
         })
     }
 
@@ -279,6 +283,11 @@ impl Space {
         self.round_trips.load(Ordering::Relaxed)
     }
 
+    /// The hub announcing this space's own gate writes.
+    pub fn gate_writes(&self) -> &GateWrites {
+        &self.gate_writes
+    }
+
     fn count(&self) {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
@@ -310,12 +319,19 @@ impl Space {
         self.execute_hooked(request, None).await
     }
 
-    /// Executes one request, calling `hook` around each publish it makes.
+    /// Executes one request, calling `hook` around each publish it makes. A gate write that
+    /// committed or may have committed is announced on [`Space::gate_writes`].
     pub async fn execute_hooked(
         &self,
         request: &KvRequest,
-        mut hook: Option<&mut SendHook>,
+        hook: Option<&mut SendHook>,
     ) -> KvOutcome {
+        let outcome = self.dispatch(request, hook).await;
+        self.gate_writes.note(request, &outcome);
+        outcome
+    }
+
+    async fn dispatch(&self, request: &KvRequest, mut hook: Option<&mut SendHook>) -> KvOutcome {
         let key = request.key();
         let valid = match request {
             KvRequest::Keys { .. } => is_valid_prefix(key),

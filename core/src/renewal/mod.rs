@@ -1,0 +1,971 @@
+//! Manager-service operations (reference-auth-service §4.3–§4.6): `prepare`, `activate`,
+//! `renew`, `renewStandingBundle` and `renewRunDriver` as sans-IO machines, the closed result
+//! [`RemoteManagerAuthorityMaterial`], and renewal compensation ([`compensation`]).
+//!
+//! Every JWT is a data-account user JWT for a caller-held nkey (`sub` = the nkey, signed by the
+//! data account's signing key, `issuer_account` = the account); the plane never sees a seed and
+//! returns JWTs only. Credentials of the manager's endpoint family (serve, goalWriter,
+//! sessionLedger) are released only through the fence: ledger row first, then a revision-pinned
+//! touch of the manager gate, under the cleanup intent of [`compensation`].
+//!
+//! KV round trips on the model (no faults, no prior pending intent): `prepare` 0, `renew` 1,
+//! `activate` 16, `renewStandingBundle` 18 plus 2 artifact reads per registered closure,
+//! `renewRunDriver` 4.
+
+pub mod compensation;
+
+use std::fmt;
+use std::sync::Arc;
+
+use nkeys::KeyPair;
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::contract::{parse_cluster_document, read_closure, ClusterDocument, CommandClass};
+use crate::error::{EpError, ErrorCode};
+use crate::gate::GateState;
+use crate::issuance::{observe_gate, GateObservation, GateRef, ServeGrant};
+use crate::journal;
+use crate::jwt::{self, UnixSeconds, UserNats, Validity};
+use crate::machine::{Ctx, Halt, Script};
+use crate::manager::{
+    check_current_registration, constant_time_eq, current_registration_proof, registration_proof,
+    AccountKey, ManagerActors, ManagerAuthorityRequest, ManagerOperation, ProofSecret,
+    RegistrationProof, RunFence, UserKey,
+};
+use crate::names::{
+    keys, ActorToken, CommandToken, CredentialId, OwnerToken, Principal, SourceMember, SpaceName,
+};
+use crate::profiles::{
+    self, ConnId, GoalWriterBinding, ManagerRole, Profile, RemoteManagerBinding, RunBinding,
+    ServeBinding, SessionLedgerBinding, StandingTtl,
+};
+use crate::run::{observe_hosted_run, run_holds_fence};
+use crate::service::{self, RecordRead, ServiceSpec};
+use crate::stored::ObjectWriter;
+
+pub use compensation::{
+    intent_key, release_family, CleanupIntent, FamilyMember, IntentRow, IntentState, Ownership,
+    Participant, ParticipantState, RenewalFault, Role,
+};
+
+/// The ledger scope a human holder needs; `spawn` and `admin` never imply it (F90).
+pub const SUPERVISE_SCOPE: &str = "supervise";
+/// The cluster type URN of the manager's command surface.
+pub const MANAGER_URN: &str = "ai.cotal.manager";
+
+// ---- Inputs ---------------------------------------------------------------------------------
+
+/// What only the trusted host knows: its space, the data account it was assigned, the key that
+/// signs that account's user JWTs, the proof secret and the validated standing lifetime.
+#[derive(Clone)]
+pub struct ManagerHost {
+    pub space: SpaceName,
+    /// The host-assigned data account (public key): every JWT's `issuer_account`.
+    pub account: AccountKey,
+    /// The data account's signing key pair.
+    pub signer: Arc<KeyPair>,
+    pub proof_secret: ProofSecret,
+    pub standing_ttl: StandingTtl,
+}
+
+impl fmt::Debug for ManagerHost {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ManagerHost")
+            .field("space", &self.space)
+            .field("account", &self.account)
+            .field("signer", &self.signer.public_key())
+            .field("standing_ttl", &self.standing_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The authenticated human holder: the derived owner and the scope of its interactive ledger
+/// row, read fresh by the caller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorityHolder {
+    pub owner: OwnerToken,
+    pub scope: Vec<String>,
+}
+
+/// One manager-service authority request, ready to issue. `now_ms` is the injected clock (unix
+/// millis); `fault` is a test probe (production passes `None`).
+#[derive(Debug, Clone)]
+pub struct ManagerAuthority {
+    pub host: ManagerHost,
+    pub holder: AuthorityHolder,
+    pub request: ManagerAuthorityRequest,
+    pub now_ms: u64,
+    pub fault: Option<RenewalFault>,
+}
+
+impl ManagerAuthority {
+    pub fn new(
+        host: ManagerHost,
+        holder: AuthorityHolder,
+        request: ManagerAuthorityRequest,
+        now_ms: u64,
+    ) -> Self {
+        ManagerAuthority {
+            host,
+            holder,
+            request,
+            now_ms,
+            fault: None,
+        }
+    }
+
+    fn now(&self) -> UnixSeconds {
+        UnixSeconds::from_millis(self.now_ms)
+    }
+
+    fn owner(&self) -> &OwnerToken {
+        &self.holder.owner
+    }
+
+    fn actors(&self) -> ManagerActors {
+        ManagerActors::for_instance(&self.request.envelope.instance_id)
+    }
+
+    fn gate(&self) -> Result<GateRef, EpError> {
+        self.request.envelope.gate()
+    }
+
+    fn proof(&self) -> Result<&RegistrationProof, EpError> {
+        self.request
+            .registration_proof
+            .as_ref()
+            .ok_or_else(|| EpError::internal("the parser admitted a request without its proof"))
+    }
+}
+
+impl Script for ManagerAuthority {
+    type Output = RemoteManagerAuthorityMaterial;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<RemoteManagerAuthorityMaterial, Halt> {
+        issue(cx, self)
+    }
+}
+
+// ---- Credentials and the result -------------------------------------------------------------
+
+/// The closed set of credential names a manager-service result may carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CredentialName {
+    Supervisor,
+    Executor,
+    Serve,
+    GoalWriter,
+    SessionLedger,
+    SessionServing,
+    RetirementRequester,
+    RunDriver,
+    RunMediator,
+}
+
+impl CredentialName {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            CredentialName::Supervisor => "supervisor",
+            CredentialName::Executor => "executor",
+            CredentialName::Serve => "serve",
+            CredentialName::GoalWriter => "goalWriter",
+            CredentialName::SessionLedger => "sessionLedger",
+            CredentialName::SessionServing => "sessionServing",
+            CredentialName::RetirementRequester => "retirementRequester",
+            CredentialName::RunDriver => "runDriver",
+            CredentialName::RunMediator => "runMediator",
+        }
+    }
+}
+
+impl fmt::Display for CredentialName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<Role> for CredentialName {
+    fn from(role: Role) -> Self {
+        match role {
+            Role::Serve => CredentialName::Serve,
+            Role::GoalWriter => CredentialName::GoalWriter,
+            Role::SessionLedger => CredentialName::SessionLedger,
+        }
+    }
+}
+
+/// One issued JWT and its expiry (unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedCredential {
+    pub jwt: String,
+    pub exp: u64,
+}
+
+/// What an operation issued, before the closed-set check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Issued {
+    pub credentials: Vec<(CredentialName, IssuedCredential)>,
+    pub next_registration_proof: Option<RegistrationProof>,
+}
+
+/// The credentials an operation must issue (reference §4.3 item 6).
+pub const fn required_credentials(operation: ManagerOperation) -> &'static [CredentialName] {
+    use CredentialName as C;
+    match operation {
+        ManagerOperation::Prepare | ManagerOperation::Renew => &[C::Supervisor, C::Executor],
+        ManagerOperation::Activate => &[C::Serve, C::GoalWriter, C::SessionLedger],
+        ManagerOperation::Session => &[C::SessionServing],
+        ManagerOperation::Retire => &[C::RetirementRequester],
+        ManagerOperation::RenewStandingBundle => &[
+            C::Supervisor,
+            C::Executor,
+            C::Serve,
+            C::GoalWriter,
+            C::SessionLedger,
+        ],
+        ManagerOperation::RenewRunDriver => &[C::RunDriver, C::RunMediator],
+    }
+}
+
+/// The closed-set check on what an operation issued: a missing required credential is
+/// `internal` "… did not issue required credential NAME"; for the two renewals the issued set
+/// must be exactly the required set, else `internal` "… returned credentials outside its closed
+/// profile set". A renewal never hands out a credential its profile set does not name (F90).
+pub fn check_credential_set(
+    operation: ManagerOperation,
+    issued: &[CredentialName],
+) -> Result<(), EpError> {
+    let op = operation.as_str();
+    let required = required_credentials(operation);
+    if let Some(missing) = required.iter().find(|name| !issued.contains(name)) {
+        return Err(EpError::internal(format!(
+            "manager-service {op} did not issue required credential {missing}"
+        )));
+    }
+    let mut distinct = issued.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if operation.is_renewal()
+        && (distinct.len() != issued.len() || issued.iter().any(|n| !required.contains(n)))
+    {
+        return Err(EpError::internal(format!(
+            "manager-service {op} returned credentials outside its closed profile set"
+        )));
+    }
+    Ok(())
+}
+
+/// `min(exp) × 1000`: the result expires with its shortest-lived credential.
+pub fn expires_at_ms(credentials: &[(CredentialName, IssuedCredential)]) -> Result<u64, EpError> {
+    credentials
+        .iter()
+        .map(|(_, c)| c.exp)
+        .min()
+        .and_then(|exp| exp.checked_mul(1000))
+        .ok_or_else(|| EpError::internal("a manager-service result carries no credential"))
+}
+
+/// The closed result of a manager-service operation (reference §4.3 item 7).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteManagerAuthorityMaterial {
+    pub operation: ManagerOperation,
+    pub space: SpaceName,
+    pub owner: OwnerToken,
+    pub actor: ActorToken,
+    pub instance_id: crate::names::InstanceId,
+    pub lifecycle_uid: crate::names::LifecycleUid,
+    pub request_id: crate::manager::RequestId,
+    pub registration_proof: Option<RegistrationProof>,
+    /// Renewals echo their host fence.
+    pub account_public_key: Option<AccountKey>,
+    pub process_epoch: Option<crate::gate::ProcessEpoch>,
+    pub run: Option<RunFence>,
+    /// Unix millis.
+    pub issued_at: u64,
+    /// Unix millis: the earliest credential expiry.
+    pub expires_at: u64,
+    pub actors: ManagerActors,
+    pub identities: crate::manager::ManagerIdentities,
+    pub next_registration_proof: Option<RegistrationProof>,
+    pub credentials: Vec<(CredentialName, IssuedCredential)>,
+}
+
+impl RemoteManagerAuthorityMaterial {
+    /// The credential issued under `name`.
+    pub fn credential(&self, name: CredentialName) -> Option<&IssuedCredential> {
+        self.credentials
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, c)| c)
+    }
+
+    /// The issued names, in issue order.
+    pub fn names(&self) -> Vec<CredentialName> {
+        self.credentials.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// The result as the reference's `JSON.stringify` writes it. Never contains a seed.
+    pub fn to_json(&self) -> String {
+        let mut w = ObjectWriter::new()
+            .uint("v", 1)
+            .string("kind", "manager-service-authority")
+            .string("operation", self.operation.as_str())
+            .string("space", self.space.as_str())
+            .string("owner", self.owner.as_str())
+            .string("actor", self.actor.as_str())
+            .string("instanceId", self.instance_id.as_str())
+            .string("lifecycleUid", self.lifecycle_uid.as_str())
+            .string("requestId", self.request_id.as_str());
+        if let Some(proof) = &self.registration_proof {
+            w = w.string("registrationProof", proof.as_str());
+        }
+        if let (Some(account), Some(epoch)) = (&self.account_public_key, self.process_epoch) {
+            w = w
+                .string("accountPublicKey", account.as_str())
+                .uint("processEpoch", epoch.0);
+        }
+        if let Some(run) = &self.run {
+            let run = ObjectWriter::new()
+                .string("runId", run.run_id.as_str())
+                .string("holder", run.holder.as_str())
+                .string("takeoverId", run.takeover_id.as_str())
+                .uint("epoch", run.epoch.0)
+                .uint("fencingToken", run.fencing_token.0)
+                .string("driverId", run.driver_id.as_str())
+                .string("mediatorId", run.mediator_id.as_str())
+                .finish();
+            w = w.raw("run", &run);
+        }
+        w = w
+            .uint("issuedAt", self.issued_at)
+            .uint("expiresAt", self.expires_at)
+            .raw("actors", &self.actors.to_json())
+            .raw("identities", &self.identities.to_json());
+        if let Some(proof) = &self.next_registration_proof {
+            w = w.string("nextRegistrationProof", proof.as_str());
+        }
+        let credentials = self
+            .credentials
+            .iter()
+            .fold(ObjectWriter::new(), |o, (name, c)| {
+                o.raw(
+                    name.as_str(),
+                    &ObjectWriter::new()
+                        .string("jwt", &c.jwt)
+                        .uint("exp", c.exp)
+                        .finish(),
+                )
+            })
+            .finish();
+        w.raw("credentials", &credentials).finish()
+    }
+}
+
+// ---- Holder and request checks --------------------------------------------------------------
+
+/// A human holder needs the dedicated `supervise` scope; `spawn`/`admin` never imply it (F90).
+pub fn require_supervise(scope: &[String]) -> Result<(), EpError> {
+    if scope.iter().any(|s| s == SUPERVISE_SCOPE) {
+        return Ok(());
+    }
+    Err(EpError::permission_denied(
+        "manager-service authority needs scope \"supervise\"; spawn/admin do not imply it",
+    ))
+}
+
+/// Every nkey the request names (the five identities, and a run's driver and mediator, a
+/// retirement's requester, a session's serving key) must be distinct: one nkey cannot collapse
+/// separate authority lifetimes. The parser checks only driver ≠ mediator.
+pub fn require_distinct_identities(request: &ManagerAuthorityRequest) -> Result<(), EpError> {
+    let mut keys: Vec<&UserKey> = request.envelope.identities.keys().to_vec();
+    if let Some(run) = &request.run {
+        keys.extend([&run.driver_id, &run.mediator_id]);
+    }
+    if let Some(retirement) = &request.retirement {
+        keys.push(&retirement.id);
+    }
+    if let Some(session) = &request.session {
+        keys.push(&session.id);
+    }
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    if sorted.len() != keys.len() {
+        return Err(EpError::bad_request(
+            "manager-service identities must be distinct; one nkey cannot collapse separate \
+             authority lifetimes",
+        ));
+    }
+    Ok(())
+}
+
+// ---- Signing --------------------------------------------------------------------------------
+
+/// Signs a data-account user JWT for the caller-held `user` nkey, valid from `now` for the
+/// profile's lifetime.
+fn sign(
+    host: &ManagerHost,
+    profile: &Profile,
+    user: &UserKey,
+    now: UnixSeconds,
+) -> Result<IssuedCredential, EpError> {
+    let exp = now.0.checked_add(profile.ttl_seconds).ok_or_else(|| {
+        EpError::bad_request("the credential's expiry overflows the unix-seconds range")
+    })?;
+    let nats = UserNats {
+        permissions: profile.permissions.clone(),
+        tags: profile.tags.clone(),
+        ..UserNats::default()
+    };
+    let validity = Validity {
+        issued_at: now,
+        expires_at: Some(UnixSeconds(exp)),
+    };
+    let jwt = jwt::user_jwt(
+        &host.signer,
+        host.account.as_str(),
+        user.as_str(),
+        profile.name,
+        &nats,
+        validity,
+    )?;
+    Ok(IssuedCredential { jwt, exp })
+}
+
+/// The connection id a caller-held key's inbox is keyed by: the nkey itself.
+fn conn(key: &UserKey) -> Result<ConnId, EpError> {
+    ConnId::parse(key.as_str()).map_err(|e| EpError::internal(e.message))
+}
+
+fn actor(name: &str) -> Result<ActorToken, EpError> {
+    ActorToken::parse(name).map_err(|e| EpError::internal(e.message))
+}
+
+/// The supervisor (standing lifetime) and executor (300 s) `remote-manager` pair.
+fn base_pair(call: &ManagerAuthority) -> Result<Vec<(CredentialName, IssuedCredential)>, EpError> {
+    let e = &call.request.envelope;
+    let binding = |role, key: &UserKey| -> Result<IssuedCredential, EpError> {
+        let profile = profiles::remote_manager(&RemoteManagerBinding {
+            space: e.space.clone(),
+            owner: call.owner().clone(),
+            instance: e.instance_id.clone(),
+            conn: conn(key)?,
+            role,
+        })?;
+        sign(&call.host, &profile, key, call.now())
+    };
+    Ok(vec![
+        (
+            CredentialName::Supervisor,
+            binding(
+                ManagerRole::Supervisor(call.host.standing_ttl),
+                &e.identities.supervisor,
+            )?,
+        ),
+        (
+            CredentialName::Executor,
+            binding(ManagerRole::Executor, &e.identities.executor)?,
+        ),
+    ])
+}
+
+/// The manager's command surface from its `ai.cotal.manager` cluster document: every command
+/// ephemeral (served on the request rails), sorted.
+fn manager_surface(document: &ClusterDocument) -> Result<Vec<CommandToken>, EpError> {
+    if document.urn != MANAGER_URN {
+        return Err(EpError::failed_precondition(format!(
+            "the manager cluster document has urn {}, not {MANAGER_URN}",
+            document.urn
+        )));
+    }
+    for (name, command) in &document.commands {
+        if command.class != CommandClass::Ephemeral {
+            return Err(EpError::failed_precondition(format!(
+                "the manager cluster declares {}-class command {name}; every manager command is \
+                 ephemeral",
+                command.class.as_str()
+            )));
+        }
+    }
+    Ok(document.commands.keys().cloned().collect())
+}
+
+/// Signs the three endpoint-family credentials at the observed gate: serve with `commands`
+/// (F27: the grant is the observation's coordinates), goalWriter and sessionLedger beside it.
+fn family(
+    call: &ManagerAuthority,
+    observed: &GateObservation,
+    commands: Vec<CommandToken>,
+) -> Result<Vec<FamilyMember>, EpError> {
+    let e = &call.request.envelope;
+    let gate = call.gate()?;
+    let actors = call.actors();
+    let owner = call.owner();
+    let ttl = call.host.standing_ttl;
+    let coordinates = observed.gate.coordinates();
+    let grant = ServeGrant {
+        space: gate.space.clone(),
+        endpoint: gate.endpoint.clone(),
+        instance: gate.instance.clone(),
+        owner: owner.clone(),
+        epoch: coordinates.process_epoch,
+        registration_revision: coordinates.registration_revision,
+        name_authority_revision: coordinates.name_authority_revision,
+    };
+    let serve = profiles::endpoint_serve(&ServeBinding {
+        grant,
+        actor: actor(&actors.serve)?,
+        conn: conn(&e.identities.serve)?,
+        rail_commands: commands,
+        journal_class: false,
+        pools: Vec::new(),
+        ttl,
+    })?;
+    let principal = |name: &str| Ok::<_, EpError>(Principal::new(owner.clone(), actor(name)?));
+    let goal = profiles::goal_writer(&GoalWriterBinding {
+        space: e.space.clone(),
+        principal: principal(&actors.goal_writer)?,
+        conn: conn(&e.identities.goal_writer)?,
+        endpoint: gate.endpoint.clone(),
+        ttl,
+    })?;
+    let session = profiles::session_ledger(&SessionLedgerBinding {
+        space: e.space.clone(),
+        principal: principal(&actors.session_ledger)?,
+        conn: conn(&e.identities.session_ledger)?,
+        ttl,
+    })?;
+    [
+        (Role::Serve, serve, &e.identities.serve, &actors.serve),
+        (
+            Role::GoalWriter,
+            goal,
+            &e.identities.goal_writer,
+            &actors.goal_writer,
+        ),
+        (
+            Role::SessionLedger,
+            session,
+            &e.identities.session_ledger,
+            &actors.session_ledger,
+        ),
+    ]
+    .into_iter()
+    .map(|(role, profile, key, holder)| {
+        let issued = sign(&call.host, &profile, key, call.now())?;
+        let digest: [u8; 32] = Sha256::digest(issued.jwt.as_bytes()).into();
+        Ok(FamilyMember {
+            role,
+            row: IntentRow {
+                credential_id: CredentialId::from_sha256_hex(&digest),
+                credential_key: key.clone(),
+                holder_principal: principal(holder)?,
+                instance: gate.instance.clone(),
+                source_chain: vec![SourceMember::Root],
+                exp: Some(issued.exp),
+                coordinates,
+            },
+            jwt: issued.jwt,
+        })
+    })
+    .collect()
+}
+
+/// Releases the family through the fence and pairs each JWT with its expiry.
+fn release(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    observed: &GateObservation,
+    members: Vec<FamilyMember>,
+) -> Result<Vec<(CredentialName, IssuedCredential)>, Halt> {
+    let exps: Vec<u64> = members.iter().map(|m| m.row.exp.unwrap_or(0)).collect();
+    let released = release_family(
+        cx,
+        &call.gate()?,
+        observed,
+        &call.request.envelope.request_id,
+        &members,
+        call.fault,
+    )?;
+    Ok(released
+        .into_iter()
+        .zip(exps)
+        .map(|((role, jwt), exp)| (role.into(), IssuedCredential { jwt, exp }))
+        .collect())
+}
+
+// ---- Operations -----------------------------------------------------------------------------
+
+/// `prepare`: the first phase — no proof, no gate, nothing written; the `remote-manager`
+/// supervisor (standing lifetime) and executor (300 s) for the caller-held nkeys (F91).
+/// KV round trips: 0.
+pub fn prepare(call: &ManagerAuthority) -> Result<Issued, EpError> {
+    Ok(Issued {
+        credentials: base_pair(call)?,
+        next_registration_proof: None,
+    })
+}
+
+/// `renew`: the same pair as `prepare`, only for the current registration: gate open, serve
+/// principal, HMAC proof at the gate's registration revision and epoch (F91; the proof binds
+/// the epoch, so no separate epoch is presented). KV round trips: 1.
+pub fn renew(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+    check_current_registration(
+        cx,
+        &call.request.envelope,
+        call.proof()?,
+        None,
+        call.owner(),
+        &call.host.proof_secret,
+        "manager-service renew",
+    )?;
+    Ok(Issued {
+        credentials: base_pair(call)?,
+        next_registration_proof: None,
+    })
+}
+
+/// `activate`: the deterministic registration proof (with the artifact digests) must match;
+/// the gate must exist, be open and record the serve principal (F28); the serve grant is
+/// reconstructed from the submitted `ai.cotal.manager` document at the observed gate (F27);
+/// serve, goalWriter and sessionLedger are released through the fence under the cleanup intent
+/// (F19–F22, F43, F92). Returns `nextRegistrationProof`, the HMAC proof at the observed
+/// registration revision and epoch. KV round trips: 16 (gate 1, intent 2, 4 per member, 1 to
+/// complete).
+pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+    let owner = call.owner();
+    let expected = registration_proof(owner, &call.request)?;
+    if !constant_time_eq(
+        call.proof()?.as_str().as_bytes(),
+        expected.as_str().as_bytes(),
+    ) {
+        return Err(EpError::permission_denied(
+            "manager-service registration proof does not match this owner/lifecycle/artifact set",
+        )
+        .into());
+    }
+    let document = call
+        .request
+        .contract_artifacts
+        .iter()
+        .find(|a| a.get("urn").and_then(Value::as_str) == Some(MANAGER_URN))
+        .ok_or_else(|| {
+            EpError::bad_request(
+                "the activation request submits no ai.cotal.manager cluster document",
+            )
+        })?;
+    let commands = manager_surface(&parse_cluster_document(document)?)?;
+    let gate = call.gate()?;
+    let Some(observed) = observe_gate(cx, &gate)? else {
+        return Err(EpError::failed_precondition(
+            "manager-service activation found no issuance gate",
+        )
+        .into());
+    };
+    let serve = call.request.envelope.serve_principal(owner);
+    if observed.gate.principal().to_string() != serve {
+        return Err(EpError::permission_denied(format!(
+            "serve credentials of this gate are minted only for {}, not {serve} (F28)",
+            observed.gate.principal()
+        ))
+        .into());
+    }
+    let members = family(call, &observed, commands)?;
+    let credentials = release(cx, call, &observed, members)?;
+    let c = observed.gate.coordinates();
+    Ok(Issued {
+        credentials,
+        next_registration_proof: Some(current_registration_proof(
+            &call.host.proof_secret,
+            owner,
+            &call.request.envelope,
+            c.registration_revision,
+            c.process_epoch,
+        )),
+    })
+}
+
+/// The host's renewal authorization (reference §4.5 steps 2–6), in order: the request's space
+/// and account are the host's (`permission-denied`), the gate is present and open
+/// (`failed-precondition`), records the owner's serve principal (`permission-denied`), sits at
+/// the request's process epoch (`conflict`), and the HMAC proof matches (`permission-denied`; it
+/// binds the held nkeys, so a swapped nkey fails here). Keeps F91. KV round trips: 1.
+pub fn authorize_renewal(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+) -> Result<GateObservation, Halt> {
+    let r = &call.request;
+    let fence = r.renewal.as_ref().ok_or_else(|| {
+        EpError::bad_request("manager-service authority request requires a renewal operation")
+    })?;
+    if r.envelope.space != call.host.space || fence.account_public_key != call.host.account {
+        return Err(EpError::permission_denied(
+            "manager-service renewal is bound to the host-assigned space and account",
+        )
+        .into());
+    }
+    let observed = match observe_gate(cx, &call.gate()?)? {
+        Some(observed) if observed.gate.state() == GateState::Open => observed,
+        _ => {
+            return Err(EpError::failed_precondition(
+                "manager-service renewal has no open registration gate",
+            )
+            .into())
+        }
+    };
+    let gate = &observed.gate;
+    if gate.principal().to_string() != r.envelope.serve_principal(call.owner()) {
+        return Err(EpError::permission_denied(
+            "manager-service renewal gate belongs to another owner",
+        )
+        .into());
+    }
+    if gate.process_epoch() != fence.process_epoch {
+        return Err(EpError::conflict(format!(
+            "manager-service renewal processEpoch is stale: the request names {}, the gate is at {}",
+            fence.process_epoch,
+            gate.process_epoch()
+        ))
+        .into());
+    }
+    let expected = current_registration_proof(
+        &call.host.proof_secret,
+        call.owner(),
+        &r.envelope,
+        gate.registration_revision(),
+        gate.process_epoch(),
+    );
+    if !constant_time_eq(
+        call.proof()?.as_str().as_bytes(),
+        expected.as_str().as_bytes(),
+    ) {
+        return Err(EpError::permission_denied(
+            "manager-service renewal proof does not match the current registration",
+        )
+        .into());
+    }
+    Ok(observed)
+}
+
+/// Re-observes the gate before issuance: it must still be open with exactly the fields the
+/// authorization decided on (any touch may have moved its revision), else `conflict` "<what>
+/// moved before issuance". Returns the fresh observation the fence pins to.
+fn reobserve(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    decided: &GateObservation,
+    what: &str,
+) -> Result<GateObservation, Halt> {
+    match observe_gate(cx, &call.gate()?)? {
+        Some(now) if now.gate == decided.gate => Ok(now),
+        _ => Err(
+            EpError::conflict(format!("manager-service {what} gate moved before issuance")).into(),
+        ),
+    }
+}
+
+/// The command surface the *registered* spec authorizes: the spec read leader-served at the
+/// gate's registration revision (a spec at any other revision is not the registration the gate
+/// fences), owned by the holder, and its closures' root documents — each verified against its
+/// content digest — yield the one `ai.cotal.manager` document. KV round trips: 1 plus 2
+/// artifact reads per closure.
+fn registered_surface(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    observed: &GateObservation,
+) -> Result<Vec<CommandToken>, Halt> {
+    let gate = call.gate()?;
+    let key = keys::svc_spec(&gate.endpoint, &gate.instance);
+    let revision = observed.gate.registration_revision();
+    let spec = match service::read_record(cx, &key)? {
+        RecordRead::Live { value, revision: r } if r.0 == revision.0 => {
+            ServiceSpec::parse(&value, &gate.endpoint)?
+        }
+        _ => {
+            return Err(EpError::failed_precondition(format!(
+                "the manager registration at revision {revision} no longer holds {key}; \
+                 re-register before renewing"
+            ))
+            .into())
+        }
+    };
+    if spec.owner() != call.owner() {
+        return Err(EpError::permission_denied(format!(
+            "the registered manager spec belongs to {}, not {}",
+            spec.owner(),
+            call.owner()
+        ))
+        .into());
+    }
+    let mut manager: Option<ClusterDocument> = None;
+    for digest in spec.cluster_digests() {
+        let closure = read_closure(cx, digest)?.into_serve_grant()?;
+        if closure.document.urn == MANAGER_URN && manager.replace(closure.document).is_some() {
+            return Err(EpError::internal(format!(
+                "the registered manager spec names more than one {MANAGER_URN} document"
+            ))
+            .into());
+        }
+    }
+    let document = manager.ok_or_else(|| {
+        EpError::failed_precondition(format!(
+            "the registered manager spec names no {MANAGER_URN} cluster document"
+        ))
+    })?;
+    Ok(manager_surface(&document)?)
+}
+
+/// `renewStandingBundle`: the renewal authorization, the serve grant re-derived from the
+/// registered spec, the gate re-observed unchanged (`conflict` "…standing renewal gate moved
+/// before issuance"), then all five duties: supervisor and executor signed, serve, goalWriter
+/// and sessionLedger released through the fence under the cleanup intent. Keeps F27 (grant at
+/// the fenced coordinates), F89 (bounded standing lifetime), F91, F92 (a failed renewal revokes
+/// only what it created). KV round trips: 18 plus 2 artifact reads per closure.
+pub fn renew_standing_bundle(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+    let decided = authorize_renewal(cx, call)?;
+    let commands = registered_surface(cx, call, &decided)?;
+    let observed = reobserve(cx, call, &decided, "standing renewal")?;
+    let mut credentials = base_pair(call)?;
+    let members = family(call, &observed, commands)?;
+    credentials.extend(release(cx, call, &observed, members)?);
+    Ok(Issued {
+        credentials,
+        next_registration_proof: None,
+    })
+}
+
+/// `renewRunDriver`: the renewal authorization, then the run check (§4.5 step 7: the run's
+/// status is `running`, hosted on this instance under the registered supervisor nkey, with the
+/// caller's holder, takeover id, epoch and fencing token, else `conflict`), the gate
+/// re-observed (`conflict` "…run renewal gate moved before issuance") and the run re-read
+/// (`conflict` "…run renewal authority moved before issuance"). Issues `run-driver` and
+/// `run-mediator` for the requested nkeys, bound to the run, takeover, instance and epoch.
+/// Keeps F84/F87 (one driver per run and takeover), F91. KV round trips: 4.
+pub fn renew_run_driver(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+    let decided = authorize_renewal(cx, call)?;
+    let r = &call.request;
+    let run = r
+        .run
+        .as_ref()
+        .ok_or_else(|| EpError::internal("the parser admitted renewRunDriver without its run"))?;
+    let gate = call.gate()?;
+    let e = &r.envelope;
+    let holds = |status: Option<&crate::run::HostedRunStatus>| {
+        run_holds_fence(
+            status,
+            &e.identities.supervisor,
+            &e.instance_id,
+            &run.holder,
+            &run.takeover_id,
+            run.epoch,
+            run.fencing_token,
+        )
+    };
+    holds(observe_hosted_run(cx, &gate.endpoint, &run.run_id)?.as_ref())?;
+    reobserve(cx, call, &decided, "run renewal")?;
+    if holds(observe_hosted_run(cx, &gate.endpoint, &run.run_id)?.as_ref()).is_err() {
+        return Err(EpError::conflict(
+            "manager-service run renewal authority moved before issuance",
+        )
+        .into());
+    }
+    let binding = RunBinding {
+        space: e.space.clone(),
+        owner: call.owner().clone(),
+        conn: conn(&run.driver_id)?,
+        endpoint: gate.endpoint.clone(),
+        run: profile_token(&run.run_id)?,
+        takeover: profiles::TakeoverId::parse(run.takeover_id.as_str())
+            .map_err(|e| EpError::internal(e.message))?,
+        instance: e.instance_id.clone(),
+        epoch: decided.gate.process_epoch(),
+        ttl: call.host.standing_ttl,
+    };
+    let driver = sign(
+        &call.host,
+        &profiles::run_driver(&binding)?,
+        &run.driver_id,
+        call.now(),
+    )?;
+    let mediator_binding = RunBinding {
+        conn: conn(&run.mediator_id)?,
+        ..binding
+    };
+    let mediator = sign(
+        &call.host,
+        &profiles::run_mediator(&mediator_binding)?,
+        &run.mediator_id,
+        call.now(),
+    )?;
+    Ok(Issued {
+        credentials: vec![
+            (CredentialName::RunDriver, driver),
+            (CredentialName::RunMediator, mediator),
+        ],
+        next_registration_proof: None,
+    })
+}
+
+fn profile_token(run: &journal::RunId) -> Result<profiles::RunId, EpError> {
+    profiles::RunId::parse(run.as_str()).map_err(|e| EpError::internal(e.message))
+}
+
+/// Issues one manager-service operation (reference §4.3): the holder's `supervise` scope,
+/// distinct nkeys, the operation's own checks and credentials, the closed-set check, and the
+/// closed result. `session` and `retire` are not issued by this plane yet (`unimplemented`).
+pub fn issue(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+) -> Result<RemoteManagerAuthorityMaterial, Halt> {
+    require_supervise(&call.holder.scope)?;
+    let r = &call.request;
+    require_distinct_identities(r)?;
+    let issued = match r.operation {
+        ManagerOperation::Prepare => prepare(call)?,
+        ManagerOperation::Renew => renew(cx, call)?,
+        ManagerOperation::Activate => activate(cx, call)?,
+        ManagerOperation::RenewStandingBundle => renew_standing_bundle(cx, call)?,
+        ManagerOperation::RenewRunDriver => renew_run_driver(cx, call)?,
+        ManagerOperation::Session | ManagerOperation::Retire => {
+            return Err(EpError::new(
+                ErrorCode::Unimplemented,
+                format!(
+                    "manager-service {} is not issued by this plane",
+                    r.operation.as_str()
+                ),
+            )
+            .into())
+        }
+    };
+    material(call, issued).map_err(Halt::from)
+}
+
+/// Applies the closed-set check and assembles the result.
+pub fn material(
+    call: &ManagerAuthority,
+    issued: Issued,
+) -> Result<RemoteManagerAuthorityMaterial, EpError> {
+    let r = &call.request;
+    let names: Vec<CredentialName> = issued.credentials.iter().map(|(n, _)| *n).collect();
+    check_credential_set(r.operation, &names)?;
+    let e = &r.envelope;
+    Ok(RemoteManagerAuthorityMaterial {
+        operation: r.operation,
+        space: e.space.clone(),
+        owner: call.owner().clone(),
+        actor: e.actor.clone(),
+        instance_id: e.instance_id.clone(),
+        lifecycle_uid: e.manager_lifecycle_uid.clone(),
+        request_id: e.request_id.clone(),
+        registration_proof: r.registration_proof.clone(),
+        account_public_key: r.renewal.as_ref().map(|f| f.account_public_key.clone()),
+        process_epoch: r.renewal.as_ref().map(|f| f.process_epoch),
+        run: r.run.clone(),
+        issued_at: call.now_ms,
+        expires_at: expires_at_ms(&issued.credentials)?,
+        actors: call.actors(),
+        identities: e.identities.clone(),
+        next_registration_proof: issued.next_registration_proof,
+        credentials: issued.credentials,
+    })
+}

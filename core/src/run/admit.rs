@@ -1,0 +1,326 @@
+//! Run admission (reference-auth-service §5.3, SPEC §14.8, F88) as two machines, because the
+//! host's one-shot observation must be consumed *between* them, exactly where the reference
+//! consumes it: after the registered manager and its forwarded subject are authenticated, before
+//! anything else. [`AuthorizeRunAdmission`] (1 KV round trip: the gate) yields an
+//! [`AuthorizedAdmission`] naming the subject to take; the adapter takes the observation and
+//! resolves the caller's issued evidence; [`AdmitRun`] (1 round trip: the create; +1 read-back
+//! when the create is lost or ambiguous) decides and writes. Nothing is written on any refusal.
+
+use crate::error::EpError;
+use crate::gate::GateState;
+use crate::issuance::{observe_gate, GateObservation};
+use crate::machine::{Ctx, Halt, Script};
+use crate::manager::{constant_time_eq, current_registration_proof, AccountKey, ProofSecret};
+use crate::names::{EndpointName, OwnerToken, SpaceName};
+
+use super::admission::{
+    admission_key, create_settled, Created, Provenance, RunAdmission, RunCaller,
+};
+use super::issued::IssuedEvidence;
+use super::observed::{ObservedRunRequest, RunRequestOperation};
+use super::request::{RegisteredRun, RunAdmissionRequest};
+use super::subject::{parse_request_subject, RequestSubject, Route};
+use crate::kv::Revision;
+
+/// What the host knows about itself and the authenticated holder: the assigned space and data
+/// account, the holder's owner, whether its scope includes `supervise`, and the proof secret.
+#[derive(Debug, Clone)]
+pub struct HostAuthority {
+    pub space: SpaceName,
+    pub account: AccountKey,
+    pub owner: OwnerToken,
+    /// The holder's fresh scope includes `supervise` (`spawn`/`admin` never imply it).
+    pub supervise: bool,
+    pub secret: ProofSecret,
+}
+
+/// The run variant of the registered-manager check (`authenticateRegisteredManager`), in order:
+/// space and account are the host's (`permission-denied`), the manager gate is open
+/// (`failed-precondition`), it records this owner's serve principal (`permission-denied`), its
+/// process epoch is the request's (`conflict`), and the HMAC current-registration proof matches
+/// in constant time (`permission-denied`). One KV round trip. Keeps F91: a run door re-checks
+/// owner, instance, lifecycle and the current gate registration before issuing anything.
+pub fn authenticate_registered_manager(
+    cx: &mut Ctx<'_>,
+    r: &RegisteredRun,
+    host: &HostAuthority,
+    what: &str,
+) -> Result<GateObservation, Halt> {
+    let e = &r.envelope;
+    if e.space != host.space || r.account_public_key != host.account {
+        return Err(EpError::permission_denied(format!(
+            "manager-service {what} is bound to the host-assigned space and account"
+        ))
+        .into());
+    }
+    let observed = match observe_gate(cx, &e.gate()?)? {
+        Some(o) if o.gate.state() == GateState::Open => o,
+        _ => {
+            return Err(EpError::failed_precondition(format!(
+                "manager-service {what} has no open registration gate"
+            ))
+            .into())
+        }
+    };
+    let gate = &observed.gate;
+    if gate.principal().to_string() != e.serve_principal(&host.owner) {
+        return Err(EpError::permission_denied(format!(
+            "manager-service {what} gate belongs to another owner"
+        ))
+        .into());
+    }
+    if gate.process_epoch() != r.process_epoch {
+        return Err(
+            EpError::conflict(format!("manager-service {what} processEpoch is stale")).into(),
+        );
+    }
+    let expected = current_registration_proof(
+        &host.secret,
+        &host.owner,
+        e,
+        gate.registration_revision(),
+        gate.process_epoch(),
+    );
+    if !constant_time_eq(
+        r.registration_proof.as_str().as_bytes(),
+        expected.as_str().as_bytes(),
+    ) {
+        return Err(EpError::permission_denied(format!(
+            "manager-service {what} proof does not match the current registration"
+        ))
+        .into());
+    }
+    Ok(observed)
+}
+
+/// The `supervise` scope check every run door makes first.
+pub(crate) fn require_supervise(host: &HostAuthority, what: &str) -> Result<(), EpError> {
+    if host.supervise {
+        Ok(())
+    } else {
+        Err(EpError::permission_denied(format!(
+            "{what} needs scope \"supervise\"; spawn/admin do not imply it"
+        )))
+    }
+}
+
+/// A derived user owner `u_<26 base32>`.
+pub(crate) fn is_derived_owner(owner: &OwnerToken) -> bool {
+    owner
+        .as_str()
+        .strip_prefix("u_")
+        .is_some_and(|b| b.len() == 26 && b.bytes().all(|c| matches!(c, b'a'..=b'z' | b'2'..=b'7')))
+}
+
+/// An admission forward whose manager, gate and subject were authenticated. Only
+/// [`AuthorizeRunAdmission`] makes one.
+#[derive(Debug, Clone)]
+pub struct AuthorizedAdmission {
+    request: RunAdmissionRequest,
+    host: HostAuthority,
+    endpoint: EndpointName,
+    subject: RequestSubject,
+}
+
+impl AuthorizedAdmission {
+    /// The exact subject whose observation the adapter must take (once) before [`AdmitRun`].
+    pub fn subject(&self) -> &str {
+        &self.request.subject
+    }
+
+    pub fn request(&self) -> &RunAdmissionRequest {
+        &self.request
+    }
+}
+
+/// Phase one of §5.3: `supervise`, the registered manager, and the forwarded subject — a
+/// `cotal.<space>.` **v1** request-plane `run-start` of `endpoint`, untargeted, on this instance
+/// when instance-routed, with an issued caller — else `permission-denied` "manager run admission
+/// needs the served v1 run-start subject of this space, endpoint and instance with an issued
+/// caller". One KV round trip; writes nothing.
+#[derive(Debug, Clone)]
+pub struct AuthorizeRunAdmission {
+    pub request: RunAdmissionRequest,
+    pub host: HostAuthority,
+    /// The endpoint hosting the run (`manager`).
+    pub endpoint: EndpointName,
+}
+
+impl Script for AuthorizeRunAdmission {
+    type Output = AuthorizedAdmission;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedAdmission, Halt> {
+        require_supervise(&self.host, "manager run admission")?;
+        let r = &self.request;
+        authenticate_registered_manager(cx, &r.registered, &self.host, "run admission")?;
+        let space = &r.registered.envelope.space;
+        let instance = &r.registered.envelope.instance_id;
+        let subject = parse_request_subject(&r.subject).filter(|s| {
+            r.subject.starts_with(&format!("cotal.{space}."))
+                && s.v1
+                && s.endpoint == self.endpoint.token()
+                && s.command == "run-start"
+                && s.target.is_none()
+                && match &s.route {
+                    Route::Inst(iid) => iid == instance,
+                    Route::One | Route::All => true,
+                }
+                && s.generation.is_some()
+        });
+        let subject = subject.ok_or_else(|| {
+            EpError::permission_denied(
+                "manager run admission needs the served v1 run-start subject of this space, \
+                 endpoint and instance with an issued caller",
+            )
+        })?;
+        Ok(AuthorizedAdmission {
+            request: r.clone(),
+            host: self.host.clone(),
+            endpoint: self.endpoint.clone(),
+            subject,
+        })
+    }
+}
+
+/// The admission result `{v:1, kind:"manager-run-admission", requestId, runId, revision,
+/// admission}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionOutcome {
+    pub revision: Revision,
+    pub admission: RunAdmission,
+    /// `false` when an identical earlier admission was returned unchanged (an exact retry).
+    pub created: bool,
+}
+
+/// Phase two of §5.3, after the adapter consumed the observation and resolved the evidence:
+/// 1. the host observed a caller publish this exact run-start and it was not consumed yet
+///    (`observed`), else `permission-denied` "…did not observe this run-start request…";
+/// 2. a derived `u_` caller owner is the manager's registered owner;
+/// 3. the caller's issued evidence (or the adapter's refusal: forged, revoked, dead source) names
+///    the same reference and its publish ceiling permits the subject;
+/// 4. the admission is created create-only. A lost create reads the record back: the same
+///    instance and issued caller is an exact retry (same revision and `admittedAt`); anything
+///    else is `conflict` "run R is already admitted for another caller or instance".
+///
+/// Keeps F88 (create-only, before any driver; idempotent for the same request; nothing written
+/// on a refusal) and F87 (the run id is the host-minted one the forward names). Ambiguous
+/// creates are settled by a leader read-back: our own bytes are ours.
+#[derive(Debug, Clone)]
+pub struct AdmitRun {
+    pub authorized: AuthorizedAdmission,
+    /// What `ObservedRunRequests::take(subject, now)` returned.
+    pub observed: Option<ObservedRunRequest>,
+    /// The issued store's answer for the subject's caller, or its refusal.
+    pub evidence: Result<IssuedEvidence, EpError>,
+    /// Unix millis.
+    pub admitted_at: u64,
+}
+
+impl Script for AdmitRun {
+    type Output = AdmissionOutcome;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<AdmissionOutcome, Halt> {
+        let a = &self.authorized;
+        let r = &a.request;
+        if !matches!(
+            self.observed,
+            Some(ObservedRunRequest {
+                operation: RunRequestOperation::Start,
+                ..
+            })
+        ) {
+            return Err(EpError::permission_denied(
+                "the issuing host did not observe this run-start request, or already admitted a \
+                 forward of it (SPEC 14.8)",
+            )
+            .into());
+        }
+        let s = &a.subject;
+        if is_derived_owner(&s.owner) && s.owner != a.host.owner {
+            return Err(EpError::permission_denied(
+                "a user's run is admitted only on the participant manager that user registered",
+            )
+            .into());
+        }
+        let evidence = self.evidence.clone()?;
+        let e = &evidence.reference;
+        let space = &r.registered.envelope.space;
+        if e.space != *space
+            || e.owner != s.owner
+            || e.actor != s.actor
+            || e.uid != s.uid
+            || Some(&e.generation) != s.generation.as_ref()
+        {
+            return Err(EpError::permission_denied(
+                "manager run admission evidence names another issued reference",
+            )
+            .into());
+        }
+        if !evidence.permissions.publish.permits(&r.subject) {
+            return Err(EpError::permission_denied(
+                "the caller's issued ceiling does not permit this run-start subject",
+            )
+            .into());
+        }
+        let admission = RunAdmission::new(
+            space.clone(),
+            a.endpoint.clone(),
+            r.run_id.clone(),
+            r.registered.envelope.instance_id.clone(),
+            RunCaller {
+                owner: s.owner.clone(),
+                actor: s.actor.clone(),
+                uid: s.uid.clone(),
+                generation: Some(e.generation.clone()),
+            },
+            evidence.permissions.clone(),
+            Provenance::Issued {
+                reference: e.clone(),
+                resolved_revision: evidence.resolved_revision,
+            },
+            self.admitted_at,
+        )?;
+        let bytes = admission.to_bytes()?;
+        let key = admission_key(&a.endpoint, &r.run_id);
+        let (value, revision, found) = match create_settled(cx, &key, &bytes)? {
+            Created::Written(revision) => {
+                return Ok(AdmissionOutcome {
+                    revision,
+                    admission,
+                    created: true,
+                })
+            }
+            Created::Found(found) => found,
+        };
+        if found == bytes {
+            // Our own ambiguous create landed.
+            return Ok(AdmissionOutcome {
+                revision,
+                admission,
+                created: true,
+            });
+        }
+        let written = value
+            .and_then(|v| RunAdmission::from_value(&v))
+            .map_err(|why| {
+                EpError::internal(format!("stored admission {key} is unreadable: {why}"))
+            })?;
+        let same_caller = matches!(
+            written.provenance(),
+            Provenance::Issued { reference, .. } if reference.owner == e.owner
+                && reference.actor == e.actor
+                && reference.uid == e.uid
+                && reference.generation == e.generation
+        );
+        if written.instance_id() != admission.instance_id() || !same_caller {
+            return Err(EpError::conflict(format!(
+                "run {} is already admitted for another caller or instance",
+                r.run_id.as_str()
+            ))
+            .into());
+        }
+        Ok(AdmissionOutcome {
+            revision,
+            admission: written,
+            created: false,
+        })
+    }
+}

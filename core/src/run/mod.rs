@@ -1,0 +1,39 @@
+//! Workflow runs (SPEC §14, reference-auth-service §5): the hosted run status record and the run
+//! check of a run-driver renewal, run admission and revocation, the run request parsers, the
+//! observed run requests, and the admission and attempt machines.
+
+mod admission;
+mod admit;
+mod attempt;
+mod issued;
+mod observed;
+mod request;
+mod status;
+mod subject;
+
+pub use admission::{
+    admission_key, read_run_admission, revocation_key, AdmissionView, Provenance, RevokeRun,
+    RunAdmission, RunCaller, RunRevocation, ADMISSION_WRITE_ATTEMPTS,
+};
+pub use admit::{
+    authenticate_registered_manager, AdmissionOutcome, AdmitRun, AuthorizeRunAdmission,
+    AuthorizedAdmission, HostAuthority,
+};
+pub use attempt::{sign_attempt, AttemptDecision, AttemptGrant, IssuedJwt, RunAttempt};
+pub use issued::{
+    subject_matches, IssuedEvidence, IssuedGeneration, IssuedRef, SubjectAllow, SubjectPermission,
+    SubjectPermissions,
+};
+pub use observed::{
+    ObservedRunRequest, ObservedRunRequests, RunRequestOperation, OBSERVED_RUN_REQUEST_WINDOW_MS,
+};
+pub use request::{
+    parse_run_admission_request, parse_run_attempt_request, AttemptBody, AttemptSpec,
+    OperatorAnswers, OperatorSpec, RegisteredRun, RunAdmissionRequest, RunAttemptRequest,
+    MAX_SERVED_SUBJECT_BYTES, MAX_STEP_KEY_CHARS,
+};
+pub use status::{
+    observe_hosted_run, run_holds_fence, run_status_key, write_run_status, HostedRunStatus,
+    RunState,
+};
+pub use subject::{parse_request_subject, RequestSubject, Route, MAX_EP_SUBJECT_BYTES};

@@ -1,0 +1,107 @@
+//! Observed run requests (SPEC §14.8, reference-auth-service §5.1): what the issuing host saw
+//! callers publish on the served run request subjects, so a registered manager can only forward
+//! a request the broker really carried — and each forward only once. Pure and clock-free: the
+//! NATS adapter records what its subscription delivers and passes `now` in.
+
+use std::collections::{HashMap, VecDeque};
+
+use serde_json::Value;
+
+use crate::journal::RunId;
+
+/// How long an observation stays takeable: 5 minutes.
+pub const OBSERVED_RUN_REQUEST_WINDOW_MS: u64 = 5 * 60 * 1000;
+
+/// What a served run request asks for, as its caller published it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunRequestOperation {
+    Start,
+    Resume {
+        run_id: RunId,
+    },
+    Answer {
+        /// `args.endpoint`, or the subject's endpoint when absent.
+        endpoint: String,
+        run_id: RunId,
+        step_key: String,
+        amend: bool,
+    },
+}
+
+/// One observation: the operation and the request envelope's `{class, op, bind}` (kept opaque
+/// here; the served-caller check compares them with the registered contract).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObservedRunRequest {
+    pub operation: RunRequestOperation,
+    pub envelope: Value,
+}
+
+#[derive(Debug)]
+struct Slot {
+    seq: u64,
+    expires_at: u64,
+    request: ObservedRunRequest,
+}
+
+/// Observations keyed by exact subject, in insertion order. Each is consumed at most once.
+#[derive(Debug, Default)]
+pub struct ObservedRunRequests {
+    slots: HashMap<String, Slot>,
+    /// `(seq, subject)` in insertion order; stale pairs (re-inserted or taken subjects) are
+    /// skipped when pruning.
+    order: VecDeque<(u64, String)>,
+    next_seq: u64,
+}
+
+impl ObservedRunRequests {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records `request` as published on `subject` at `now` (unix millis): expired entries are
+    /// pruned from the front first, and a repeat re-inserts (fresh window, back of the order).
+    pub fn record(&mut self, subject: &str, request: ObservedRunRequest, now: u64) {
+        self.prune(now);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.slots.insert(
+            subject.to_owned(),
+            Slot {
+                seq,
+                expires_at: now.saturating_add(OBSERVED_RUN_REQUEST_WINDOW_MS),
+                request,
+            },
+        );
+        self.order.push_back((seq, subject.to_owned()));
+    }
+
+    /// Removes and returns the observation of exactly `subject` if it is unexpired at `now`.
+    /// The adapter flushes its subscription first, so anything the broker queued before the
+    /// manager's forward has been recorded.
+    pub fn take(&mut self, subject: &str, now: u64) -> Option<ObservedRunRequest> {
+        let slot = self.slots.remove(subject)?;
+        (slot.expires_at > now).then_some(slot.request)
+    }
+
+    /// How many observations are held (expired ones included until pruned).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    fn prune(&mut self, now: u64) {
+        while let Some((seq, subject)) = self.order.front() {
+            match self.slots.get(subject) {
+                Some(slot) if slot.seq == *seq && slot.expires_at > now => return,
+                Some(slot) if slot.seq == *seq => {
+                    self.slots.remove(subject);
+                }
+                _ => {}
+            }
+            self.order.pop_front();
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! Fixtures shared by the run test files: one space `s1`, one manager instance registered by
+//! `OWNER` (gate open at registration revision 7, process epoch 3), its run requests, and an
+//! issued caller with a ceiling that permits its run-start.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use cotal_core::driver::{drive, ModelWorld};
+use cotal_core::gate::{
+    Coordinates, EndpointGate, GateOp, Generation, NameAuthorityRevision, ProcessEpoch,
+    RegistrationRevision,
+};
+use cotal_core::journal::{FencingToken, RunEpoch, RunHolder, RunId};
+use cotal_core::kv::{Revision, Store};
+use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::manager::{current_registration_proof, AccountKey, ManagerEnvelope, ProofSecret};
+use cotal_core::names::{EndpointName, OpId, OwnerToken, Principal, SpaceName};
+use cotal_core::run::{
+    parse_run_admission_request, parse_run_attempt_request, write_run_status, AdmissionOutcome,
+    AdmitRun, AuthorizeRunAdmission, HostAuthority, HostedRunStatus, IssuedEvidence,
+    IssuedGeneration, IssuedRef, ObservedRunRequest, RunRequestOperation, RunState, SubjectAllow,
+    SubjectPermission, SubjectPermissions,
+};
+use cotal_core::EpError;
+use serde_json::{json, Value};
+
+pub const IID: &str = "iiiiiiiiiiiiiiiiiiiiiiiiii";
+pub const OTHER_IID: &str = "jjjjjjjjjjjjjjjjjjjjjjjjjj";
+pub const LUID: &str = "llllllllllllllllllllllllll";
+pub const OWNER: &str = "u_cccccccccccccccccccccccccc";
+pub const OTHER_OWNER: &str = "u_dddddddddddddddddddddddddd";
+pub const SECRET: &str = "SAAFAKESEEDFORTESTSONLY";
+pub const CALLER_ACTOR: &str = "alice";
+pub const CALLER_UID: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaa";
+pub const GEN: &str = "0123456789abcdef0123456789abcdef";
+pub const OTHER_GEN: &str = "fedcba9876543210fedcba9876543210";
+pub const NONCE: &str = "nonce_0123456789abcdefgh";
+pub const REG: u64 = 7;
+pub const EPOCH: u64 = 3;
+
+pub fn nkey(c: char) -> String {
+    format!("U{}", c.to_string().repeat(55))
+}
+pub fn account() -> String {
+    format!("A{}", "Q".repeat(55))
+}
+pub fn run_id(c: char) -> String {
+    format!("run-{}", c.to_string().repeat(32))
+}
+pub fn rid(c: char) -> RunId {
+    RunId::parse(&run_id(c)).unwrap()
+}
+pub fn manager() -> EndpointName {
+    EndpointName::parse("manager").unwrap()
+}
+pub fn space() -> SpaceName {
+    SpaceName::parse("s1").unwrap()
+}
+pub fn owner() -> OwnerToken {
+    OwnerToken::parse(OWNER).unwrap()
+}
+
+pub fn host() -> HostAuthority {
+    HostAuthority {
+        space: space(),
+        account: AccountKey::parse(&account()).unwrap(),
+        owner: owner(),
+        supervise: true,
+        secret: ProofSecret::new(SECRET),
+    }
+}
+
+pub fn identities() -> Value {
+    json!({
+        "supervisor": {"id": nkey('A')},
+        "executor": {"id": nkey('B')},
+        "serve": {"id": nkey('C')},
+        "goalWriter": {"id": nkey('D')},
+        "sessionLedger": {"id": nkey('E')},
+    })
+}
+
+/// The envelope every run request shares, with the current proof at `(REG, EPOCH)`.
+pub fn registered(kind: &str) -> Value {
+    let mut r = json!({
+        "v": 1,
+        "kind": kind,
+        "space": "s1",
+        "actor": "cli",
+        "instanceId": IID,
+        "managerLifecycleUid": LUID,
+        "requestId": "req_0123456789abcdefghij",
+        "registrationProof": format!("sha256:{}", "0".repeat(64)),
+        "accountPublicKey": account(),
+        "processEpoch": EPOCH,
+        "identities": identities(),
+    });
+    let probe = parse_run_admission_request(&with(
+        with(r.clone(), "kind", json!("manager-run-admission")),
+        "run",
+        json!({"runId": run_id('0'), "subject": ""}),
+    ))
+    .unwrap();
+    let proof = proof_for(&probe.registered.envelope, REG, EPOCH);
+    r["registrationProof"] = json!(proof);
+    r
+}
+
+pub fn proof_for(envelope: &ManagerEnvelope, reg: u64, epoch: u64) -> String {
+    current_registration_proof(
+        &ProofSecret::new(SECRET),
+        &owner(),
+        envelope,
+        RegistrationRevision(reg),
+        ProcessEpoch(epoch),
+    )
+    .as_str()
+    .to_owned()
+}
+
+pub fn with(mut r: Value, key: &str, value: Value) -> Value {
+    r.as_object_mut().unwrap().insert(key.into(), value);
+    r
+}
+
+pub fn without(mut r: Value, key: &str) -> Value {
+    r.as_object_mut().unwrap().remove(key);
+    r
+}
+
+/// `cotal.s1.ep.v1.one.manager.run-start.<owner>.alice.<uid>.<gen>.<nonce>`.
+pub fn start_subject(caller_owner: &str, generation: &str) -> String {
+    format!("cotal.s1.ep.v1.one.manager.run-start.{caller_owner}.{CALLER_ACTOR}.{CALLER_UID}.{generation}.{NONCE}")
+}
+
+pub fn admission_request(run: char, subject: &str) -> Value {
+    with(
+        registered("manager-run-admission"),
+        "run",
+        json!({"runId": run_id(run), "subject": subject}),
+    )
+}
+
+pub fn started() -> Option<ObservedRunRequest> {
+    Some(ObservedRunRequest {
+        operation: RunRequestOperation::Start,
+        envelope: json!({"class": "manager"}),
+    })
+}
+
+pub fn ceiling(publish: &[&str]) -> SubjectPermissions {
+    SubjectPermissions {
+        publish: SubjectPermission {
+            allow: SubjectAllow::Patterns(publish.iter().map(|s| (*s).to_owned()).collect()),
+            deny: vec![],
+        },
+        subscribe: SubjectPermission {
+            allow: SubjectAllow::None,
+            deny: vec![],
+        },
+    }
+}
+
+pub fn evidence(caller_owner: &str, generation: &str) -> IssuedEvidence {
+    IssuedEvidence {
+        reference: IssuedRef {
+            space: space(),
+            owner: OwnerToken::parse(caller_owner).unwrap(),
+            actor: cotal_core::names::ActorToken::parse(CALLER_ACTOR).unwrap(),
+            uid: cotal_core::names::LifecycleUid::parse(CALLER_UID).unwrap(),
+            generation: IssuedGeneration::parse(generation).unwrap(),
+        },
+        permissions: ceiling(&["cotal.s1.ep.v1.*.manager.run-start.>"]),
+        resolved_revision: 4,
+    }
+}
+
+pub fn coords(generation: u64, epoch: u64, reg: u64) -> Coordinates {
+    Coordinates {
+        generation: Generation(generation),
+        process_epoch: ProcessEpoch(epoch),
+        registration_revision: RegistrationRevision(reg),
+        name_authority_revision: NameAuthorityRevision(0),
+    }
+}
+
+/// A world whose manager gate records `gate_owner`'s serve principal, open at `(REG, EPOCH)`
+/// (or frozen after that when `frozen`).
+pub fn manager_world(gate_owner: &str, frozen: bool) -> ModelWorld {
+    let principal = Principal::parse(&format!("{gate_owner}.manager_serve_{IID}")).unwrap();
+    let mut gate = EndpointGate::provisioned(principal).unwrap();
+    for step in 1..=EPOCH {
+        let op_id = OpId::mint([u8::try_from(step).unwrap(); 20]);
+        gate = gate.frozen(GateOp::registration(op_id.clone())).unwrap();
+        gate = gate.reopened(&op_id, coords(step, step, REG)).unwrap();
+    }
+    if frozen {
+        gate = gate
+            .frozen(GateOp::registration(OpId::mint([200; 20])))
+            .unwrap();
+    }
+    let mut world = ModelWorld::default();
+    world.kv.put(
+        Store::Auth,
+        &format!("epgate.manager.{IID}"),
+        &gate.to_bytes(),
+    );
+    world
+}
+
+pub fn run_script<S: Script>(world: &mut ModelWorld, script: S) -> Result<S::Output, EpError> {
+    drive(&mut Run::new(script), world)
+}
+
+pub struct Proc<F>(pub F);
+
+impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Proc<F> {
+    type Output = T;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<T, Halt> {
+        (self.0)(cx)
+    }
+}
+
+/// Both admission phases, as the adapter runs them.
+pub fn admit(
+    world: &mut ModelWorld,
+    request: &Value,
+    host: HostAuthority,
+    observed: Option<ObservedRunRequest>,
+    evidence: Result<IssuedEvidence, EpError>,
+    admitted_at: u64,
+) -> Result<AdmissionOutcome, EpError> {
+    let request = parse_run_admission_request(request)?;
+    let authorized = run_script(
+        world,
+        AuthorizeRunAdmission {
+            request,
+            host,
+            endpoint: manager(),
+        },
+    )?;
+    run_script(
+        world,
+        AdmitRun {
+            authorized,
+            observed,
+            evidence,
+            admitted_at,
+        },
+    )
+}
+
+/// Admits run `c` for the standard issued caller.
+pub fn admit_standard(world: &mut ModelWorld, c: char) -> AdmissionOutcome {
+    let subject = start_subject(OWNER, GEN);
+    admit(
+        world,
+        &admission_request(c, &subject),
+        host(),
+        started(),
+        Ok(evidence(OWNER, GEN)),
+        1_700_000_000_000,
+    )
+    .unwrap()
+}
+
+pub fn holder(takeover: &str) -> RunHolder {
+    RunHolder::parse(&format!("{}.{takeover}", nkey('A'))).unwrap()
+}
+
+pub fn status(state: RunState, epoch: u64, token: u64) -> HostedRunStatus {
+    HostedRunStatus {
+        observed_spec_revision: 1,
+        state,
+        holder: holder("cccccccccccccccc"),
+        epoch: RunEpoch(epoch),
+        fencing_token: FencingToken(token),
+        journal_high: 1,
+        at: 1_700_000_000_000,
+    }
+}
+
+pub fn put_status(
+    world: &mut ModelWorld,
+    run: &RunId,
+    s: &HostedRunStatus,
+    expected: Option<Revision>,
+) -> Result<Revision, EpError> {
+    let (run, s) = (run.clone(), s.clone());
+    run_script(
+        world,
+        Proc(move |cx: &mut Ctx<'_>| write_run_status(cx, &manager(), &run, &s, expected)),
+    )
+}
+
+pub fn attempt_request(run: char, epoch: u64, token: u64) -> Value {
+    with(
+        registered("manager-run-attempt"),
+        "attempt",
+        json!({
+            "runId": run_id(run),
+            "takeoverId": "cccccccccccccccc",
+            "epoch": epoch,
+            "fencingToken": token,
+            "driverId": nkey('F'),
+            "mediatorId": nkey('G'),
+        }),
+    )
+}
+
+pub fn parse_attempt(v: &Value) -> cotal_core::run::RunAttemptRequest {
+    parse_run_attempt_request(v).unwrap()
+}

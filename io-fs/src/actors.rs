@@ -1,0 +1,244 @@
+//! The file-backed actor ledger.
+//!
+//! Durability and atomicity: a row is written to a fresh `0600` temp file beside it, fsynced,
+//! renamed over the row, and the directory fsynced, so after a crash a reader sees the old row
+//! or the new one, never a torn one (a leftover temp file is never read). Directories are
+//! created `0700`.
+//!
+//! Fail-closed reads: a row space that is not a real directory, a row that is a symlink or not
+//! a regular file (checked with `lstat` and re-checked on the opened descriptor, so a swap in
+//! between is caught), unparseable bytes, a foreign principal, a bad grammar — each is a
+//! sentence naming the file, and the actor is denied.
+//!
+//! The alias lock is an exclusive `flock` on `locks/<owner>.<actor>.lock`. `flock` locks belong
+//! to open file descriptions, and every acquisition opens the file anew, so two threads of one
+//! process exclude each other exactly as two processes sharing the directory do.
+
+use std::fs::{self, DirBuilder, File, OpenOptions, TryLockError};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cotal_core::actors::row::file_name;
+use cotal_core::actors::store::{execute, RowStore, StoreError};
+use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest, AliasGuard, RowSpace};
+use cotal_core::names::Principal;
+
+/// Rows larger than this are not rows (a hostile or corrupted file must not exhaust memory).
+const MAX_ROW_BYTES: u64 = 64 * 1024;
+const LOCK_DIR: &str = "locks";
+
+/// Distinguishes temp files of concurrent writers within one process.
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
+
+/// The actor ledger in a directory (the plane's state dir for its space).
+#[derive(Debug, Clone)]
+pub struct FileActors {
+    root: PathBuf,
+}
+
+impl FileActors {
+    /// A ledger rooted at `root`. Nothing is created until the first write or lock.
+    pub fn new(root: impl Into<PathBuf>) -> FileActors {
+        FileActors { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The file a row lives in.
+    pub fn row_path(&self, space: RowSpace, principal: &Principal) -> PathBuf {
+        self.root.join(space.dir()).join(file_name(principal))
+    }
+
+    fn lock_file(&self, alias: &Principal) -> Result<File, String> {
+        let dir = self.root.join(LOCK_DIR);
+        ensure_dir(&self.root).and_then(|()| ensure_dir(&dir))?;
+        let path = dir.join(format!("{}.lock", alias.key()));
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: cannot open the alias lock: {e}", path.display()))
+    }
+}
+
+/// Creates `dir` `0700` if missing; refuses a symlink or non-directory in its place.
+fn ensure_dir(dir: &Path) -> Result<(), String> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{}: actor ledger directory must be a real directory, not a symlink or file",
+            dir.display()
+        )),
+        Err(e) if e.kind() == ErrorKind::NotFound => DirBuilder::new()
+            .mode(0o700)
+            .create(dir)
+            .or_else(|e| {
+                // Another writer may have created it meanwhile.
+                if e.kind() == ErrorKind::AlreadyExists {
+                    Ok(())
+                } else {
+                    Err(e)
+                }
+            })
+            .map_err(|e| format!("{}: cannot create: {e}", dir.display())),
+        Err(e) => Err(format!("{}: {e}", dir.display())),
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+struct Files<'a>(&'a FileActors);
+
+impl Files<'_> {
+    /// The space directory if it exists; a symlink or non-directory there is corruption.
+    fn space_dir(&self, space: RowSpace) -> Result<Option<PathBuf>, StoreError> {
+        let dir = self.0.root.join(space.dir());
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => Ok(Some(dir)),
+            Ok(_) => Err(StoreError::Corrupt(format!(
+                "{}: actor row space must be a real directory, not a symlink or non-directory",
+                dir.display()
+            ))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Unavailable(format!("{}: {e}", dir.display()))),
+        }
+    }
+}
+
+impl RowStore for Files<'_> {
+    fn load(
+        &mut self,
+        space: RowSpace,
+        principal: &Principal,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        if self.space_dir(space)?.is_none() {
+            return Ok(None);
+        }
+        let path = self.0.row_path(space, principal);
+        let shown = path.display();
+        let not_regular = || {
+            StoreError::Corrupt(format!(
+                "{shown}: actor grant must be a regular non-symlink file - fix or remove the row; \
+                 a broken row denies its actor"
+            ))
+        };
+        let before = match fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::Unavailable(format!("{shown}: {e}"))),
+        };
+        if !before.file_type().is_file() {
+            return Err(not_regular());
+        }
+        // A symlink swapped in after the lstat is followed by the open, but lands on another
+        // inode, which the identity check below refuses.
+        let mut file = match File::open(&path) {
+            Ok(file) => file,
+            // Removed between the lstat and the open: no row.
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(StoreError::Unavailable(format!("{shown}: {e}"))),
+        };
+        let opened = file
+            .metadata()
+            .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
+        if !opened.is_file() || opened.dev() != before.dev() || opened.ino() != before.ino() {
+            return Err(not_regular());
+        }
+        if opened.len() > MAX_ROW_BYTES {
+            return Err(StoreError::Corrupt(format!(
+                "{shown}: actor grant is {} bytes, larger than any row ({MAX_ROW_BYTES})",
+                opened.len()
+            )));
+        }
+        let mut bytes = Vec::new();
+        Read::by_ref(&mut file)
+            .take(MAX_ROW_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
+        Ok(Some(bytes))
+    }
+
+    fn store(
+        &mut self,
+        space: RowSpace,
+        principal: &Principal,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let dir = self.0.root.join(space.dir());
+        ensure_dir(&self.0.root)
+            .and_then(|()| ensure_dir(&dir))
+            .map_err(StoreError::Unavailable)?;
+        let path = self.0.row_path(space, principal);
+        let tmp = dir.join(format!(
+            "{}.{}.{}.tmp",
+            file_name(principal),
+            std::process::id(),
+            TMP_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let written = (|| {
+            let mut file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)?;
+            sync_dir(&dir)
+        })();
+        written.map_err(|e| {
+            // Best effort: a leftover temp file is never read, only clutter.
+            let _ = fs::remove_file(&tmp);
+            StoreError::Unavailable(format!("{}: write failed: {e}", path.display()))
+        })
+    }
+
+    fn remove(&mut self, space: RowSpace, principal: &Principal) -> Result<bool, StoreError> {
+        let Some(dir) = self.space_dir(space)? else {
+            return Ok(false);
+        };
+        let path = self.0.row_path(space, principal);
+        match fs::remove_file(&path) {
+            Ok(()) => sync_dir(&dir)
+                .map(|()| true)
+                .map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display()))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(StoreError::Unavailable(format!("{}: {e}", path.display()))),
+        }
+    }
+
+    fn describe(&self, space: RowSpace, principal: &Principal) -> String {
+        self.0.row_path(space, principal).display().to_string()
+    }
+}
+
+impl ActorLedger for FileActors {
+    fn execute(&self, request: &ActorsRequest) -> ActorsOutcome {
+        execute(&mut Files(self), request)
+    }
+
+    fn lock_alias(&self, alias: &Principal) -> Result<AliasGuard, String> {
+        let file = self.lock_file(alias)?;
+        file.lock()
+            .map_err(|e| format!("cannot lock alias {}: {e}", alias.key()))?;
+        Ok(AliasGuard::new(Box::new(file)))
+    }
+
+    fn try_lock_alias(&self, alias: &Principal) -> Result<Option<AliasGuard>, String> {
+        let file = self.lock_file(alias)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(AliasGuard::new(Box::new(file)))),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(format!("cannot lock alias {}: {e}", alias.key())),
+        }
+    }
+}

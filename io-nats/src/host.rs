@@ -1,0 +1,151 @@
+//! The host fence on NATS (DESIGN §5 item 3): [`await_host_fence`] runs the core's
+//! [`AwaitHostFence`] with leader-served reads, and cuts its poll sleep short the moment this
+//! plane itself writes the gate.
+//!
+//! Own writes are known without asking the server: every write a [`Space`] executes on an
+//! `epgate.*` key of the auth store that committed or may have committed is announced on the
+//! space's [`GateWrites`] hub, and waiters on that key re-read at once. Writers elsewhere (another
+//! plane, an operator tool) are seen by the poll, at most [`HOST_FENCE_POLL`](cotal_core::host::HOST_FENCE_POLL) late. Nothing here
+//! creates a consumer on the auth bucket: no runtime credential may (SPEC 13.9).
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use cotal_core::gate::ProcessEpoch;
+use cotal_core::host::AwaitHostFence;
+use cotal_core::issuance::{GateObservation, GateRef};
+use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Store};
+use cotal_core::machine::{Effect, Machine, Observation, Step};
+use cotal_core::EpError;
+use futures::future;
+use tokio::sync::watch;
+
+use crate::space::Space;
+
+/// The prefix of every issuance-gate key.
+const GATE_PREFIX: &str = "epgate.";
+
+/// Announces a space's own gate writes to whoever waits on that gate. Keyed by gate key; a key is
+/// tracked only while someone waits on it, so writes to unwatched gates cost one map lookup.
+#[derive(Debug, Default)]
+pub struct GateWrites {
+    watched: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+impl GateWrites {
+    /// Starts watching `key`. Subscribe before the read whose result the wait depends on, so a
+    /// write landing between the read and the wait still wakes it.
+    pub fn subscribe(&self, key: &str) -> GateWriteWaiter<'_> {
+        let mut watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+        let sender = watched
+            .entry(key.to_owned())
+            .or_insert_with(|| watch::channel(0).0);
+        GateWriteWaiter {
+            hub: self,
+            key: key.to_owned(),
+            receiver: sender.subscribe(),
+        }
+    }
+
+    /// Called by [`Space`] after each request: wakes the waiters of a gate this space wrote, or
+    /// may have written (an ambiguous write may have committed; a spurious wake costs one read).
+    pub(crate) fn note(&self, request: &KvRequest, outcome: &KvOutcome) {
+        let write = !matches!(request.op(), KvOp::Get | KvOp::Keys);
+        let landed = matches!(outcome, KvOutcome::Written(_) | KvOutcome::Ambiguous(_));
+        if !(write && landed && request.store() == Store::Auth) {
+            return;
+        }
+        let key = request.key();
+        if !key.starts_with(GATE_PREFIX) {
+            return;
+        }
+        let watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(sender) = watched.get(key) {
+            sender.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// One waiter's subscription to a gate's own writes; unsubscribes on drop.
+#[derive(Debug)]
+pub struct GateWriteWaiter<'h> {
+    hub: &'h GateWrites,
+    key: String,
+    receiver: watch::Receiver<u64>,
+}
+
+impl GateWriteWaiter<'_> {
+    /// Marks every write so far as seen: only later ones wake [`GateWriteWaiter::written`].
+    pub fn mark_seen(&mut self) {
+        self.receiver.borrow_and_update();
+    }
+
+    /// Resolves at the first write after the last [`GateWriteWaiter::mark_seen`].
+    pub async fn written(&mut self) {
+        if self.receiver.changed().await.is_err() {
+            // The sender lives while this waiter does; if it is ever gone, only the poll wakes.
+            future::pending::<()>().await;
+        }
+    }
+}
+
+impl Drop for GateWriteWaiter<'_> {
+    fn drop(&mut self) {
+        let mut watched = self
+            .hub
+            .watched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        // Ours is the last receiver: stop tracking the key.
+        if watched
+            .get(&self.key)
+            .is_some_and(|sender| sender.receiver_count() <= 1)
+        {
+            watched.remove(&self.key);
+        }
+    }
+}
+
+/// Waits until the host incarnation of `gate` at `epoch` is fenced: resolves with the gate as
+/// read then (`None` when it is absent or deleted). Reads are leader-served; between reads it
+/// waits [`HOST_FENCE_POLL`](cotal_core::host::HOST_FENCE_POLL) or until this space writes the gate, whichever is first. A failed
+/// read rejects. Drop the future to stop waiting. Keeps F6 (only a fresh read can tell).
+///
+/// Round trips: one leader read per wake-up.
+pub async fn await_host_fence(
+    space: &Space,
+    gate: GateRef,
+    epoch: ProcessEpoch,
+) -> Result<Option<GateObservation>, EpError> {
+    run_fence(space, AwaitHostFence::new(gate, epoch)?).await
+}
+
+/// Drives an armed [`AwaitHostFence`] (see [`await_host_fence`]); for callers holding a
+/// caller-supplied JSON epoch ([`AwaitHostFence::from_json`]).
+pub async fn run_fence(
+    space: &Space,
+    mut fence: AwaitHostFence,
+) -> Result<Option<GateObservation>, EpError> {
+    let mut waiter = space.gate_writes().subscribe(&fence.gate().key());
+    let mut observation = None;
+    loop {
+        observation = Some(match fence.step(observation.take()) {
+            Step::Done(result) => return result,
+            Step::Effect(Effect::Kv(request)) => {
+                waiter.mark_seen();
+                Observation::Kv(space.execute(&request).await)
+            }
+            Step::Effect(Effect::Sleep(duration)) => {
+                let woken = Box::pin(waiter.written());
+                let timer = Box::pin(tokio::time::sleep(duration));
+                future::select(woken, timer).await;
+                Observation::Slept
+            }
+            Step::Effect(other) => {
+                return Err(EpError::internal(format!(
+                    "the host fence asked for {other:?}, which it never needs"
+                )))
+            }
+        });
+    }
+}
