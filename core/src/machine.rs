@@ -212,6 +212,47 @@ impl Ctx<'_> {
         self.call(script)
     }
 
+    /// Runs an effect-free computation once and memoizes its result like a finished sub-script:
+    /// replays return the memo. Use it for costly pure steps between effects (signing JWTs),
+    /// which a replay would otherwise redo after every later effect.
+    pub fn once<T, F>(&mut self, compute: F) -> Result<Arc<T>, Halt>
+    where
+        T: Send + Sync + 'static,
+        F: FnOnce() -> Result<T, EpError>,
+    {
+        match self.frame.entries.get(self.cursor) {
+            Some(Entry::Returned(memo)) => {
+                let output = Arc::clone(memo).downcast::<T>().map_err(|_| {
+                    diverged(
+                        self.cursor,
+                        &"a memoized computation of another type",
+                        &"a memo",
+                    )
+                })?;
+                self.cursor += 1;
+                return Ok(output);
+            }
+            Some(Entry::Failed(error)) => {
+                self.cursor += 1;
+                return Err(Halt::Fail(error.clone()));
+            }
+            Some(io @ Entry::Io(..)) => {
+                return Err(diverged(self.cursor, &"a memoized computation", io));
+            }
+            None => {}
+        }
+        let (entry, result) = match compute() {
+            Ok(output) => {
+                let output = Arc::new(output);
+                (Entry::Returned(output.clone()), Ok(output))
+            }
+            Err(error) => (Entry::Failed(error.clone()), Err(Halt::Fail(error))),
+        };
+        self.frame.entries.push(entry);
+        self.cursor += 1;
+        result
+    }
+
     /// Performs one KV request.
     pub fn kv(&mut self, request: KvRequest) -> Result<KvOutcome, Halt> {
         match self.perform(Effect::Kv(request))? {

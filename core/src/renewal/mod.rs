@@ -670,7 +670,7 @@ pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Hal
         ))
         .into());
     }
-    let members = family(call, &observed, commands)?;
+    let members = (*cx.once(|| family(call, &observed, commands))?).clone();
     let credentials = release(cx, call, &observed, members)?;
     let c = observed.gate.coordinates();
     Ok(Issued {
@@ -825,8 +825,9 @@ pub fn renew_standing_bundle(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Resul
     let decided = authorize_renewal(cx, call)?;
     let commands = registered_surface(cx, call, &decided)?;
     let observed = reobserve(cx, call, &decided, "standing renewal")?;
-    let mut credentials = base_pair(call)?;
-    let members = family(call, &observed, commands)?;
+    // Signed once: a replay after each later effect reuses the memo instead of re-signing.
+    let mut credentials = (*cx.once(|| base_pair(call))?).clone();
+    let members = (*cx.once(|| family(call, &observed, commands))?).clone();
     credentials.extend(release(cx, call, &observed, members)?);
     Ok(Issued {
         credentials,
