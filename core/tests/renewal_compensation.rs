@@ -25,7 +25,7 @@ use cotal_core::renewal::{intent_key, CleanupIntent, RenewalFault};
 use cotal_core::{EpError, ErrorCode};
 use renewal_support::*;
 
-use common::IID;
+use common::{row_state, IID};
 
 fn proof(world: &ModelWorld) -> String {
     let gate = EndpointGate::parse(
@@ -460,5 +460,65 @@ fn property_no_credential_is_released_at_a_stale_epoch() {
             }
         }
         assert_eq!(epoch_of(&mut world).0, 1);
+    }
+}
+
+/// Runs a renewal until its first ledger-row create has been performed, then drops it: the
+/// request crashed between recording its serve participant and checkpointing the stage.
+fn crash_after_first_stage(world: &mut ModelWorld, n: u8, now_ms: u64) {
+    let mut m = Run::new(renewal(world, n, now_ms));
+    let mut obs: Option<Observation> = None;
+    loop {
+        match m.step(obs.take()) {
+            Step::Done(r) => panic!("the renewal finished before staging: {r:?}"),
+            Step::Effect(effect) => {
+                let stage = matches!(&effect, cotal_core::machine::Effect::Kv(r)
+                    if r.op() == KvOp::Create && r.key().starts_with(&manager_gate(IID).family_prefix()));
+                obs = Some(cotal_core::driver::World::perform(world, &effect));
+                if stage {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// A crash between the participant record and its ownership checkpoint leaves an unresolved
+/// participant. The next renewal resolves it from durable facts (the row was written above the
+/// intent's last revision, so the crashed request created it), revokes it and goes on — one
+/// crash never blocks renewals for good (F92), and the prior family stays active.
+#[test]
+fn f92_an_unresolved_participant_is_settled_from_durable_facts() {
+    let (mut world, prior) = activated();
+    crash_after_first_stage(&mut world, 1, T0 + 1_000);
+    let pending = intent(&world);
+    assert_eq!(pending.state, cotal_core::renewal::IntentState::Pending);
+    assert_eq!(
+        pending.participants[0].ownership,
+        cotal_core::renewal::Ownership::Unresolved
+    );
+    let stray: Vec<String> = active(&world, IID)
+        .into_iter()
+        .filter(|k| !prior.contains(k))
+        .collect();
+    assert_eq!(stray.len(), 1, "the crashed request staged one row");
+    let renewed = renew_at(&mut world, 2, T0 + 2_000, None).unwrap();
+    assert_eq!(renewed.names().len(), 5);
+    assert_eq!(row_state(&world, &stray[0]), Some(CredState::Revoked));
+    for key in &prior {
+        assert_eq!(row_state(&world, key), Some(CredState::Active), "{key}");
+    }
+}
+
+/// The same crash in the same second as the activation: the staged row is byte-identical to the
+/// activation's (written below the intent's record), so it is a reuse and is never revoked.
+#[test]
+fn f92_an_unresolved_reuse_is_never_revoked() {
+    let (mut world, prior) = activated();
+    crash_after_first_stage(&mut world, 1, T0);
+    assert_eq!(active(&world, IID), prior, "the stage reused the serve row");
+    renew_at(&mut world, 2, T0 + 2_000, None).unwrap();
+    for key in &prior {
+        assert_eq!(row_state(&world, key), Some(CredState::Active), "{key}");
     }
 }

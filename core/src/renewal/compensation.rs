@@ -684,7 +684,13 @@ fn begin(
     if let Some(prior) = load_intent(cx, key)? {
         pin = Some(prior.revision);
         if prior.intent.state == IntentState::Pending {
-            let failed = cleanup(cx, &prior.intent, Some(observed), &BTreeMap::new())?;
+            let failed = cleanup(
+                cx,
+                &prior.intent,
+                prior.revision,
+                Some(observed),
+                &BTreeMap::new(),
+            )?;
             if !failed.is_empty() {
                 return Err(with_debt(
                     EpError::failed_precondition(
@@ -828,12 +834,20 @@ fn release(
 
 /// Revokes, newest first, every row `intent` created (ownership from the durable record, or
 /// from `volatile` where the record is still unresolved). A row is skipped when reused or
-/// already revoked; it is debt (its role is returned) when its ownership is unknown, its ledger
-/// entry is absent, a marker or does not match, its coordinates differ from `gate` (a superseded
-/// generation is the barrier's to reconcile), or its revoke failed.
+/// already revoked; it is debt (its role is returned) when its ledger entry is unreadable, a
+/// marker or does not match, its coordinates differ from `gate` (a superseded generation is the
+/// barrier's to reconcile), or its revoke failed.
+///
+/// A participant whose ownership checkpoint never landed (its request crashed between recording
+/// it and checkpointing the stage) is resolved from durable facts instead of being conserved
+/// forever: its marker is the intent's last write (`recorded_at`), intent writes are
+/// revision-pinned so no other request staged meanwhile, and KV revisions are stream-wide — so
+/// an absent row was never staged, and an active row above `recorded_at` was written by that
+/// request (created) while one below it predates the record (reused).
 fn cleanup(
     cx: &mut Ctx<'_>,
     intent: &CleanupIntent,
+    recorded_at: Revision,
     gate: Option<&GateObservation>,
     volatile: &BTreeMap<Role, Ownership>,
 ) -> Result<Vec<Role>, Halt> {
@@ -843,26 +857,29 @@ fn cleanup(
             Ownership::Unresolved => volatile.get(&p.role).copied(),
             known => Some(known),
         };
-        match ownership {
-            Some(Ownership::Reused) => continue,
-            Some(Ownership::Created) => {}
-            _ => {
-                failed.push(p.role);
-                continue;
-            }
+        if ownership == Some(Ownership::Reused) {
+            continue;
         }
-        let row = match p.row.ledger_row() {
-            Ok(row) => row,
-            Err(_) => {
-                failed.push(p.role);
-                continue;
-            }
+        let Ok(row) = p.row.ledger_row() else {
+            failed.push(p.role);
+            continue;
         };
         let key = row.key();
-        let stored = match ledger::read(cx, Store::Auth, &key) {
-            Ok(Some(entry)) if entry.is_put() => LedgerRow::parse(&entry.value, &key).ok(),
-            Ok(_) | Err(Halt::Fail(_)) => None,
+        let entry = match ledger::read(cx, Store::Auth, &key) {
+            Ok(entry) => entry,
+            Err(Halt::Fail(_)) => {
+                failed.push(p.role);
+                continue;
+            }
             Err(suspend) => return Err(suspend),
+        };
+        let unresolved = ownership.is_none();
+        let (stored, revision) = match entry {
+            None if unresolved => continue,
+            Some(entry) if entry.is_put() => {
+                (LedgerRow::parse(&entry.value, &key).ok(), entry.revision)
+            }
+            _ => (None, Revision(0)),
         };
         let Some(stored) = stored.filter(|s| {
             s.holder_principal() == row.holder_principal()
@@ -872,7 +889,7 @@ fn cleanup(
             failed.push(p.role);
             continue;
         };
-        if stored.state() == CredState::Revoked {
+        if stored.state() == CredState::Revoked || (unresolved && revision <= recorded_at) {
             continue;
         }
         if gate.is_some_and(|g| g.gate.coordinates() != p.row.coordinates) {
@@ -928,7 +945,13 @@ fn compensate(
         }
         Err(suspend) => return suspend,
     };
-    let failed = match cleanup(cx, &loaded.intent, None, &progress.volatile) {
+    let failed = match cleanup(
+        cx,
+        &loaded.intent,
+        loaded.revision,
+        None,
+        &progress.volatile,
+    ) {
         Ok(failed) => failed,
         Err(Halt::Fail(e)) => return Halt::Fail(primary.with_note(e.message)),
         Err(suspend) => return suspend,
