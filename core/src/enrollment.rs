@@ -754,38 +754,40 @@ impl Script for EnrollManagedAgent {
     }
 }
 
-/// Undoes a first enrollment whose provisioning failed: revoke the row at exactly that uid, then
-/// deprovision whatever footprint the failed attempt left. A cleanup failure is noted on the
-/// original error, never substituted for it.
+/// Undoes a first enrollment whose provisioning failed, footprint before grant (as retirement
+/// does): deprovision whatever the failed attempt left, then revoke the row at exactly that uid.
+/// In this order a crash between the two leaves a row a same-hash retry or a retirement still
+/// finds, never a footprint nothing names; for the same reason a failed deprovision keeps the
+/// row. A cleanup failure is noted on the original error, never substituted for it.
 fn roll_back(
     cx: &mut Ctx<'_>,
     alias: &Principal,
     uid: &LifecycleUid,
-    mut error: EpError,
+    error: EpError,
 ) -> Result<EpError, Halt> {
-    match cx.actors(ActorsRequest::RevokeManagedAt {
-        principal: alias.clone(),
-        lifecycle_uid: uid.clone(),
-    })? {
-        ActorsOutcome::Revoked(_) => {}
-        other => {
-            error = error.with_note(format!(
-                "rolling back the grant failed too ({}); the row at {uid} is left for a retry \
-                 with the same token hash",
-                ledger_error(other, "a revocation").message
-            ));
-        }
-    }
     if let DurablesOutcome::Failed(why) = cx.durables(DurablesRequest::Deprovision {
         principal: alias.clone(),
         lifecycle_uid: uid.clone(),
         member_channels: Vec::new(),
     })? {
-        error = error.with_note(format!(
-            "deprovisioning the partial footprint failed: {why}"
-        ));
+        return Ok(error.with_note(format!(
+            "deprovisioning the partial footprint failed too ({why}); the row at {uid} is kept so \
+             a retry with the same token hash or a retirement can finish it"
+        )));
     }
-    Ok(error)
+    Ok(
+        match cx.actors(ActorsRequest::RevokeManagedAt {
+            principal: alias.clone(),
+            lifecycle_uid: uid.clone(),
+        })? {
+            ActorsOutcome::Revoked(_) => error,
+            other => error.with_note(format!(
+            "rolling back the grant failed too ({}); the row at {uid} is left for a retry with \
+             the same token hash",
+            ledger_error(other, "a revocation").message
+        )),
+        },
+    )
 }
 
 // ---- Retirement preparation ------------------------------------------------------------------
