@@ -18,7 +18,7 @@ use std::fmt;
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::error::EpError;
 use cotal_core::kv::model::{Fault, Trigger};
-use cotal_core::machine::{Effect, Machine, Observation, Step};
+use cotal_core::machine::{Effect, Machine, Observation, Run, Script, Step};
 
 use crate::sim::SplitMix64;
 
@@ -43,6 +43,24 @@ impl Faults {
         unavailable: 30,
         crash: 15,
     };
+
+    /// Faults rare enough that most operations complete, so the interesting races (a renewal
+    /// finishing while a barrier runs) happen often.
+    pub const MILD: Faults = Faults {
+        ambiguous_applied: 8,
+        ambiguous_lost: 6,
+        unavailable: 4,
+        crash: 4,
+    };
+
+    /// Odd seeds are hostile, even seeds mild: a campaign sees both kinds of history.
+    pub const fn for_seed(seed: u64) -> Faults {
+        if seed % 2 == 1 {
+            Faults::HOSTILE
+        } else {
+            Faults::MILD
+        }
+    }
 }
 
 /// How a flight ended.
@@ -245,5 +263,32 @@ fn brief(o: &Observation) -> String {
     match s.char_indices().nth(160) {
         Some((cut, _)) => format!("{}…", s.get(..cut).unwrap_or_default()),
         None => s,
+    }
+}
+
+/// Boxes `script` as a flight whose output `wrap` maps into the scenario's output type.
+pub fn flight<S, O>(script: S, wrap: fn(S::Output) -> O) -> Box<dyn Machine<Output = O>>
+where
+    S: Script + 'static,
+    O: 'static,
+{
+    Box::new(Mapped {
+        run: Run::new(script),
+        wrap,
+    })
+}
+
+struct Mapped<S: Script, O> {
+    run: Run<S>,
+    wrap: fn(S::Output) -> O,
+}
+
+impl<S: Script, O> Machine for Mapped<S, O> {
+    type Output = O;
+    fn step(&mut self, observation: Option<Observation>) -> Step<O> {
+        match self.run.step(observation) {
+            Step::Effect(effect) => Step::Effect(effect),
+            Step::Done(result) => Step::Done(result.map(self.wrap)),
+        }
     }
 }

@@ -5,6 +5,8 @@
 //!   `fence_ops` fuzz target.
 //! * [`interleave`] — a seeded interleaver of any core machines over one KV model, with
 //!   ambiguous writes, refusals, crashes and per-alias locks (the operations' race scenarios).
+//! * [`ops`] — seeded race scenarios of the authority operations (renewals racing a
+//!   re-registration, enrollments and retirements of one alias) over [`interleave`].
 //! * [`nats`] — the nats-server harness: a pinned server (or a 3-node cluster) on loopback.
 //! * [`sim`] — the deterministic simulator: seeded histories of the registration ceremony
 //!   with crashes, ambiguous writes and contention, checked against the fence rules after
@@ -13,4 +15,5 @@
 pub mod fence;
 pub mod interleave;
 pub mod nats;
+pub mod ops;
 pub mod sim;
