@@ -87,6 +87,16 @@ pub trait Machine {
     fn step(&mut self, observation: Option<Observation>) -> Step<Self::Output>;
 }
 
+/// A closure as a [`Script`], for [`Ctx::sub`].
+struct Closure<F>(F);
+
+impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Closure<F> {
+    type Output = T;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<T, Halt> {
+        (self.0)(cx)
+    }
+}
+
 /// Why a script stopped before producing its output.
 #[derive(Debug)]
 pub enum Halt {
@@ -210,6 +220,17 @@ impl Ctx<'_> {
         // Read the memo back through the replay path, so a live run and a replay return the
         // very same value.
         self.call(script)
+    }
+
+    /// [`Ctx::call`] for a closure: runs `step` as a memoized sub-script. Use it around steps
+    /// whose replay is costly (parsing or serializing rows, verifying artifacts), so the
+    /// enclosing script's later replays return the memo instead of redoing the work.
+    pub fn sub<T, F>(&mut self, step: F) -> Result<Arc<T>, Halt>
+    where
+        T: Send + Sync + 'static,
+        F: Fn(&mut Ctx<'_>) -> Result<T, Halt>,
+    {
+        self.call(&Closure(step))
     }
 
     /// Runs an effect-free computation once and memoizes its result like a finished sub-script:

@@ -10,9 +10,10 @@
 //!   released — nothing a refused or crashed renewal staged is left active.
 //! * [`enrollment_race`] — enrollments (token hashes a/b/c) and retirement preparations of ONE
 //!   alias, serialized by the alias lock, with ledger and durables failures and crashes. Checked
-//!   after every step: at most one uid returned by a successful enrollment is not retired (never
-//!   two live uids for one alias), a retired uid never returns (not in the ledger, not in a
-//!   later answer), a successful enrollment's uid and hash are the ledger row's; at the end,
+//!   after every step: the uids alive for the alias (the ledger row's and every provisioned
+//!   footprint's) are at most one, a uid whose row left the ledger never returns (not in the
+//!   ledger, not in a later answer), a successful enrollment's uid and hash are the ledger
+//!   row's, a successful preparation leaves no row at its uid; at the end, after a quiet retry,
 //!   every provisioned footprint is the current row's.
 //!
 //! [`interleave`]: crate::interleave
@@ -594,29 +595,42 @@ enum AliasOut {
 struct AliasTrack {
     /// Uids returned by successful enrollments, with their token hash.
     enrolled: Vec<(LifecycleUid, String)>,
-    /// Uids whose retirement preparation succeeded.
-    retired: BTreeSet<LifecycleUid>,
+    /// The uid the ledger row named after the previous step.
+    last_row: Option<LifecycleUid>,
+    /// Uids whose row left the ledger: released for good.
+    gone: BTreeSet<LifecycleUid>,
 }
 
 fn current_row(world: &ModelWorld, alias: &Principal) -> Option<ActorRow> {
     world.actors.row(RowSpace::Managed, alias)
 }
 
-fn check_alias(world: &ModelWorld, alias: &Principal, t: &AliasTrack) -> Result<(), String> {
-    let live: BTreeSet<&LifecycleUid> = t
-        .enrolled
-        .iter()
-        .map(|(uid, _)| uid)
-        .filter(|uid| !t.retired.contains(*uid))
+/// After every step: the uids alive for the alias — the ledger row's and every provisioned
+/// footprint's — are at most one; a uid whose row left the ledger never comes back.
+fn check_alias(world: &ModelWorld, alias: &Principal, t: &mut AliasTrack) -> Result<(), String> {
+    let row = current_row(world, alias).and_then(|r| r.lifecycle_uid);
+    if let Some(last) = t.last_row.take() {
+        if row.as_ref() != Some(&last) {
+            t.gone.insert(last);
+        }
+    }
+    if let Some(uid) = &row {
+        if t.gone.contains(uid) {
+            return Err(format!("released uid {uid} is back in the ledger"));
+        }
+    }
+    let live: BTreeSet<LifecycleUid> = world
+        .durables
+        .provisioned()
+        .into_iter()
+        .filter(|(p, _)| p == alias)
+        .map(|(_, uid)| uid)
+        .chain(row.clone())
         .collect();
     if live.len() > 1 {
         return Err(format!("two live uids for one alias: {live:?}"));
     }
-    if let Some(uid) = current_row(world, alias).and_then(|r| r.lifecycle_uid) {
-        if t.retired.contains(&uid) {
-            return Err(format!("retired uid {uid} is back in the ledger"));
-        }
-    }
+    t.last_row = row;
     Ok(())
 }
 
@@ -645,7 +659,8 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
     let mut sim: Interleaver<AliasOut> = Interleaver::new(world, seed, Faults::for_seed(seed));
     let mut track = AliasTrack {
         enrolled: Vec::new(),
-        retired: BTreeSet::new(),
+        last_row: None,
+        gone: BTreeSet::new(),
     };
     let mut stats = OpsStats {
         seeds: 1,
@@ -711,10 +726,10 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
                 Ok(AliasOut::Enrolled(r)) => {
                     stats.succeeded += 1;
                     let uid = r.material.lifecycle_uid.clone();
-                    if track.retired.contains(&uid) {
+                    if track.gone.contains(&uid) {
                         return Err(fail(
                             seed,
-                            format!("{label} returned retired uid {uid}"),
+                            format!("{label} returned released uid {uid}"),
                             &sim.tail(40),
                         ));
                     }
@@ -747,7 +762,6 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
                             &sim.tail(40),
                         ));
                     }
-                    track.retired.insert(uid);
                 }
                 Err(e) if e.code == ErrorCode::Internal => {
                     return Err(fail(seed, format!("{label}: internal: {e}"), &sim.tail(40)))
@@ -757,7 +771,8 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
             Some(Event::Crashed { .. }) => stats.crashes += 1,
             None => {}
         }
-        check_alias(&sim.world, &alias, &track).map_err(|what| fail(seed, what, &sim.tail(40)))?;
+        check_alias(&sim.world, &alias, &mut track)
+            .map_err(|what| fail(seed, what, &sim.tail(40)))?;
         if ended && u64::from(spawned) < budget {
             spawn(&mut sim, &track, spawned)?;
             spawned += 1;
@@ -791,4 +806,22 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
         }
     }
     Ok(stats)
+}
+
+/// Makes standing renewals of the fixture manager at one registration.
+pub type RenewalMaker = Box<dyn Fn(u32, u64) -> Result<ManagerAuthority, String>>;
+
+/// The renewal benchmark's fixture: the manager registered and activated on the model, and a
+/// maker of standing renewals `(n, now_ms)` presenting its current registration.
+pub fn activated_manager() -> Result<(ModelWorld, RenewalMaker), String> {
+    let h = renewal_host()?;
+    let (mut world, _) = registered_manager()?;
+    parse(drive(&mut Run::new(activation(&h, T0)?), &mut world))?;
+    let at = gate(&world)?.ok_or("no gate after registration")?;
+    Ok((world, Box::new(move |n, now| standing(&h, &at, n, now))))
+}
+
+/// The fixture data account's signing key (the renewal benchmark's signing baseline).
+pub fn fixture_signer() -> Result<KeyPair, String> {
+    key_pair(KeyPairType::Account, 41)
 }

@@ -431,6 +431,11 @@ pub struct LoadedIntent {
 /// Leader-served read of the intent; a DEL/PURGE marker is `failed-precondition` (intents are
 /// never deleted), bad bytes `internal`.
 pub fn load_intent(cx: &mut Ctx<'_>, key: &str) -> Result<Option<LoadedIntent>, Halt> {
+    // Memoized: the parse is not redone on every later replay of the renewal.
+    Ok((*cx.sub(|cx| read_intent(cx, key))?).clone())
+}
+
+fn read_intent(cx: &mut Ctx<'_>, key: &str) -> Result<Option<LoadedIntent>, Halt> {
     let Some(entry) = ledger::read(cx, Store::Auth, key)? else {
         return Ok(None);
     };
@@ -452,6 +457,17 @@ pub fn load_intent(cx: &mut Ctx<'_>, key: &str) -> Result<Option<LoadedIntent>, 
 /// `conflict` (another operation on this instance moved it); an ambiguous write is settled by
 /// reading back our own bytes, re-sent while the key reads unmoved, and otherwise `unavailable`.
 pub fn write_intent(
+    cx: &mut Ctx<'_>,
+    key: &str,
+    intent: &CleanupIntent,
+    expected: Option<Revision>,
+) -> Result<Revision, Halt> {
+    // Memoized: the intent is not re-serialized on every later replay of the renewal.
+    cx.sub(|cx| put_intent(cx, key, intent, expected))
+        .map(|revision| *revision)
+}
+
+fn put_intent(
     cx: &mut Ctx<'_>,
     key: &str,
     intent: &CleanupIntent,

@@ -822,9 +822,15 @@ fn registered_surface(
 /// the fenced coordinates), F89 (bounded standing lifetime), F91, F92 (a failed renewal revokes
 /// only what it created). KV round trips: 18 plus 2 artifact reads per closure.
 pub fn renew_standing_bundle(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
-    let decided = authorize_renewal(cx, call)?;
-    let commands = registered_surface(cx, call, &decided)?;
-    let observed = reobserve(cx, call, &decided, "standing renewal")?;
+    // Memoized as one step: the proof, the spec and closure reads and their verification are
+    // not redone on every replay of the release that follows.
+    let prelude = cx.sub(|cx| {
+        let decided = authorize_renewal(cx, call)?;
+        let commands = registered_surface(cx, call, &decided)?;
+        let observed = reobserve(cx, call, &decided, "standing renewal")?;
+        Ok((commands, observed))
+    })?;
+    let (commands, observed) = (prelude.0.clone(), prelude.1.clone());
     // Signed once: a replay after each later effect reuses the memo instead of re-signing.
     let mut credentials = (*cx.once(|| base_pair(call))?).clone();
     let members = (*cx.once(|| family(call, &observed, commands))?).clone();
