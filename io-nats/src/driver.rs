@@ -131,6 +131,31 @@ impl<'s> NatsWorld<'s> {
         }
     }
 
+    /// Runs `machine` holding the attached ledger's lock on `alias` (reference §6.6):
+    /// enrollment and retirement preparation of one alias never overlap, in this process or in
+    /// another plane sharing the ledger directory. The lock is awaited on the blocking pool, so
+    /// a long holder stalls only this call, and it is released when the machine ends, whatever
+    /// the outcome.
+    pub async fn run_serialized<M: Machine>(
+        &mut self,
+        alias: &Principal,
+        machine: &mut M,
+    ) -> Result<M::Output, EpError> {
+        let Some(actors) = self.actors.clone() else {
+            return Err(EpError::unavailable(
+                "this plane has no host storage: no actor ledger is attached",
+            ));
+        };
+        let key = alias.clone();
+        let guard = tokio::task::spawn_blocking(move || actors.lock_alias(&key))
+            .await
+            .map_err(|e| EpError::internal(format!("the alias lock task failed: {e}")))?
+            .map_err(EpError::unavailable)?;
+        let outcome = self.run(machine).await;
+        drop(guard);
+        outcome
+    }
+
     /// Runs `machine` to completion in this world.
     pub async fn run<M: Machine>(&mut self, machine: &mut M) -> Result<M::Output, EpError> {
         let mut observation = None;
