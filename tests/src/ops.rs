@@ -368,11 +368,14 @@ pub fn renewal_race(seed: u64) -> Result<OpsStats, String> {
 
     let mut sim: Interleaver<RenewalOut> = Interleaver::new(world, seed, Faults::for_seed(seed));
     let renewals = 1 + sim.rng().below(3);
+    // Each renewal's rows expire at its own second (same-second ones share the activation's).
+    let mut expiries = Vec::new();
     for n in 0..renewals {
         // Some renewals land in the activation's second: their JWTs are byte-identical to its
         // own, so their stages reuse its rows (the F92 reuse path).
         let second = if sim.rng().chance(250) { 0 } else { n + 1 };
         let now = T0 + second * 1_000;
+        expiries.push(now / 1_000 + StandingTtl::DEFAULT.seconds());
         let call = standing(&h, &first, u32::try_from(n).unwrap_or(0), now)?;
         sim.spawn(
             format!("renew{n}"),
@@ -415,7 +418,18 @@ pub fn renewal_race(seed: u64) -> Result<OpsStats, String> {
                 Err(e) if e.code == ErrorCode::Internal => {
                     return Err(fail(seed, format!("{label}: internal: {e}"), &sim.tail(40)))
                 }
-                Err(_) => stats.refused += 1,
+                Err(e) => {
+                    stats.refused += 1;
+                    let exp = label
+                        .strip_prefix("renew")
+                        .and_then(|n| n.parse::<usize>().ok())
+                        .and_then(|n| expiries.get(n).copied());
+                    if let Some(exp) = exp {
+                        check_refusal(&sim.world, &released, exp, &e).map_err(|what| {
+                            fail(seed, format!("{label}: {what}"), &sim.tail(40))
+                        })?;
+                    }
+                }
             },
             Some(Event::Crashed { .. }) => stats.crashes += 1,
             None => {}
@@ -480,6 +494,35 @@ pub fn renewal_race(seed: u64) -> Result<OpsStats, String> {
         ));
     }
     Ok(stats)
+}
+
+/// F92: a refused renewal leaves none of its own rows (the unreleased ones expiring at its
+/// second) active, unless its refusal declares the cleanup debt it left for the next renewal.
+fn check_refusal(
+    world: &ModelWorld,
+    released: &[(String, ProcessEpoch)],
+    exp: u64,
+    error: &EpError,
+) -> Result<(), String> {
+    if error.message.contains("ALSO") || error.message.contains("reconciliation") {
+        return Ok(());
+    }
+    for key in world.kv.keys(Store::Auth, &gate_ref()?.family_prefix()) {
+        let Some(entry) = world.kv.get(Store::Auth, &key) else {
+            continue;
+        };
+        let row = LedgerRow::parse(&entry.value, &key).map_err(|e| format!("{key}: {e}"))?;
+        if row.state() == CredState::Active
+            && row.exp() == exp
+            && !released.iter().any(|(k, _)| *k == key)
+        {
+            return Err(format!(
+                "refused ({error}) but left its unreleased row {key} active without declaring \
+                 cleanup debt"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// F22/F92: once the gate is open at a later epoch, every credential released at an earlier
