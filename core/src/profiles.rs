@@ -48,6 +48,8 @@ pub const STANDING_TTL_MAX_SECS: u64 = 86_400;
 /// One-shot profiles whose window is one operation (provisioner, deprovisioner, retirement
 /// requester, registration executor): five minutes.
 pub const ONE_SHOT_TTL_SECS: u64 = 300;
+/// The longest a per-session credential may live (F74: `exp ≤ 24 h`).
+pub const SESSION_TTL_MAX_SECS: u64 = 86_400;
 /// The remote manager's executor credential.
 pub const MANAGER_EXECUTOR_TTL_SECS: u64 = 300;
 /// One served run call (`run-operator`): a copied credential dies within a minute.
@@ -62,6 +64,7 @@ pub const RECONCILE_EXECUTOR_TTL_SECS: u64 = 60;
 pub const ENDPOINT_SERVE: &str = "endpoint-serve";
 pub const GOAL_WRITER: &str = "goal-writer";
 pub const SESSION_LEDGER: &str = "session-ledger";
+pub const SESSION_SERVING: &str = "session-serving";
 pub const REMOTE_MANAGER: &str = "remote-manager";
 pub const RUN_DRIVER: &str = "run-driver";
 pub const RUN_MEDIATOR: &str = "run-mediator";
@@ -196,6 +199,11 @@ token_newtype! {
 token_newtype! {
     /// A takeover attempt id; names the per-takeover journal replay durable.
     TakeoverId, "takeover id", "[A-Za-z0-9_-]{1,64}",
+    |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
+}
+token_newtype! {
+    /// A session id: the `eps.<e>.<sessionId>` token of one session's rails (SPEC §13.6).
+    SessionId, "session id", "[A-Za-z0-9_-]{1,64}",
     |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
 }
 token_newtype! {
@@ -563,6 +571,58 @@ pub fn session_ledger(b: &SessionLedgerBinding) -> Result<Profile, EpError> {
         b.ttl.seconds(),
         publish,
         vec![inbox(&b.conn)],
+    )
+}
+
+// ---- session-serving ------------------------------------------------------------------------
+
+/// What a `session-serving` credential binds: one session of one endpoint at the serving
+/// instance's process epoch, and a lifetime the issuer computed from the session's own expiry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionServingBinding {
+    pub space: SpaceName,
+    pub principal: Principal,
+    pub conn: ConnId,
+    pub endpoint: EndpointName,
+    pub session: SessionId,
+    /// The serving instance's process epoch the session was redeemed at.
+    pub epoch: ProcessEpoch,
+    /// 1..=[`SESSION_TTL_MAX_SECS`]: never past the session's expiry, never past 24 h.
+    pub ttl_seconds: u64,
+}
+
+/// `session-serving`: the serving side of one session — the exact mirror of the caller, which
+/// publishes `in` and subscribes `out`.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `P.eps.e.<sessionId>.E.out` | serving → caller, this session only |
+/// | 2 | sub | `P.eps.e.<sessionId>.E.in` | caller → serving, this session only |
+/// | 3 | sub | `inbox` | |
+///
+/// Keeps F73 (the epoch rides the subject, so the rails die with the serving epoch) and F74
+/// (a lifetime over 24 h is refused).
+pub fn session_serving(b: &SessionServingBinding) -> Result<Profile, EpError> {
+    if !(1..=SESSION_TTL_MAX_SECS).contains(&b.ttl_seconds) {
+        return Err(EpError::bad_request(format!(
+            "session-serving lifetime {} s is refused: it must be 1..={SESSION_TTL_MAX_SECS} s",
+            b.ttl_seconds
+        )));
+    }
+    let sp = Space::new(&b.space);
+    let rail = format!(
+        "{}.eps.{}.{}.{}",
+        sp.p,
+        b.endpoint.token(),
+        b.session,
+        b.epoch
+    );
+    assemble(
+        SESSION_SERVING,
+        &b.principal,
+        b.ttl_seconds,
+        vec![format!("{rail}.out")],
+        vec![format!("{rail}.in"), inbox(&b.conn)],
     )
 }
 

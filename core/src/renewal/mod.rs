@@ -1,6 +1,7 @@
 //! Manager-service operations (reference-auth-service §4.3–§4.6): `prepare`, `activate`,
-//! `renew`, `renewStandingBundle` and `renewRunDriver` as sans-IO machines, the closed result
-//! [`RemoteManagerAuthorityMaterial`], and renewal compensation ([`compensation`]).
+//! `renew`, `session`, `retire`, `renewStandingBundle` and `renewRunDriver` as sans-IO machines,
+//! the closed result [`RemoteManagerAuthorityMaterial`], and renewal compensation
+//! ([`compensation`]).
 //!
 //! Every JWT is a data-account user JWT for a caller-held nkey (`sub` = the nkey, signed by the
 //! data account's signing key, `issuer_account` = the account); the plane never sees a seed and
@@ -9,8 +10,8 @@
 //! touch of the manager gate, under the cleanup intent of [`compensation`].
 //!
 //! KV round trips on the model (no faults, no prior pending intent): `prepare` 0, `renew` 1,
-//! `activate` 16, `renewStandingBundle` 18 plus 2 artifact reads per registered closure,
-//! `renewRunDriver` 4.
+//! `session` 0, `retire` 1, `activate` 16, `renewStandingBundle` 18 plus 2 artifact reads per
+//! registered closure, `renewRunDriver` 4.
 
 pub mod compensation;
 
@@ -22,8 +23,8 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::contract::{parse_cluster_document, read_closure, ClusterDocument, CommandClass};
-use crate::error::{EpError, ErrorCode};
-use crate::gate::GateState;
+use crate::error::EpError;
+use crate::gate::{GateState, ProcessEpoch};
 use crate::issuance::{observe_gate, GateObservation, GateRef, ServeGrant};
 use crate::journal;
 use crate::jwt::{self, UnixSeconds, UserNats, Validity};
@@ -31,14 +32,15 @@ use crate::machine::{Ctx, Halt, Script};
 use crate::manager::{
     check_current_registration, constant_time_eq, current_registration_proof, registration_proof,
     AccountKey, ManagerActors, ManagerAuthorityRequest, ManagerOperation, ProofSecret,
-    RegistrationProof, RunFence, UserKey,
+    RegistrationProof, Retirement, RunFence, UserKey,
 };
 use crate::names::{
     keys, ActorToken, CommandToken, CredentialId, OwnerToken, Principal, SourceMember, SpaceName,
 };
 use crate::profiles::{
-    self, ConnId, GoalWriterBinding, ManagerRole, Profile, RemoteManagerBinding, RunBinding,
-    ServeBinding, SessionLedgerBinding, StandingTtl,
+    self, ConnId, GoalWriterBinding, ManagerRole, Profile, RailCaller, RemoteManagerBinding,
+    RetirementRequesterBinding, RunBinding, ServeBinding, SessionId, SessionLedgerBinding,
+    SessionServingBinding, StandingTtl, SESSION_TTL_MAX_SECS,
 };
 use crate::run::{observe_hosted_run, run_holds_fence};
 use crate::service::{self, RecordRead, ServiceSpec};
@@ -280,6 +282,8 @@ pub struct RemoteManagerAuthorityMaterial {
     pub account_public_key: Option<AccountKey>,
     pub process_epoch: Option<crate::gate::ProcessEpoch>,
     pub run: Option<RunFence>,
+    /// `retire` echoes its terminal coordinates.
+    pub retirement: Option<Retirement>,
     /// Unix millis.
     pub issued_at: u64,
     /// Unix millis: the earliest credential expiry.
@@ -336,6 +340,9 @@ impl RemoteManagerAuthorityMaterial {
                 .finish();
             w = w.raw("run", &run);
         }
+        if let Some(retirement) = &self.retirement {
+            w = w.raw("retirement", &retirement_json(retirement));
+        }
         w = w
             .uint("issuedAt", self.issued_at)
             .uint("expiresAt", self.expires_at)
@@ -359,6 +366,22 @@ impl RemoteManagerAuthorityMaterial {
             .finish();
         w.raw("credentials", &credentials).finish()
     }
+}
+
+/// `{id, target: {owner, actor, lifecycleUid}, opId, serveEpoch}`, the parsed request's order.
+fn retirement_json(r: &Retirement) -> String {
+    let t = &r.target;
+    let target = ObjectWriter::new()
+        .string("owner", t.owner.as_str())
+        .string("actor", t.actor.as_str())
+        .string("lifecycleUid", t.lifecycle_uid.as_str())
+        .finish();
+    ObjectWriter::new()
+        .string("id", r.id.as_str())
+        .raw("target", &target)
+        .string("opId", r.op_id.as_str())
+        .uint("serveEpoch", r.serve_epoch.0)
+        .finish()
 }
 
 // ---- Holder and request checks --------------------------------------------------------------
@@ -634,16 +657,10 @@ pub fn renew(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> 
 /// complete).
 pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
     let owner = call.owner();
-    let expected = registration_proof(owner, &call.request)?;
-    if !constant_time_eq(
-        call.proof()?.as_str().as_bytes(),
-        expected.as_str().as_bytes(),
-    ) {
-        return Err(EpError::permission_denied(
-            "manager-service registration proof does not match this owner/lifecycle/artifact set",
-        )
-        .into());
-    }
+    require_deterministic_proof(
+        call,
+        "manager-service registration proof does not match this owner/lifecycle/artifact set",
+    )?;
     let document = call
         .request
         .contract_artifacts
@@ -682,6 +699,156 @@ pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Hal
             c.registration_revision,
             c.process_epoch,
         )),
+    })
+}
+
+/// The presented proof must equal the deterministic registration proof of the authenticated
+/// owner and this request (compared in constant time), else `permission-denied` `refusal`.
+fn require_deterministic_proof(call: &ManagerAuthority, refusal: &str) -> Result<(), EpError> {
+    let expected = registration_proof(call.owner(), &call.request)?;
+    if constant_time_eq(
+        call.proof()?.as_str().as_bytes(),
+        expected.as_str().as_bytes(),
+    ) {
+        Ok(())
+    } else {
+        Err(EpError::permission_denied(refusal))
+    }
+}
+
+/// `session`: the deterministic registration proof (no artifact digests) must match; then one
+/// `session-serving` credential for the caller-held `session.id`, held by the serve principal,
+/// confined to the session's two rails at its epoch. It expires at
+/// `min(session.exp, now + 24 h)`; a session already expired at `now` is refused
+/// `failed-precondition`. Keeps F73 (the epoch rides the rails), F74 (never past 24 h) and F90
+/// (a server-derived holder; the request names only the session). KV round trips: 0.
+pub fn session(call: &ManagerAuthority) -> Result<Issued, EpError> {
+    require_deterministic_proof(
+        call,
+        "manager-service session proof does not match this owner/lifecycle",
+    )?;
+    let s = call
+        .request
+        .session
+        .as_ref()
+        .ok_or_else(|| EpError::internal("the parser admitted session without its session"))?;
+    let now = call.now();
+    if s.exp <= now.0 {
+        return Err(EpError::failed_precondition(format!(
+            "manager-service session {} expired at {} (now {}); redeem a live session first",
+            s.session_id, s.exp, now.0
+        )));
+    }
+    let exp = s.exp.min(now.0.saturating_add(SESSION_TTL_MAX_SECS));
+    let e = &call.request.envelope;
+    let profile = profiles::session_serving(&SessionServingBinding {
+        space: e.space.clone(),
+        principal: Principal::new(call.owner().clone(), actor(&call.actors().serve)?),
+        conn: conn(&s.id)?,
+        endpoint: call.gate()?.endpoint,
+        session: SessionId::parse(&s.session_id)?,
+        epoch: ProcessEpoch(s.epoch),
+        ttl_seconds: exp.saturating_sub(now.0),
+    })?;
+    Ok(Issued {
+        credentials: vec![(
+            CredentialName::SessionServing,
+            sign(&call.host, &profile, &s.id, now)?,
+        )],
+        next_registration_proof: None,
+    })
+}
+
+/// The reference's `authorizeRemoteManagerRetirement`, in order: the target owner is the
+/// authenticated owner (`permission-denied` "…may target only its authenticated owner…"), the
+/// manager gate is present and open (`failed-precondition` "…found no current open manager
+/// gate…"), it records the server-derived serve principal (`permission-denied` "…not the
+/// server-derived serve principal…"), and sits at `retirement.serveEpoch` (`conflict` "…serve
+/// epoch E is stale; current is C"). Keeps F94 (authorized against the caller instance's current
+/// open gate, principal and epoch) and F96 (target owner = authenticated owner). The owner check
+/// needs no read, so a foreign target costs no round trip. KV round trips: 1.
+pub fn authorize_remote_manager_retirement(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    retirement: &Retirement,
+) -> Result<GateObservation, Halt> {
+    const WHAT: &str = "manager-service retirement";
+    let owner = call.owner();
+    if retirement.target.owner != *owner {
+        return Err(EpError::permission_denied(format!(
+            "{WHAT} may target only its authenticated owner {owner}, not {}",
+            retirement.target.owner
+        ))
+        .into());
+    }
+    let e = &call.request.envelope;
+    let observed = match observe_gate(cx, &call.gate()?)? {
+        Some(observed) if observed.gate.state() == GateState::Open => observed,
+        _ => {
+            return Err(EpError::failed_precondition(format!(
+                "{WHAT} found no current open manager gate for instance {}",
+                e.instance_id
+            ))
+            .into())
+        }
+    };
+    let serve = e.serve_principal(owner);
+    if observed.gate.principal().to_string() != serve {
+        return Err(EpError::permission_denied(format!(
+            "{WHAT} gate belongs to {}, not the server-derived serve principal {serve}",
+            observed.gate.principal()
+        ))
+        .into());
+    }
+    if observed.gate.process_epoch() != retirement.serve_epoch {
+        return Err(EpError::conflict(format!(
+            "{WHAT} serve epoch {} is stale; current is {}",
+            retirement.serve_epoch,
+            observed.gate.process_epoch()
+        ))
+        .into());
+    }
+    Ok(observed)
+}
+
+/// `retire`: the deterministic registration proof must match, then
+/// [`authorize_remote_manager_retirement`]; one `retirement-requester` credential for the
+/// caller-held `retirement.id`, asked as the serve principal at the manager's lifecycle uid and
+/// aimed at exactly the target triple, for the profile's five minutes. Keeps F4 (the target uid
+/// rides the subject, so a recycled alias is never reached), F94 and F96 (the parser already
+/// recomputed the derived `opId`). KV round trips: 1.
+pub fn retire(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+    require_deterministic_proof(
+        call,
+        "manager-service retirement proof does not match this owner/lifecycle",
+    )?;
+    let retirement =
+        call.request.retirement.as_ref().ok_or_else(|| {
+            EpError::internal("the parser admitted retire without its retirement")
+        })?;
+    authorize_remote_manager_retirement(cx, call, retirement)?;
+    let e = &call.request.envelope;
+    let t = &retirement.target;
+    let profile = profiles::retirement_requester(&RetirementRequesterBinding {
+        space: e.space.clone(),
+        caller: RailCaller {
+            owner: call.owner().clone(),
+            actor: actor(&call.actors().serve)?,
+            uid: e.manager_lifecycle_uid.clone(),
+        },
+        conn: conn(&retirement.id)?,
+        target: RailCaller {
+            owner: t.owner.clone(),
+            actor: t.actor.clone(),
+            uid: t.lifecycle_uid.clone(),
+        },
+    })?;
+    Ok(Issued {
+        credentials: vec![(
+            CredentialName::RetirementRequester,
+            sign(&call.host, &profile, &retirement.id, call.now())?,
+        )],
+        next_registration_proof: None,
     })
 }
 
@@ -919,7 +1086,7 @@ fn profile_token(run: &journal::RunId) -> Result<profiles::RunId, EpError> {
 
 /// Issues one manager-service operation (reference §4.3): the holder's `supervise` scope,
 /// distinct nkeys, the operation's own checks and credentials, the closed-set check, and the
-/// closed result. `session` and `retire` are not issued by this plane yet (`unimplemented`).
+/// closed result.
 pub fn issue(
     cx: &mut Ctx<'_>,
     call: &ManagerAuthority,
@@ -933,16 +1100,8 @@ pub fn issue(
         ManagerOperation::Activate => activate(cx, call)?,
         ManagerOperation::RenewStandingBundle => renew_standing_bundle(cx, call)?,
         ManagerOperation::RenewRunDriver => renew_run_driver(cx, call)?,
-        ManagerOperation::Session | ManagerOperation::Retire => {
-            return Err(EpError::new(
-                ErrorCode::Unimplemented,
-                format!(
-                    "manager-service {} is not issued by this plane",
-                    r.operation.as_str()
-                ),
-            )
-            .into())
-        }
+        ManagerOperation::Session => session(call)?,
+        ManagerOperation::Retire => retire(cx, call)?,
     };
     material(call, issued).map_err(Halt::from)
 }
@@ -968,6 +1127,7 @@ pub fn material(
         account_public_key: r.renewal.as_ref().map(|f| f.account_public_key.clone()),
         process_epoch: r.renewal.as_ref().map(|f| f.process_epoch),
         run: r.run.clone(),
+        retirement: r.retirement.clone(),
         issued_at: call.now_ms,
         expires_at: expires_at_ms(&issued.credentials)?,
         actors: call.actors(),

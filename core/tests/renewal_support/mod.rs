@@ -243,3 +243,61 @@ pub fn counted<S: Script>(world: &mut ModelWorld, script: S) -> (Result<S::Outpu
     let out = run(world, script);
     (out, world.kv.requests_served() - before)
 }
+
+/// A request of `operation` with its deterministic registration proof, after `extend` added the
+/// operation's own object (the proof is computed over the finished request, as a caller would).
+pub fn proven_request(
+    operation: &str,
+    rid: &str,
+    iid: &str,
+    extend: impl FnOnce(&mut Value),
+) -> ManagerAuthorityRequest {
+    let mut raw = envelope(operation, rid, iid);
+    extend(&mut raw);
+    raw["registrationProof"] = json!(format!("sha256:{}", "0".repeat(64)));
+    let proof = registration_proof(&owner(), &parse(&raw)).unwrap();
+    raw["registrationProof"] = json!(proof.as_str());
+    parse(&raw)
+}
+
+/// The caller-held session-serving nkey.
+pub fn session_key() -> KeyPair {
+    key(KeyPairType::User, 50)
+}
+
+/// The caller-held retirement-requester nkey.
+pub fn requester_key() -> KeyPair {
+    key(KeyPairType::User, 51)
+}
+
+/// A `session` request for session `sid` at `epoch`, expiring at `exp` (unix seconds).
+pub fn session_request(rid: &str, sid: &str, epoch: u64, exp: u64) -> ManagerAuthorityRequest {
+    proven_request("session", rid, IID, |raw| {
+        raw["session"] = json!({
+            "id": session_key().public_key(), "endpoint": "manager", "sessionId": sid,
+            "epoch": epoch, "exp": exp,
+        });
+    })
+}
+
+/// The managed worker a `retire` targets: actor `worker` at lifecycle 26 × `w`.
+pub const TARGET_UID: &str = "wwwwwwwwwwwwwwwwwwwwwwwwww";
+
+/// The `retirement` object for `target_owner`'s worker at `serve_epoch`.
+pub fn retirement(target_owner: &str, serve_epoch: u64) -> Value {
+    let op_id = cotal_core::manager::managed_retirement_op_id(
+        &cotal_core::names::LifecycleUid::parse(TARGET_UID).unwrap(),
+    )
+    .unwrap();
+    json!({
+        "id": requester_key().public_key(),
+        "target": {"owner": target_owner, "actor": "worker", "lifecycleUid": TARGET_UID},
+        "opId": op_id.as_str(),
+        "serveEpoch": serve_epoch,
+    })
+}
+
+/// A `retire` request on instance `iid` carrying `retirement`.
+pub fn retire_request(rid: &str, iid: &str, retirement: Value) -> ManagerAuthorityRequest {
+    proven_request("retire", rid, iid, |raw| raw["retirement"] = retirement)
+}
