@@ -1,25 +1,45 @@
 //! Run attempts (reference-auth-service §5.5, SPEC §14.4/§14.8, F84/F87/F88): a registered
 //! manager asks for the driver/mediator pair of the *next* attempt of an admitted run, or for a
-//! read-only operator. The machine decides and returns the grant; [`sign_attempt`] then signs
-//! it (pure, no KV). KV round trips: 1 gate read + 2 admission reads (admission, revocation
-//! marker) + 1 status read for an attempt; 1 (+2 with a run id) for an operator.
+//! run operator. The machines decide and return the grant; [`sign_attempt`] then signs it (pure,
+//! no KV).
+//!
+//! A request carrying `served` (a forwarded run-resume, or the run-answer of an answering
+//! operator) is split like admission, because the host's one-shot observation of the served
+//! subject must be consumed between the phases: [`AuthorizeRunAttempt`] authenticates the
+//! manager, checks the admission and the served subject and reads the registered declaration of
+//! the served command; the adapter then takes the observation, resolves the caller's issued
+//! evidence and, for an answer, reads the run journal's checkpoint at the step; and
+//! [`IssueRunAttempt`] decides. [`RunAttempt`] is the one-shot door for requests without
+//! `served`/`answers`.
+//!
+//! KV round trips on the model: phase one 1 gate read + 2 admission reads (admission, revocation
+//! marker) per named run + (with `served`) 1 spec read and 2 artifact reads per registered
+//! closure; phase two 1 status read for an attempt, 0 for an operator. So a plain attempt is 4,
+//! a served resume against a one-closure manager 7, an answering operator 6.
 
 use nkeys::KeyPair;
 use serde_json::{json, Value};
 
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
+use crate::issuance::GateObservation;
 use crate::journal::{FencingToken, RunEpoch, RunId};
 use crate::jwt::{self, UnixSeconds, UserNats, Validity};
 use crate::machine::{Ctx, Halt, Script};
-use crate::names::{EndpointName, Principal};
+use crate::names::{EndpointName, OwnerToken, Principal};
 use crate::profiles::{
     self, ConnId, Profile, RunBinding, RunOperatorBinding, RunOperatorScope, StandingTtl,
 };
 
 use super::admission::{read_run_admission, AdmissionView};
 use super::admit::{authenticate_registered_manager, require_supervise, HostAuthority};
-use super::request::{AttemptBody, AttemptSpec, OperatorSpec, RunAttemptRequest};
+use super::checkpoint::{pause_token, JournalCheckpoint};
+use super::issued::IssuedEvidence;
+use super::observed::ObservedRunRequest;
+use super::request::{AttemptBody, AttemptSpec, OperatorAnswers, OperatorSpec, RunAttemptRequest};
+use super::served::{
+    authorize_served_caller, registered_run_command, Forwarded, ServedCall, ServedScope,
+};
 use super::status::observe_hosted_run;
 
 /// The credentials an attempt decision grants, each for a caller-held nkey.
@@ -31,29 +51,23 @@ pub enum AttemptGrant {
     Operator(Profile),
 }
 
-/// The run attempt machine's output.
+/// The run attempt machines' output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptDecision {
     pub grant: AttemptGrant,
 }
 
-/// One run attempt or run operator request, §5.5. See the module doc for round trips.
-#[derive(Debug, Clone)]
-pub struct RunAttempt {
-    pub request: RunAttemptRequest,
-    pub host: HostAuthority,
-    /// The endpoint hosting the run (`manager`).
-    pub endpoint: EndpointName,
-    /// The driver pair's lifetime.
-    pub standing_ttl: StandingTtl,
-}
-
 /// `admitted(runId)`: the admission exists and reads back at these coordinates
 /// ([`read_run_admission`]), carries no revocation marker (F88: a revoked run is issued
 /// nothing), and was admitted on this instance.
-fn admitted(cx: &mut Ctx<'_>, a: &RunAttempt, run: &RunId) -> Result<AdmissionView, Halt> {
-    let e = &a.request.registered.envelope;
-    let view = read_run_admission(cx, &e.space, &a.endpoint, run)?;
+fn admitted(
+    cx: &mut Ctx<'_>,
+    request: &RunAttemptRequest,
+    endpoint: &EndpointName,
+    run: &RunId,
+) -> Result<AdmissionView, Halt> {
+    let e = &request.registered.envelope;
+    let view = read_run_admission(cx, &e.space, endpoint, run)?;
     if view.revoked.is_some() {
         return Err(EpError::permission_denied(format!(
             "run {} was revoked; a revoked run is issued nothing (SPEC 14.8)",
@@ -71,35 +85,211 @@ fn admitted(cx: &mut Ctx<'_>, a: &RunAttempt, run: &RunId) -> Result<AdmissionVi
     Ok(view)
 }
 
-fn binding_ids(run: &RunId, conn: &str) -> Result<(profiles::RunId, ConnId), EpError> {
-    Ok((
-        profiles::RunId::parse(run.as_str()).map_err(|e| EpError::internal(e.message))?,
-        ConnId::parse(conn).map_err(|e| EpError::internal(e.message))?,
-    ))
+fn profile_run(run: &RunId) -> Result<profiles::RunId, EpError> {
+    profiles::RunId::parse(run.as_str()).map_err(|e| EpError::internal(e.message))
 }
 
-impl RunAttempt {
-    /// The attempt branch (§5.5 item 3). Keeps F84: the attempt must carry exactly the next
-    /// recorded epoch AND fencing token (1/1 with no record), so two attempts for one epoch
-    /// cannot both be granted against the same status; and F88 via [`admitted`].
-    fn attempt(
+fn conn(id: &str) -> Result<ConnId, EpError> {
+    ConnId::parse(id).map_err(|e| EpError::internal(e.message))
+}
+
+/// Phase one of §5.5 (see the module doc): `supervise`; the registered manager (keeping the
+/// gate's process epoch and registration revision); `admitted` for every run the request names;
+/// for a served resume or answer, the served subject's shape and the registered manager's
+/// declaration of the command at the gate's registration revision. An answering operator
+/// without `served` is refused here (`permission-denied` "an answering run operator carries the
+/// served run-answer subject…"). Keeps F88 (an unadmitted or revoked run gets nothing) and F91
+/// (owner, instance, lifecycle and current registration re-checked). Writes nothing.
+#[derive(Debug, Clone)]
+pub struct AuthorizeRunAttempt {
+    pub request: RunAttemptRequest,
+    pub host: HostAuthority,
+    /// The endpoint hosting the run (`manager`).
+    pub endpoint: EndpointName,
+    /// The driver pair's lifetime.
+    pub standing_ttl: StandingTtl,
+}
+
+/// A run attempt request whose manager, admissions and served subject were authorized. Only
+/// [`AuthorizeRunAttempt`] makes one.
+#[derive(Debug, Clone)]
+pub struct AuthorizedAttempt {
+    request: RunAttemptRequest,
+    host: HostAuthority,
+    endpoint: EndpointName,
+    standing_ttl: StandingTtl,
+    process_epoch: ProcessEpoch,
+    /// The admission's caller owner, for an attempt.
+    run_owner: Option<OwnerToken>,
+    served: Option<ServedCall>,
+}
+
+impl AuthorizedAttempt {
+    /// The served call whose subject the adapter takes the observation of (once) and whose
+    /// caller's issued evidence it resolves, when the request carries `served`.
+    pub fn served(&self) -> Option<&ServedCall> {
+        self.served.as_ref()
+    }
+
+    /// The pause an answering operator settles: the adapter reads the run journal's checkpoint
+    /// at this run and step.
+    pub fn answers(&self) -> Option<&OperatorAnswers> {
+        match &self.request.body {
+            AttemptBody::Operator(op) => op.answers.as_ref(),
+            AttemptBody::Attempt(_) => None,
+        }
+    }
+
+    pub fn request(&self) -> &RunAttemptRequest {
+        &self.request
+    }
+}
+
+impl AuthorizeRunAttempt {
+    fn served_call(
         &self,
         cx: &mut Ctx<'_>,
-        spec: &AttemptSpec,
-        process_epoch: ProcessEpoch,
-    ) -> Result<AttemptGrant, Halt> {
-        let run = &spec.run_id;
-        let view = admitted(cx, self, run)?;
-        if spec.served.is_some() {
-            return Err(EpError::new(
-                crate::ErrorCode::Unimplemented,
-                "a served run-resume attempt needs the served-caller check against the \
-                 registered manager contract (SPEC 14.8), which this plane does not perform yet; \
-                 nothing was issued",
+        served: &str,
+        forwarded: Forwarded<'_>,
+        run_owner: OwnerToken,
+        observed: &GateObservation,
+    ) -> Result<ServedCall, Halt> {
+        let e = &self.request.registered.envelope;
+        let scope = ServedScope {
+            space: &e.space,
+            endpoint: &self.endpoint,
+            instance: &e.instance_id,
+            process_epoch: observed.gate.process_epoch(),
+        };
+        ServedCall::check_subject(served, forwarded, &scope, run_owner, |command| {
+            registered_run_command(
+                cx,
+                &self.endpoint,
+                &e.instance_id,
+                &self.host.owner,
+                observed.gate.registration_revision(),
+                command,
             )
-            .into());
+        })
+    }
+}
+
+impl Script for AuthorizeRunAttempt {
+    type Output = AuthorizedAttempt;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedAttempt, Halt> {
+        require_supervise(&self.host, "manager run attempt")?;
+        let (r, endpoint) = (&self.request, &self.endpoint);
+        let observed =
+            authenticate_registered_manager(cx, &r.registered, &self.host, "run attempt")?;
+        let (run_owner, served) = match &r.body {
+            AttemptBody::Attempt(spec) => {
+                let view = admitted(cx, r, endpoint, &spec.run_id)?;
+                let owner = view.admission.caller().owner.clone();
+                let served = match &spec.served {
+                    Some(s) => Some(self.served_call(
+                        cx,
+                        s,
+                        Forwarded::Resume(&spec.run_id),
+                        owner.clone(),
+                        &observed,
+                    )?),
+                    None => None,
+                };
+                (Some(owner), served)
+            }
+            AttemptBody::Operator(spec) => {
+                if let Some(run) = &spec.run_id {
+                    admitted(cx, r, endpoint, run)?;
+                }
+                let served = match &spec.answers {
+                    None => None,
+                    Some(t) => {
+                        admitted(cx, r, endpoint, &t.run_id)?;
+                        let served = spec.served.as_deref().ok_or_else(|| {
+                            EpError::permission_denied(
+                                "an answering run operator carries the served run-answer subject \
+                                 of the caller it answers for (SPEC 14.8)",
+                            )
+                        })?;
+                        let forwarded = Forwarded::Answer {
+                            run_id: &t.run_id,
+                            step_key: &t.step_key,
+                            amend: t.amend,
+                        };
+                        // An answer's run owner is the manager's registered owner.
+                        let owner = self.host.owner.clone();
+                        Some(self.served_call(cx, served, forwarded, owner, &observed)?)
+                    }
+                };
+                (None, served)
+            }
+        };
+        Ok(AuthorizedAttempt {
+            request: r.clone(),
+            host: self.host.clone(),
+            endpoint: endpoint.clone(),
+            standing_ttl: self.standing_ttl,
+            process_epoch: observed.gate.process_epoch(),
+            run_owner,
+            served,
+        })
+    }
+}
+
+/// What the adapter gathered for a served call: what `ObservedRunRequests::take(subject, now)`
+/// returned, and the issued store's answer for the subject's caller (or its refusal: forged,
+/// revoked, dead source).
+#[derive(Debug, Clone)]
+pub struct ServedInputs {
+    pub observed: Option<ObservedRunRequest>,
+    pub evidence: Result<IssuedEvidence, EpError>,
+}
+
+/// Phase two of §5.5, after the adapter gathered its inputs:
+/// * **attempt**: the served caller (if any) is authorized for `run-resume` with run owner =
+///   the admission's caller owner ([`authorize_served_caller`]); then the run status: a
+///   terminal run gets no new attempt (`failed-precondition`), and the attempt must carry exactly
+///   the next recorded epoch AND fencing token, 1/1 with no record (`conflict`; F84: two
+///   attempts for one epoch cannot both be granted against the same status). Grants
+///   `run-driver` + `run-mediator` pinned to the run, takeover, instance and process epoch.
+/// * **operator**: an answer's pause token is read off the journal checkpoint ([`pause_token`]:
+///   `waiting` to answer, `resumed` with an accepted answer to amend, else
+///   `failed-precondition`), never off the request; then its served `run-answer` caller is
+///   authorized with run owner = the manager's registered owner. Grants `run-operator` scoped
+///   to the one pause (`answers: {token}`), the named run's status, or the run list.
+///
+/// Inputs that do not match what phase one asked for (a served call without its observation
+/// and evidence, an answer without its checkpoint, or the reverse) are an adapter bug:
+/// `internal`. Keeps F84, F87 (one driver per run and takeover), F88.
+#[derive(Debug, Clone)]
+pub struct IssueRunAttempt {
+    pub authorized: AuthorizedAttempt,
+    /// Present exactly when `authorized.served()` is.
+    pub served: Option<ServedInputs>,
+    /// The journal's checkpoint at the answered step (or the read's failure); present exactly
+    /// when `authorized.answers()` is.
+    pub checkpoint: Option<Result<Option<JournalCheckpoint>, EpError>>,
+}
+
+impl IssueRunAttempt {
+    fn served_caller(&self) -> Result<(), EpError> {
+        match (&self.authorized.served, &self.served) {
+            (Some(call), Some(inputs)) => {
+                authorize_served_caller(call, inputs.observed.as_ref(), &inputs.evidence)
+            }
+            (None, None) => Ok(()),
+            _ => Err(EpError::internal(
+                "a served run request is decided with exactly its observation and the caller's \
+                 issued evidence; nothing was issued",
+            )),
         }
-        let status = observe_hosted_run(cx, &self.endpoint, run)?;
+    }
+
+    fn attempt(&self, cx: &mut Ctx<'_>, spec: &AttemptSpec) -> Result<AttemptGrant, Halt> {
+        let a = &self.authorized;
+        self.served_caller()?;
+        let run = &spec.run_id;
+        let status = observe_hosted_run(cx, &a.endpoint, run)?;
         if let Some(s) = status.as_ref().filter(|s| s.state.is_terminal()) {
             return Err(EpError::failed_precondition(format!(
                 "run {} is {}; a terminal run gets no new attempt",
@@ -124,21 +314,21 @@ impl RunAttempt {
             ))
             .into());
         }
-        let e = &self.request.registered.envelope;
-        let owner = view.admission.caller().owner.clone();
-        let pin = |conn: &str| -> Result<RunBinding, EpError> {
-            let (_, conn) = binding_ids(run, conn)?;
+        let e = &a.request.registered.envelope;
+        let owner = a.run_owner.clone().ok_or_else(|| {
+            EpError::internal("an authorized attempt carries its admission's caller owner")
+        })?;
+        let pin = |id: &str| -> Result<RunBinding, EpError> {
             Ok(RunBinding {
                 space: e.space.clone(),
                 owner: owner.clone(),
-                conn,
-                endpoint: self.endpoint.clone(),
-                run: profiles::RunId::parse(run.as_str())
-                    .map_err(|e| EpError::internal(e.message))?,
+                conn: conn(id)?,
+                endpoint: a.endpoint.clone(),
+                run: profile_run(run)?,
                 takeover: spec.takeover_id.clone(),
                 instance: e.instance_id.clone(),
-                epoch: process_epoch,
-                ttl: self.standing_ttl,
+                epoch: a.process_epoch,
+                ttl: a.standing_ttl,
             })
         };
         Ok(AttemptGrant::Pair {
@@ -147,36 +337,35 @@ impl RunAttempt {
         })
     }
 
-    /// The operator branch (§5.5 item 4): a named run must be admitted; an answering operator
-    /// needs the run journal's open checkpoint, which is not modelled, so it is refused
-    /// `unimplemented` before anything is issued.
-    fn operator(&self, cx: &mut Ctx<'_>, spec: &OperatorSpec) -> Result<AttemptGrant, Halt> {
-        if let Some(run) = &spec.run_id {
-            admitted(cx, self, run)?;
-        }
-        if spec.answers.is_some() {
-            return Err(EpError::new(
-                crate::ErrorCode::Unimplemented,
-                "an answering run operator needs the pause token from the run journal's open \
-                 checkpoint (SPEC 14.8); this plane does not read run journals yet, so nothing \
-                 was issued",
-            )
-            .into());
-        }
-        let e = &self.request.registered.envelope;
-        let scope = match &spec.run_id {
-            Some(run) => RunOperatorScope::Status(
-                profiles::RunId::parse(run.as_str()).map_err(|e| EpError::internal(e.message))?,
-            ),
-            None => RunOperatorScope::List,
+    fn operator(&self, spec: &OperatorSpec) -> Result<AttemptGrant, EpError> {
+        let a = &self.authorized;
+        let scope = match (&spec.answers, &self.checkpoint) {
+            (Some(t), Some(view)) => {
+                let token = pause_token(view, t)?;
+                self.served_caller()?;
+                RunOperatorScope::Answer(token)
+            }
+            (None, None) => {
+                self.served_caller()?;
+                match &spec.run_id {
+                    Some(run) => RunOperatorScope::Status(profile_run(run)?),
+                    None => RunOperatorScope::List,
+                }
+            }
+            _ => {
+                return Err(EpError::internal(
+                    "an answering run operator is decided with exactly the journal checkpoint \
+                     of its step; nothing was issued",
+                ))
+            }
         };
-        let conn = ConnId::parse(spec.id.as_str()).map_err(|e| EpError::internal(e.message))?;
+        let e = &a.request.registered.envelope;
         Ok(AttemptGrant::Operator(profiles::run_operator(
             &RunOperatorBinding {
                 space: e.space.clone(),
-                principal: Principal::new(self.host.owner.clone(), e.actor.clone()),
-                conn,
-                endpoint: self.endpoint.clone(),
+                principal: Principal::new(a.host.owner.clone(), e.actor.clone()),
+                conn: conn(spec.id.as_str())?,
+                endpoint: a.endpoint.clone(),
                 takeover: spec.takeover_id.clone(),
                 scope,
             },
@@ -184,21 +373,61 @@ impl RunAttempt {
     }
 }
 
+impl Script for IssueRunAttempt {
+    type Output = AttemptDecision;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<AttemptDecision, Halt> {
+        let grant = match &self.authorized.request.body {
+            AttemptBody::Attempt(spec) => self.attempt(cx, spec)?,
+            AttemptBody::Operator(spec) => self.operator(spec)?,
+        };
+        Ok(AttemptDecision { grant })
+    }
+}
+
+/// One run attempt or read operator, §5.5, in one go: [`AuthorizeRunAttempt`] then
+/// [`IssueRunAttempt`] with no served inputs. A request carrying `served` or `answers` needs the
+/// observation, the caller's evidence and the journal checkpoint only the adapter gathers
+/// between the phases, so this door refuses it before anything is read or issued.
+#[derive(Debug, Clone)]
+pub struct RunAttempt {
+    pub request: RunAttemptRequest,
+    pub host: HostAuthority,
+    /// The endpoint hosting the run (`manager`).
+    pub endpoint: EndpointName,
+    /// The driver pair's lifetime.
+    pub standing_ttl: StandingTtl,
+}
+
 impl Script for RunAttempt {
     type Output = AttemptDecision;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AttemptDecision, Halt> {
         require_supervise(&self.host, "manager run attempt")?;
-        let observed = authenticate_registered_manager(
-            cx,
-            &self.request.registered,
-            &self.host,
-            "run attempt",
-        )?;
-        let grant = match &self.request.body {
-            AttemptBody::Attempt(spec) => self.attempt(cx, spec, observed.gate.process_epoch())?,
-            AttemptBody::Operator(spec) => self.operator(cx, spec)?,
+        let needs_inputs = match &self.request.body {
+            AttemptBody::Attempt(a) => a.served.is_some(),
+            AttemptBody::Operator(o) => o.answers.is_some() || o.served.is_some(),
         };
-        Ok(AttemptDecision { grant })
+        if needs_inputs {
+            return Err(EpError::new(
+                crate::ErrorCode::Unimplemented,
+                "a served run-resume or an answering operator needs the observed request, the \
+                 caller's issued evidence and the run journal's open checkpoint, which only the \
+                 AuthorizeRunAttempt / IssueRunAttempt phases take; nothing was issued",
+            )
+            .into());
+        }
+        let authorized = AuthorizeRunAttempt {
+            request: self.request.clone(),
+            host: self.host.clone(),
+            endpoint: self.endpoint.clone(),
+            standing_ttl: self.standing_ttl,
+        }
+        .run(cx)?;
+        IssueRunAttempt {
+            authorized,
+            served: None,
+            checkpoint: None,
+        }
+        .run(cx)
     }
 }
 
@@ -240,7 +469,7 @@ fn sign(
 /// checks above), so this signs directly rather than through a fence.
 pub fn sign_attempt(
     request: &RunAttemptRequest,
-    owner: &crate::names::OwnerToken,
+    owner: &OwnerToken,
     decision: &AttemptDecision,
     signer: &KeyPair,
     now: UnixSeconds,

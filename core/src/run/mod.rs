@@ -1,13 +1,16 @@
 //! Workflow runs (SPEC §14, reference-auth-service §5): the hosted run status record and the run
 //! check of a run-driver renewal, run admission and revocation, the run request parsers, the
-//! observed run requests, and the admission and attempt machines.
+//! observed run requests, the served-caller check, the journal checkpoint an answer settles,
+//! and the admission and attempt machines.
 
 mod admission;
 mod admit;
 mod attempt;
+mod checkpoint;
 mod issued;
 mod observed;
 mod request;
+mod served;
 mod status;
 mod subject;
 
@@ -19,18 +22,27 @@ pub use admit::{
     authenticate_registered_manager, AdmissionOutcome, AdmitRun, AuthorizeRunAdmission,
     AuthorizedAdmission, HostAuthority,
 };
-pub use attempt::{sign_attempt, AttemptDecision, AttemptGrant, IssuedJwt, RunAttempt};
+pub use attempt::{
+    sign_attempt, AttemptDecision, AttemptGrant, AuthorizeRunAttempt, AuthorizedAttempt,
+    IssueRunAttempt, IssuedJwt, RunAttempt, ServedInputs,
+};
+pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
 pub use issued::{
     subject_matches, IssuedEvidence, IssuedGeneration, IssuedRef, SubjectAllow, SubjectPermission,
     SubjectPermissions,
 };
 pub use observed::{
-    ObservedRunRequest, ObservedRunRequests, RunRequestOperation, OBSERVED_RUN_REQUEST_WINDOW_MS,
+    EnvelopeFacts, ObservedRunRequest, ObservedRunRequests, RequestBind, RunRequestOperation,
+    OBSERVED_RUN_REQUEST_WINDOW_MS,
 };
 pub use request::{
     parse_run_admission_request, parse_run_attempt_request, AttemptBody, AttemptSpec,
     OperatorAnswers, OperatorSpec, RegisteredRun, RunAdmissionRequest, RunAttemptRequest,
     MAX_SERVED_SUBJECT_BYTES, MAX_STEP_KEY_CHARS,
+};
+pub use served::{
+    authorize_served_caller, registered_run_command, RegisteredRunCommand, ServedCall,
+    ServedCommand, EP_UNBOUND_CALLER_AUTHORITY,
 };
 pub use status::{
     observe_hosted_run, run_holds_fence, run_status_key, write_run_status, HostedRunStatus,

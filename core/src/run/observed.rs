@@ -7,7 +7,11 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
+use crate::canon::Digest;
+use crate::gate::ProcessEpoch;
 use crate::journal::RunId;
+use crate::names::InstanceId;
+use crate::stored::safe_uint;
 
 /// How long an observation stays takeable: 5 minutes.
 pub const OBSERVED_RUN_REQUEST_WINDOW_MS: u64 = 5 * 60 * 1000;
@@ -34,6 +38,53 @@ pub enum RunRequestOperation {
 pub struct ObservedRunRequest {
     pub operation: RunRequestOperation,
     pub envelope: Value,
+}
+
+/// An observed envelope's `bind` (SPEC §13.2): the manager incarnation its caller resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestBind {
+    pub instance_id: InstanceId,
+    pub epoch: ProcessEpoch,
+}
+
+/// What the served-caller check reads off an observed envelope: its declared class, the input
+/// and output contract digests its `op` pins, and its optional `bind`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvelopeFacts {
+    pub class: String,
+    pub input_digest: Digest,
+    pub output_digest: Digest,
+    pub bind: Option<RequestBind>,
+}
+
+impl ObservedRunRequest {
+    /// The envelope's `{class, op: {inputDigest, outputDigest}, bind?: {instanceId, epoch}}`, or
+    /// `None` when any of them is missing or malformed (a request no registered manager runs).
+    pub fn facts(&self) -> Option<EnvelopeFacts> {
+        let e = self.envelope.as_object()?;
+        let op = e.get("op")?.as_object()?;
+        let digest = |key: &str| {
+            op.get(key)
+                .and_then(Value::as_str)
+                .and_then(|s| Digest::parse_prefixed(s).ok())
+        };
+        let bind = match e.get("bind") {
+            None => None,
+            Some(b) => {
+                let b = b.as_object()?;
+                Some(RequestBind {
+                    instance_id: InstanceId::parse(b.get("instanceId")?.as_str()?).ok()?,
+                    epoch: ProcessEpoch(b.get("epoch").and_then(safe_uint)?),
+                })
+            }
+        };
+        Some(EnvelopeFacts {
+            class: e.get("class")?.as_str()?.to_owned(),
+            input_digest: digest("inputDigest")?,
+            output_digest: digest("outputDigest")?,
+            bind,
+        })
+    }
 }
 
 #[derive(Debug)]

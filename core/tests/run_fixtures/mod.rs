@@ -315,3 +315,113 @@ pub fn attempt_request(run: char, epoch: u64, token: u64) -> Value {
 pub fn parse_attempt(v: &Value) -> cotal_core::run::RunAttemptRequest {
     parse_run_attempt_request(v).unwrap()
 }
+
+// ---- served run requests (run_served.rs) ------------------------------------------------------
+
+/// The input and output closure digests the registered manager pins for its served commands.
+pub fn pinned(which: &str) -> cotal_core::canon::Digest {
+    cotal_core::canon::Digest::of(format!("{which}-schema").as_bytes())
+}
+
+/// A manager cluster declaring `run-resume` and `run-answer` (ephemeral, untargeted).
+pub fn manager_cluster() -> Value {
+    let command = |name: &str| {
+        json!({
+            "name": name, "class": "ephemeral", "targeted": false,
+            "capability": format!("manager.{name}"),
+            "inputDigest": pinned(&format!("{name}-in")).to_prefixed(),
+            "outputDigest": pinned(&format!("{name}-out")).to_prefixed(),
+            "traits": [],
+        })
+    };
+    json!({
+        "urn": "ai.cotal.manager", "revision": 1, "attributes": [], "events": [],
+        "commands": [command("run-resume"), command("run-answer")],
+    })
+}
+
+/// Publishes the manager cluster and writes the manager's spec (owned by `spec_owner`) so that it
+/// lands at records revision `at`. Returns the spec's revision.
+pub fn register_manager_spec(world: &mut ModelWorld, spec_owner: &str, at: u64) -> Revision {
+    let doc = manager_cluster();
+    let closure = run_script(
+        world,
+        Proc(move |cx: &mut Ctx<'_>| cotal_core::contract::publish_cluster(cx, &doc)),
+    )
+    .unwrap();
+    while world.kv.last_sequence(Store::Records).0 + 1 < at {
+        world.kv.put(Store::Records, "padding", b"{}");
+    }
+    let spec = cotal_core::service::ServiceSpec::from_value(
+        json!({
+            "endpoint": "manager", "owner": spec_owner,
+            "clusterDigests": [closure.to_prefixed()], "protocol": {"v": 1},
+        }),
+        &manager(),
+    )
+    .unwrap();
+    world.kv.put(
+        Store::Records,
+        &format!("svc.manager.{IID}.spec"),
+        &spec.to_bytes(),
+    )
+}
+
+/// A manager world with run `d` admitted for the standard caller and the manager's spec
+/// registered at the gate's registration revision.
+pub fn served_world() -> ModelWorld {
+    let mut world = manager_world(OWNER, false);
+    admit_standard(&mut world, 'd');
+    assert_eq!(register_manager_spec(&mut world, OWNER, REG).0, REG);
+    world
+}
+
+/// `cotal.s1.ep.v1.one.manager.<command>[.<target>].<owner>.alice.<uid>.<gen>.<nonce>`.
+pub fn served_subject(command: &str, target: &str, caller_owner: &str, generation: &str) -> String {
+    format!(
+        "cotal.s1.ep.v1.one.manager.{command}{target}.{caller_owner}.{CALLER_ACTOR}.{CALLER_UID}.{generation}.{NONCE}"
+    )
+}
+
+/// An observed envelope declaring `command`'s registered class and contract, optionally bound.
+pub fn served_envelope(command: &str, bind: Option<(&str, u64)>) -> Value {
+    let mut env = json!({
+        "class": "ephemeral",
+        "op": {
+            "endpoint": "manager", "command": command,
+            "inputDigest": pinned(&format!("{command}-in")).to_prefixed(),
+            "outputDigest": pinned(&format!("{command}-out")).to_prefixed(),
+        },
+    });
+    if let Some((instance, epoch)) = bind {
+        env["bind"] = json!({"instanceId": instance, "epoch": epoch});
+    }
+    env
+}
+
+pub fn observed_resume(run: char) -> ObservedRunRequest {
+    ObservedRunRequest {
+        operation: RunRequestOperation::Resume { run_id: rid(run) },
+        envelope: served_envelope("run-resume", None),
+    }
+}
+
+pub fn observed_answer(run: char, step: &str, amend: bool) -> ObservedRunRequest {
+    ObservedRunRequest {
+        operation: RunRequestOperation::Answer {
+            endpoint: "manager".into(),
+            run_id: rid(run),
+            step_key: step.into(),
+            amend,
+        },
+        envelope: served_envelope("run-answer", None),
+    }
+}
+
+/// Issued evidence for the standard caller whose ceiling permits every manager request.
+pub fn served_evidence(caller_owner: &str, generation: &str) -> IssuedEvidence {
+    IssuedEvidence {
+        permissions: ceiling(&["cotal.s1.ep.v1.*.manager.>"]),
+        ..evidence(caller_owner, generation)
+    }
+}
