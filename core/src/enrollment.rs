@@ -27,8 +27,8 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::machine::{Ctx, Halt, Script};
 use crate::manager::{
-    check_current_registration, managed_retirement_op_id, ManagerEnvelope, ManagerIdentities,
-    ProofSecret, RegistrationProof, RequestId, RetirementTarget, UserKey, IDENTITY_NAMES,
+    check_current_registration, managed_retirement_op_id, parse_coordinates, parse_identities,
+    ManagerEnvelope, ProofSecret, RegistrationProof, RequestId, RetirementTarget,
 };
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
 use crate::stored::{ObjectWriter, MAX_SAFE_INTEGER};
@@ -141,74 +141,21 @@ fn parse_envelope(
             format!("must carry {{ v: 1, kind: {kind:?} }}"),
         ));
     }
-    let space = non_empty(map, "space", what)?;
-    let actor = non_empty(map, "actor", what)?;
-    let instance = non_empty(map, "instanceId", what)?;
-    let uid = non_empty(map, "managerLifecycleUid", what)?;
-    let request_id = non_empty(map, "requestId", what)?;
-    let proof = non_empty(map, "registrationProof", what)?;
-    let space = SpaceName::parse(space).map_err(grammar(what))?;
-    let actor = ActorToken::parse(actor).map_err(grammar(what))?;
-    let instance_id = InstanceId::parse(instance).map_err(grammar(what))?;
-    let manager_lifecycle_uid = LifecycleUid::parse(uid).map_err(grammar(what))?;
-    let request_id = RequestId::parse(request_id).ok_or_else(|| {
-        refuse(
-            what,
-            "requestId must be a 22-64 character idempotency token",
-        )
+    let coordinates = parse_coordinates(map, &|detail| refuse(what, detail))?;
+    let registration_proof = non_empty(map, "registrationProof", what).and_then(|proof| {
+        RegistrationProof::parse(proof)
+            .ok_or_else(|| refuse(what, "requires a sha256 registrationProof"))
     })?;
-    let registration_proof = RegistrationProof::parse(proof)
-        .ok_or_else(|| refuse(what, "requires a sha256 registrationProof"))?;
     let serve_epoch = map
         .get("serveEpoch")
         .and_then(Value::as_u64)
         .filter(|&e| e <= MAX_SAFE_INTEGER)
         .ok_or_else(|| refuse(what, "serveEpoch must be a non-negative safe integer"))?;
-    let identities = parse_identities(map.get("identities"), what)?;
+    let identities = parse_identities(map.get("identities"), &|detail| refuse(what, detail))?;
     Ok(ManagedEnvelope {
-        manager: ManagerEnvelope {
-            space,
-            actor,
-            instance_id,
-            manager_lifecycle_uid,
-            request_id,
-            identities,
-        },
+        manager: coordinates.with(identities),
         registration_proof,
         serve_epoch: ProcessEpoch(serve_epoch),
-    })
-}
-
-fn parse_identities(value: Option<&Value>, what: &str) -> Result<ManagerIdentities, EpError> {
-    let ids = value
-        .and_then(Value::as_object)
-        .ok_or_else(|| refuse(what, "requires identities"))?;
-    if ids.len() != IDENTITY_NAMES.len() || !IDENTITY_NAMES.iter().all(|n| ids.contains_key(*n)) {
-        return Err(refuse(
-            what,
-            format!(
-                "identities must contain exactly {}",
-                IDENTITY_NAMES.join(", ")
-            ),
-        ));
-    }
-    let key = |name: &str| -> Result<UserKey, EpError> {
-        let item = ids
-            .get(name)
-            .and_then(Value::as_object)
-            .filter(|o| o.len() == 1)
-            .and_then(|o| o.get("id"))
-            .ok_or_else(|| refuse(what, format!("identities.{name} must be exactly {{ id }}")))?;
-        item.as_str()
-            .and_then(UserKey::parse)
-            .ok_or_else(|| refuse(what, format!("identities.{name}.id must be a user nkey")))
-    };
-    Ok(ManagerIdentities {
-        supervisor: key("supervisor")?,
-        executor: key("executor")?,
-        serve: key("serve")?,
-        goal_writer: key("goalWriter")?,
-        session_ledger: key("sessionLedger")?,
     })
 }
 

@@ -458,29 +458,7 @@ fn parse(raw: &Value, allow_platform: bool) -> Result<ManagerAuthorityRequest, E
             )
         })?;
     let op = operation.as_str();
-    let text = |key: &str| {
-        string(o, key)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| refuse(format_args!("requires non-empty {key}")))
-    };
-    let (space, actor, instance_id, lifecycle_uid, request_id) = (
-        text("space")?,
-        text("actor")?,
-        text("instanceId")?,
-        text("managerLifecycleUid")?,
-        text("requestId")?,
-    );
-    let instance_id = InstanceId::parse(instance_id)
-        .map_err(|_| refuse("instanceId must be a lifecycle token ^[a-z0-9]{26,32}$"))?;
-    let manager_lifecycle_uid = LifecycleUid::parse(lifecycle_uid)
-        .map_err(|_| refuse("managerLifecycleUid must be a lifecycle token ^[a-z0-9]{26,32}$"))?;
-    let space =
-        SpaceName::parse(space).map_err(|e| refuse(format_args!("space: {}", e.message)))?;
-    let actor = ActorToken::parse(actor)
-        .map_err(|_| refuse("actor must be an owner-token-grammar actor ^[A-Za-z0-9_]{1,64}$"))?;
-    let request_id = RequestId::parse(request_id)
-        .ok_or_else(|| refuse("requestId must be a 22-64 character idempotency token"))?;
-
+    let coordinates = parse_coordinates(o, &|what| refuse(what))?;
     let prepare = operation == ManagerOperation::Prepare;
     if prepare && (o.contains_key("registrationProof") || o.contains_key("contractArtifacts")) {
         return Err(refuse(
@@ -557,17 +535,10 @@ fn parse(raw: &Value, allow_platform: bool) -> Result<ManagerAuthorityRequest, E
         None
     };
 
-    let identities = parse_identities(o.get("identities"))?;
+    let identities = parse_identities(o.get("identities"), &|what| refuse(what))?;
     Ok(ManagerAuthorityRequest {
         operation,
-        envelope: ManagerEnvelope {
-            space,
-            actor,
-            instance_id,
-            manager_lifecycle_uid,
-            request_id,
-            identities,
-        },
+        envelope: coordinates.with(identities),
         registration_proof,
         contract_artifacts,
         renewal,
@@ -708,22 +679,87 @@ fn parse_retirement(value: Option<&Value>, allow_platform: bool) -> Result<Retir
     })
 }
 
-fn parse_identities(value: Option<&Value>) -> Result<ManagerIdentities, EpError> {
+/// The coordinates every registered-manager request carries (manager-service authority, run,
+/// managed-agent requests), before its identities.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Coordinates {
+    pub space: SpaceName,
+    pub actor: ActorToken,
+    pub instance_id: InstanceId,
+    pub manager_lifecycle_uid: LifecycleUid,
+    pub request_id: RequestId,
+}
+
+impl Coordinates {
+    pub(crate) fn with(self, identities: ManagerIdentities) -> ManagerEnvelope {
+        ManagerEnvelope {
+            space: self.space,
+            actor: self.actor,
+            instance_id: self.instance_id,
+            manager_lifecycle_uid: self.manager_lifecycle_uid,
+            request_id: self.request_id,
+            identities,
+        }
+    }
+}
+
+/// Parses the shared coordinates in the reference's order: all five present and non-empty
+/// first, then each grammar. `refuse` words the refusal for the request being parsed (each
+/// door prefixes its own name).
+pub(crate) fn parse_coordinates(
+    o: &Map<String, Value>,
+    refuse: &dyn Fn(&str) -> EpError,
+) -> Result<Coordinates, EpError> {
+    let text = |key: &str| {
+        string(o, key)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| refuse(&format!("requires non-empty {key}")))
+    };
+    let (space, actor, instance_id, lifecycle_uid, request_id) = (
+        text("space")?,
+        text("actor")?,
+        text("instanceId")?,
+        text("managerLifecycleUid")?,
+        text("requestId")?,
+    );
+    let instance_id = InstanceId::parse(instance_id)
+        .map_err(|_| refuse("instanceId must be a lifecycle token ^[a-z0-9]{26,32}$"))?;
+    let manager_lifecycle_uid = LifecycleUid::parse(lifecycle_uid)
+        .map_err(|_| refuse("managerLifecycleUid must be a lifecycle token ^[a-z0-9]{26,32}$"))?;
+    let space = SpaceName::parse(space).map_err(|e| refuse(&format!("space: {}", e.message)))?;
+    let actor = ActorToken::parse(actor)
+        .map_err(|_| refuse("actor must be an owner-token-grammar actor ^[A-Za-z0-9_]{1,64}$"))?;
+    let request_id = RequestId::parse(request_id)
+        .ok_or_else(|| refuse("requestId must be a 22-64 character idempotency token"))?;
+    Ok(Coordinates {
+        space,
+        actor,
+        instance_id,
+        manager_lifecycle_uid,
+        request_id,
+    })
+}
+
+/// Parses `identities`: exactly the five names, each exactly `{ id }` with a user nkey.
+pub(crate) fn parse_identities(
+    value: Option<&Value>,
+    refuse: &dyn Fn(&str) -> EpError,
+) -> Result<ManagerIdentities, EpError> {
     let ids = value
         .and_then(Value::as_object)
         .ok_or_else(|| refuse("requires identities"))?;
     if ids.len() != IDENTITY_NAMES.len() || !IDENTITY_NAMES.iter().all(|n| ids.contains_key(*n)) {
-        return Err(refuse(format_args!(
+        return Err(refuse(&format!(
             "identities must contain exactly {}",
             IDENTITY_NAMES.join(", ")
         )));
     }
     let key = |name: &str| {
         let item = exactly(ids.get(name), &["id"])
-            .ok_or_else(|| refuse(format_args!("identities.{name} must be exactly {{ id }}")))?;
+            .ok_or_else(|| refuse(&format!("identities.{name} must be exactly {{ id }}")))?;
         string(item, "id")
             .and_then(UserKey::parse)
-            .ok_or_else(|| refuse(format_args!("identities.{name}.id must be a user nkey")))
+            .ok_or_else(|| refuse(&format!("identities.{name}.id must be a user nkey")))
     };
     Ok(ManagerIdentities {
         supervisor: key("supervisor")?,

@@ -11,10 +11,8 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::journal::{FencingToken, RunEpoch, RunId};
 use crate::manager::{
-    AccountKey, ManagerEnvelope, ManagerIdentities, RegistrationProof, RequestId, UserKey,
-    IDENTITY_NAMES,
+    parse_coordinates, parse_identities, AccountKey, ManagerEnvelope, RegistrationProof, UserKey,
 };
-use crate::names::{ActorToken, InstanceId, LifecycleUid, SpaceName};
 use crate::profiles::TakeoverId as ReplayTakeover;
 use crate::stored::{self, safe_uint};
 
@@ -328,32 +326,11 @@ fn parse_registered(o: &Map<String, Value>, kind: &str) -> Result<RegisteredRun,
             "must carry {{ v: 1, kind: \"{kind}\" }}"
         )));
     }
-    let text = |key: &str| {
-        string(o, key)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| refuse(format_args!("requires non-empty {key}")))
-    };
-    let (space, actor, instance_id, lifecycle_uid, request_id) = (
-        text("space")?,
-        text("actor")?,
-        text("instanceId")?,
-        text("managerLifecycleUid")?,
-        text("requestId")?,
-    );
-    let instance_id = InstanceId::parse(instance_id)
-        .map_err(|_| refuse("instanceId must be a lifecycle token ^[a-z0-9]{26,32}$"))?;
-    let manager_lifecycle_uid = LifecycleUid::parse(lifecycle_uid)
-        .map_err(|_| refuse("managerLifecycleUid must be a lifecycle token ^[a-z0-9]{26,32}$"))?;
-    let space =
-        SpaceName::parse(space).map_err(|e| refuse(format_args!("space: {}", e.message)))?;
-    let actor = ActorToken::parse(actor)
-        .map_err(|_| refuse("actor must be an owner-token-grammar actor ^[A-Za-z0-9_]{1,64}$"))?;
-    let request_id = RequestId::parse(request_id)
-        .ok_or_else(|| refuse("requestId must be a 22-64 character idempotency token"))?;
+    let coordinates = parse_coordinates(o, &|what| refuse(what))?;
     let registration_proof = string(o, "registrationProof")
         .and_then(RegistrationProof::parse)
         .ok_or_else(|| refuse("requires a sha256 registrationProof"))?;
-    let identities = parse_identities(o.get("identities"))?;
+    let identities = parse_identities(o.get("identities"), &|what| refuse(what))?;
     let account_public_key = string(o, "accountPublicKey")
         .and_then(AccountKey::parse)
         .ok_or_else(|| refuse("requires an account public key"))?;
@@ -362,45 +339,9 @@ fn parse_registered(o: &Map<String, Value>, kind: &str) -> Result<RegisteredRun,
         .and_then(stored::safe_uint)
         .ok_or_else(|| refuse("requires a non-negative processEpoch"))?;
     Ok(RegisteredRun {
-        envelope: ManagerEnvelope {
-            space,
-            actor,
-            instance_id,
-            manager_lifecycle_uid,
-            request_id,
-            identities,
-        },
+        envelope: coordinates.with(identities),
         registration_proof,
         account_public_key,
         process_epoch: ProcessEpoch(process_epoch),
-    })
-}
-
-fn parse_identities(value: Option<&Value>) -> Result<ManagerIdentities, EpError> {
-    let ids = value
-        .and_then(Value::as_object)
-        .ok_or_else(|| refuse("requires identities"))?;
-    if ids.len() != IDENTITY_NAMES.len() || !IDENTITY_NAMES.iter().all(|n| ids.contains_key(*n)) {
-        return Err(refuse(format_args!(
-            "identities must contain exactly {}",
-            IDENTITY_NAMES.join(", ")
-        )));
-    }
-    let key = |name: &str| {
-        exactly(ids.get(name), &["id"])
-            .and_then(|item| string(item, "id"))
-            .and_then(UserKey::parse)
-            .ok_or_else(|| {
-                refuse(format_args!(
-                    "identities.{name} must be exactly {{ id }} with a user nkey"
-                ))
-            })
-    };
-    Ok(ManagerIdentities {
-        supervisor: key("supervisor")?,
-        executor: key("executor")?,
-        serve: key("serve")?,
-        goal_writer: key("goalWriter")?,
-        session_ledger: key("sessionLedger")?,
     })
 }
