@@ -16,7 +16,7 @@ use crate::issuance::{
     CommitSibling, FinalizeServeMint, GateObservation, GateRef, Release, ServeCredential,
     ServeGrant,
 };
-use crate::jwt::{self, Creds, UnixSeconds, UserNats, Validity};
+use crate::jwt::{self, Creds, UnixSeconds};
 use crate::ledger::LedgerRow;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, CredentialId, SourceMember};
@@ -83,18 +83,8 @@ pub fn prepare_user(
     holder: &Holder,
     now: UnixSeconds,
 ) -> Result<Prepared, EpError> {
-    let exp = now.0.checked_add(profile.ttl_seconds).ok_or_else(|| {
-        EpError::bad_request("the credential's expiry overflows the unix-seconds range")
-    })?;
-    let nats = UserNats {
-        permissions: profile.permissions.clone(),
-        tags: profile.tags.clone(),
-        ..UserNats::default()
-    };
-    let validity = Validity {
-        issued_at: now,
-        expires_at: Some(UnixSeconds(exp)),
-    };
+    let (nats, validity) = profile.claims(now)?;
+    let exp = validity.expires_at.map_or(now.0, |e| e.0);
     let (jwt, creds) = match holder {
         Holder::PublicKey(user) => (
             jwt::user_jwt(signer, account, user, profile.name, &nats, validity)?,

@@ -31,7 +31,7 @@ use sha2::{Digest as _, Sha256};
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::issuance::ServeGrant;
-use crate::jwt::{Permission, Permissions};
+use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity};
 use crate::names::{
     admission_bucket, auth_bucket, contract_stream, records_bucket, space_prefix, ActorToken,
     CommandToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
@@ -94,6 +94,43 @@ pub struct Profile {
     /// `owner:<o>`, `actor:<a>`, `principal:<o>.<a>`, in that order.
     pub tags: Vec<String>,
     pub ttl_seconds: u64,
+}
+
+impl Profile {
+    /// The JWT claims this profile carries when issued at `now`: its permissions and tags, valid
+    /// for its lifetime. The expiry is `validity.expires_at`.
+    pub fn claims(&self, now: UnixSeconds) -> Result<(UserNats, Validity), EpError> {
+        let exp = now.0.checked_add(self.ttl_seconds).ok_or_else(|| {
+            EpError::bad_request("the credential's expiry overflows the unix-seconds range")
+        })?;
+        let nats = UserNats {
+            permissions: self.permissions.clone(),
+            tags: self.tags.clone(),
+            ..UserNats::default()
+        };
+        let validity = Validity {
+            issued_at: now,
+            expires_at: Some(UnixSeconds(exp)),
+        };
+        Ok((nats, validity))
+    }
+
+    /// Signs this profile as a JWT for the caller-held `user` nkey in `account`, issued at
+    /// `now`. Returns the JWT and its expiry (unix seconds).
+    pub fn sign_for(
+        &self,
+        signer: &nkeys::KeyPair,
+        account: &str,
+        user: &str,
+        now: UnixSeconds,
+    ) -> Result<(String, u64), EpError> {
+        let (nats, validity) = self.claims(now)?;
+        let exp = validity.expires_at.map_or(now.0, |e| e.0);
+        Ok((
+            jwt::user_jwt(signer, account, user, self.name, &nats, validity)?,
+            exp,
+        ))
+    }
 }
 
 /// The identity tags every minted user JWT carries, so a connection is attributable from CONNZ.

@@ -27,7 +27,7 @@ use crate::error::EpError;
 use crate::gate::{GateState, ProcessEpoch};
 use crate::issuance::{observe_gate, GateObservation, GateRef, ServeGrant};
 use crate::journal;
-use crate::jwt::{self, UnixSeconds, UserNats, Validity};
+use crate::jwt::UnixSeconds;
 use crate::machine::{Ctx, Halt, Script};
 use crate::manager::{
     check_current_registration, constant_time_eq, current_registration_proof, registration_proof,
@@ -432,26 +432,7 @@ fn sign(
     user: &UserKey,
     now: UnixSeconds,
 ) -> Result<IssuedCredential, EpError> {
-    let exp = now.0.checked_add(profile.ttl_seconds).ok_or_else(|| {
-        EpError::bad_request("the credential's expiry overflows the unix-seconds range")
-    })?;
-    let nats = UserNats {
-        permissions: profile.permissions.clone(),
-        tags: profile.tags.clone(),
-        ..UserNats::default()
-    };
-    let validity = Validity {
-        issued_at: now,
-        expires_at: Some(UnixSeconds(exp)),
-    };
-    let jwt = jwt::user_jwt(
-        &host.signer,
-        host.account.as_str(),
-        user.as_str(),
-        profile.name,
-        &nats,
-        validity,
-    )?;
+    let (jwt, exp) = profile.sign_for(&host.signer, host.account.as_str(), user.as_str(), now)?;
     Ok(IssuedCredential { jwt, exp })
 }
 

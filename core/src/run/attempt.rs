@@ -24,7 +24,7 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::issuance::GateObservation;
 use crate::journal::{FencingToken, RunEpoch, RunId};
-use crate::jwt::{self, UnixSeconds, UserNats, Validity};
+use crate::jwt::UnixSeconds;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{EndpointName, OwnerToken, Principal};
 use crate::profiles::{
@@ -445,19 +445,7 @@ fn sign(
     user: &str,
     now: UnixSeconds,
 ) -> Result<IssuedJwt, EpError> {
-    let exp = now.0.checked_add(profile.ttl_seconds).ok_or_else(|| {
-        EpError::bad_request("the credential's expiry overflows the unix-seconds range")
-    })?;
-    let nats = UserNats {
-        permissions: profile.permissions.clone(),
-        tags: profile.tags.clone(),
-        ..UserNats::default()
-    };
-    let validity = Validity {
-        issued_at: now,
-        expires_at: Some(UnixSeconds(exp)),
-    };
-    let jwt = jwt::user_jwt(signer, account, user, profile.name, &nats, validity)?;
+    let (jwt, exp) = profile.sign_for(signer, account, user, now)?;
     Ok(IssuedJwt { jwt, exp })
 }
 
