@@ -188,22 +188,8 @@ impl Ctx<'_> {
         S: Script,
         S::Output: Send + Sync + 'static,
     {
-        match self.frame.entries.get(self.cursor) {
-            Some(Entry::Returned(memo)) => {
-                let output = Arc::clone(memo).downcast::<S::Output>().map_err(|_| {
-                    diverged(self.cursor, &"a sub-script of another type", &"a memo")
-                })?;
-                self.cursor += 1;
-                return Ok(output);
-            }
-            Some(Entry::Failed(error)) => {
-                self.cursor += 1;
-                return Err(Halt::Fail(error.clone()));
-            }
-            Some(io @ Entry::Io(..)) => {
-                return Err(diverged(self.cursor, &"a sub-script call", io));
-            }
-            None => {}
+        if let Some(memo) = self.memo("a sub-script call") {
+            return memo;
         }
         let child = self.frame.child.get_or_insert_with(Box::default);
         let outcome = script.run(&mut Ctx {
@@ -220,6 +206,20 @@ impl Ctx<'_> {
         // Read the memo back through the replay path, so a live run and a replay return the
         // very same value.
         self.call(script)
+    }
+
+    /// The recorded end of the memoized step at the cursor (`what`), if an earlier run of this
+    /// script already finished it; `None` when the step has not run yet.
+    fn memo<T: Send + Sync + 'static>(&mut self, what: &str) -> Option<Result<Arc<T>, Halt>> {
+        let result = match self.frame.entries.get(self.cursor)? {
+            Entry::Returned(memo) => Arc::clone(memo)
+                .downcast::<T>()
+                .map_err(|_| diverged(self.cursor, &format!("{what} of another type"), &"a memo")),
+            Entry::Failed(error) => Err(Halt::Fail(error.clone())),
+            io @ Entry::Io(..) => return Some(Err(diverged(self.cursor, &what, io))),
+        };
+        self.cursor += 1;
+        Some(result)
     }
 
     /// [`Ctx::call`] for a closure: runs `step` as a memoized sub-script. Use it around steps
@@ -241,26 +241,8 @@ impl Ctx<'_> {
         T: Send + Sync + 'static,
         F: FnOnce() -> Result<T, EpError>,
     {
-        match self.frame.entries.get(self.cursor) {
-            Some(Entry::Returned(memo)) => {
-                let output = Arc::clone(memo).downcast::<T>().map_err(|_| {
-                    diverged(
-                        self.cursor,
-                        &"a memoized computation of another type",
-                        &"a memo",
-                    )
-                })?;
-                self.cursor += 1;
-                return Ok(output);
-            }
-            Some(Entry::Failed(error)) => {
-                self.cursor += 1;
-                return Err(Halt::Fail(error.clone()));
-            }
-            Some(io @ Entry::Io(..)) => {
-                return Err(diverged(self.cursor, &"a memoized computation", io));
-            }
-            None => {}
+        if let Some(memo) = self.memo("a memoized computation") {
+            return memo;
         }
         let (entry, result) = match compute() {
             Ok(output) => {
