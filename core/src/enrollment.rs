@@ -361,7 +361,7 @@ impl PrepareRetirementRequest {
             })
         };
         let (owner, actor, uid) = (field("owner")?, field("actor")?, field("lifecycleUid")?);
-        if !crate::actors::row::is_derived_owner(owner) {
+        if !crate::names::DerivedOwner::is_derived(owner) {
             return Err(refuse(
                 what,
                 format!("target owner {owner:?} is not a derived owner (u_ + 26 base32 chars)"),

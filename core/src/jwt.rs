@@ -731,27 +731,7 @@ impl GoObject {
 
 /// RFC 4648 base32 (`A–Z2–7`) without padding, as Go's `base32.StdEncoding.WithPadding(NoPadding)`.
 fn base32_nopad(bytes: &[u8]) -> String {
-    let symbol = |v: u32| -> char {
-        // v < 32 by construction; the match keeps the mapping total without indexing.
-        match v {
-            0..=25 => char::from(b'A' + v as u8),
-            _ => char::from(b'2' + (v as u8 & 31).saturating_sub(26)),
-        }
-    };
-    let mut out = String::with_capacity((bytes.len() * 8).div_ceil(5));
-    let (mut buffer, mut bits) = (0u32, 0u32);
-    for &b in bytes {
-        buffer = ((buffer << 8) | u32::from(b)) & 0xFFFF;
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(symbol((buffer >> bits) & 31));
-        }
-    }
-    if bits > 0 {
-        out.push(symbol((buffer << (5 - bits)) & 31));
-    }
-    out
+    data_encoding::BASE32_NOPAD.encode(bytes)
 }
 
 // ---------------------------------------------------------------------------------------------

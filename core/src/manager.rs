@@ -10,8 +10,10 @@
 
 use std::fmt;
 
+use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
-use sha2::{Digest as _, Sha256};
+use sha2::Sha256;
+use subtle::ConstantTimeEq;
 
 use crate::canon::Digest;
 use crate::error::EpError;
@@ -26,40 +28,23 @@ use crate::stored::{self, ObjectWriter};
 
 // ---- HMAC and constant-time comparison ------------------------------------------------------
 
-const BLOCK: usize = 64;
-
-/// HMAC-SHA256 (RFC 2104): `H((K ^ opad) || H((K ^ ipad) || m))`, a key longer than the block
-/// first hashed. `parts` are concatenated as the message, so a domain prefix needs no copy.
+/// HMAC-SHA256 (RFC 2104) of the concatenated `parts` under `key`; the parts are fed in order,
+/// so a domain prefix needs no copy.
 pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    let mut block = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        for (b, k) in block.iter_mut().zip(Sha256::digest(key)) {
-            *b = k;
-        }
-    } else {
-        for (b, k) in block.iter_mut().zip(key) {
-            *b = *k;
-        }
-    }
-    let mut inner = Sha256::new();
-    inner.update(block.map(|b| b ^ 0x36));
+    // HMAC accepts a key of any length (a long one is hashed first), so `new_from_slice`
+    // cannot fail; the fallback is a fixed key only to keep the function total.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| <Hmac<Sha256> as Mac>::new(&Default::default()));
     for part in parts {
-        inner.update(part);
+        mac.update(part);
     }
-    let mut outer = Sha256::new();
-    outer.update(block.map(|b| b ^ 0x5c));
-    outer.update(inner.finalize());
-    outer.finalize().into()
+    mac.finalize().into_bytes().into()
 }
 
-/// Equality whose time does not depend on where the inputs differ: every byte is XOR-folded
-/// into one accumulator. A length mismatch is simply unequal (the reference's `timingSafeEqual`
-/// throws there; the lengths of proofs are public anyway).
+/// Equality whose time does not depend on where the inputs differ. A length mismatch is simply
+/// unequal (the reference's `timingSafeEqual` throws there; the lengths of proofs are public).
 pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    a.ct_eq(b).into()
 }
 
 /// The host secret keying the current-registration proof: the data account's signing seed as

@@ -8,6 +8,8 @@
 
 use std::fmt;
 
+use sha2::Digest as _;
+
 use crate::error::EpError;
 
 /// Longest prefix of an offending value quoted in a refusal, so a hostile megabyte input cannot
@@ -229,16 +231,68 @@ impl OwnerToken {
     /// Real owners are `local`, a user `u_<26 base32>` or a platform owner `p_<26 base32>`
     /// (base32 = `[a-z2-7]`); anything else is well-formed but was issued by no authority.
     pub fn is_real_owner(&self) -> bool {
-        let b32 = |r: &str| {
-            r.len() == 26
-                && r.chars()
-                    .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c))
-        };
         let s = self.0.as_str();
-        s == "local"
-            || s.strip_prefix("u_")
-                .or(s.strip_prefix("p_"))
-                .is_some_and(b32)
+        s == "local" || DerivedOwner::is_derived(s) || has_owner_digest(s, PLATFORM_OWNER_PREFIX)
+    }
+
+    /// This owner as a derived user owner, when it is one.
+    pub fn as_derived(&self) -> Option<DerivedOwner> {
+        DerivedOwner::is_derived(&self.0).then(|| DerivedOwner(self.clone()))
+    }
+}
+
+const USER_OWNER_PREFIX: &str = "u_";
+const PLATFORM_OWNER_PREFIX: &str = "p_";
+/// Base32 digits of the key digest an owner token carries after its prefix.
+const OWNER_DIGEST_LEN: usize = 26;
+
+/// `prefix` followed by exactly [`OWNER_DIGEST_LEN`] lower-case RFC 4648 base32 digits.
+fn has_owner_digest(s: &str, prefix: &str) -> bool {
+    s.strip_prefix(prefix).is_some_and(|digest| {
+        digest.len() == OWNER_DIGEST_LEN
+            && digest
+                .bytes()
+                .all(|c| c.is_ascii_lowercase() || (b'2'..=b'7').contains(&c))
+    })
+}
+
+/// A derived user owner: `u_` + the first 26 lower-case RFC 4648 base32 digits of SHA-256 over
+/// the user's public key. Ledger rows, bearers and run callers belong to such owners only, and
+/// this is the one place that derives or recognizes one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DerivedOwner(OwnerToken);
+
+impl DerivedOwner {
+    /// The owner a user public key (an nkey's text) derives.
+    pub fn derive_from_user_key(public_key: &str) -> DerivedOwner {
+        let digest = sha2::Sha256::digest(public_key.as_bytes());
+        let mut b32 = data_encoding::BASE32_NOPAD.encode(&digest);
+        b32.truncate(OWNER_DIGEST_LEN);
+        b32.make_ascii_lowercase();
+        DerivedOwner(OwnerToken(format!("{USER_OWNER_PREFIX}{b32}")))
+    }
+
+    /// Whether `owner` has the derived-owner shape `u_<26 base32>`.
+    pub fn is_derived(owner: &str) -> bool {
+        has_owner_digest(owner, USER_OWNER_PREFIX)
+    }
+
+    pub fn owner(&self) -> &OwnerToken {
+        &self.0
+    }
+
+    pub fn into_owner(self) -> OwnerToken {
+        self.0
+    }
+
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl fmt::Display for DerivedOwner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -664,6 +718,19 @@ mod tests {
             v /= 36;
         }
         assert_eq!(LifecycleUid::mint(e).as_str(), format!("{s:0>26}"));
+    }
+
+    #[test]
+    fn a_derived_owner_is_u_plus_26_base32_of_the_key_digest() {
+        // Python: "u_" + base64.b32encode(sha256(b"UABC")).lower()[:26]
+        let owner = DerivedOwner::derive_from_user_key("UABC");
+        assert_eq!(owner.as_str(), "u_hkfd7hzmzykve4ctzwp3634hzk");
+        assert!(DerivedOwner::is_derived(owner.as_str()));
+        assert!(owner.owner().is_real_owner());
+        assert_eq!(owner.owner().as_derived(), Some(owner.clone()));
+        assert!(OwnerToken::local().as_derived().is_none());
+        let platform = OwnerToken::parse("p_234567abcdefghijklmnopqrst").unwrap();
+        assert!(platform.is_real_owner() && platform.as_derived().is_none());
     }
 
     #[test]

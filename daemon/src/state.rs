@@ -7,9 +7,8 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use cotal_core::names::{InstanceId, OpId, OwnerToken};
+use cotal_core::names::{DerivedOwner, InstanceId, OpId, OwnerToken};
 use nkeys::KeyPair;
-use sha2::{Digest as _, Sha256};
 
 /// The discovery file a ready plane writes and every exit removes.
 pub const DISCOVERY_FILE: &str = "auth-service.json";
@@ -103,35 +102,12 @@ pub fn load_or_create(dir: &Path) -> Result<Identity, String> {
         }
     };
     let serve_key = pair.public_key();
-    let owner = OwnerToken::parse(&owner_for(&serve_key))
-        .map_err(|e| format!("derived an invalid owner token: {e}"))?;
+    let owner = DerivedOwner::derive_from_user_key(&serve_key).into_owner();
     Ok(Identity {
         serve_key,
         instance,
         owner,
     })
-}
-
-/// `u_` + the first 26 RFC 4648 base32 digits (lower case) of SHA-256 over the public key.
-fn owner_for(public_key: &str) -> String {
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let hash = Sha256::digest(public_key.as_bytes());
-    let mut out = String::from("u_");
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for byte in hash.iter() {
-        if out.len() == 28 {
-            break;
-        }
-        acc = (acc << 8) | u32::from(*byte);
-        bits += 8;
-        while bits >= 5 && out.len() < 28 {
-            bits -= 5;
-            let digit = ((acc >> bits) & 31) as usize;
-            out.push(char::from(ALPHABET.get(digit).copied().unwrap_or(b'a')));
-        }
-        acc &= (1 << bits) - 1;
-    }
-    out
 }
 
 /// Where the discovery file of `dir` lives.
@@ -149,22 +125,5 @@ pub fn remove_discovery_if_ours(path: &Path) {
         == Some(u64::from(std::process::id()));
     if ours {
         let _ = fs::remove_file(path);
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
-mod tests {
-    #[test]
-    fn owner_token_is_u_plus_26_base32() {
-        let owner = super::owner_for("UABC");
-        assert_eq!(owner.len(), 28);
-        assert!(owner.starts_with("u_"));
-        assert!(owner[2..]
-            .bytes()
-            .all(|b| matches!(b, b'a'..=b'z' | b'2'..=b'7')));
-        assert!(cotal_core::names::OwnerToken::parse(&owner)
-            .unwrap()
-            .is_real_owner());
     }
 }

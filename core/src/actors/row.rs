@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::EpError;
-use crate::names::{ActorToken, LifecycleUid, OwnerToken, Principal};
+use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal};
 use crate::stored::push_json_string;
 
 /// The only row version.
@@ -71,15 +71,6 @@ fn is_token_hash(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// A derived user owner: `u_` + 26 base32 (`[a-z2-7]`). Ledger rows belong to users only.
-pub fn is_derived_owner(owner: &str) -> bool {
-    owner.strip_prefix("u_").is_some_and(|b| {
-        b.len() == 26
-            && b.bytes()
-                .all(|c| c.is_ascii_lowercase() || (b'2'..=b'7').contains(&c))
-    })
 }
 
 /// Checks a policy channel pattern: dot-separated NATS-safe tokens (`[A-Za-z0-9_-]`), `*`, or
@@ -160,14 +151,14 @@ impl ActorRow {
             RowSpace::Interactive => "grantActor",
             RowSpace::Managed => "grantManagedActor",
         };
-        if !is_derived_owner(self.owner.as_str()) {
+        if !DerivedOwner::is_derived(self.owner.as_str()) {
             return Err(format!(
                 "{who}: owner {:?} is not a derived owner (u_ + 26 base32 chars)",
                 self.owner.as_str()
             ));
         }
         if let Some(parent) = &self.parent {
-            if !is_derived_owner(parent.owner().as_str()) {
+            if !DerivedOwner::is_derived(parent.owner().as_str()) {
                 return Err(format!(
                     "{who}: parent {:?} is not a principal (<u_owner>.<actor>)",
                     parent.key()
@@ -300,7 +291,7 @@ impl ActorRow {
             ));
         }
         let owner = req_str(&map, "owner")?;
-        if !is_derived_owner(owner) {
+        if !DerivedOwner::is_derived(owner) {
             return Err(format!(
                 "actor grant owner {owner:?} is not a derived owner (u_ + 26 base32 chars)"
             ));

@@ -104,14 +104,6 @@ pub(crate) fn require_supervise(host: &HostAuthority, what: &str) -> Result<(), 
     }
 }
 
-/// A derived user owner `u_<26 base32>`.
-pub(crate) fn is_derived_owner(owner: &OwnerToken) -> bool {
-    owner
-        .as_str()
-        .strip_prefix("u_")
-        .is_some_and(|b| b.len() == 26 && b.bytes().all(|c| matches!(c, b'a'..=b'z' | b'2'..=b'7')))
-}
-
 /// An admission forward whose manager, gate and subject were authenticated. Only
 /// [`AuthorizeRunAdmission`] makes one.
 #[derive(Debug, Clone)]
@@ -234,7 +226,7 @@ impl Script for AdmitRun {
             .into());
         }
         let s = &a.subject;
-        if is_derived_owner(&s.owner) && s.owner != a.host.owner {
+        if s.owner.as_derived().is_some() && s.owner != a.host.owner {
             return Err(EpError::permission_denied(
                 "a user's run is admitted only on the participant manager that user registered",
             )

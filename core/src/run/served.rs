@@ -20,7 +20,6 @@ use crate::machine::{Ctx, Halt};
 use crate::names::{keys, CommandToken, EndpointName, InstanceId, OwnerToken, SpaceName};
 use crate::service::{self, RecordRead, ServiceSpec};
 
-use super::admit::is_derived_owner;
 use super::issued::IssuedEvidence;
 use super::observed::{ObservedRunRequest, RunRequestOperation};
 use super::subject::{parse_request_subject, RequestSubject, Route};
@@ -278,7 +277,7 @@ pub fn authorize_served_caller(
         return Err(unrunnable());
     }
     let s = &call.subject;
-    if is_derived_owner(&s.owner) && s.owner != call.run_owner {
+    if s.owner.as_derived().is_some() && s.owner != call.run_owner {
         return Err(EpError::permission_denied(
             "a user resumes only a run admitted for that user and answers only on the \
              participant manager that user registered",

@@ -9,7 +9,9 @@
 use std::fmt;
 
 use cotal_core::jwt::UnixSeconds;
-use cotal_core::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
+use cotal_core::names::{
+    ActorToken, DerivedOwner, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
+};
 use cotal_core::EpError;
 use jsonwebtoken::{Algorithm, Header};
 use serde_json::{json, Map, Value};
@@ -185,14 +187,14 @@ impl BearerAct {
 
     /// The rules a claim must keep beyond its field types; `Err` says which one it broke.
     fn check(&self) -> Result<(), String> {
-        if !is_derived_owner(self.owner.as_str()) {
+        if !DerivedOwner::is_derived(self.owner.as_str()) {
             return Err(format!(
                 "act.owner {} is not a derived owner (u_ + 26 base32 chars [a-z2-7])",
                 quote(self.owner.as_str())
             ));
         }
         if let Some(parent) = &self.parent {
-            if !is_derived_owner(parent.owner().as_str()) {
+            if !DerivedOwner::is_derived(parent.owner().as_str()) {
                 return Err(format!(
                     "act.parent {} does not name a derived owner",
                     quote(&parent.key())
@@ -417,17 +419,6 @@ fn string_list(v: &Value) -> Option<Vec<String>> {
         .iter()
         .map(|s| s.as_str().map(str::to_owned))
         .collect()
-}
-
-/// `^u_[a-z2-7]{26}$`: the owner the IdP bridge derives. It is disjoint from nkeys and from
-/// `local`, so no other kind of owner can ride a bearer.
-fn is_derived_owner(s: &str) -> bool {
-    s.strip_prefix("u_").is_some_and(|b32| {
-        b32.len() == 26
-            && b32
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c))
-    })
 }
 
 /// A freshly minted bearer.
