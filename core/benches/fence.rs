@@ -23,7 +23,7 @@ use cotal_core::issuance::{
 };
 use cotal_core::kv::{KvRequest, Store};
 use cotal_core::ledger::LedgerRow;
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::names::{
     ActorToken, CredentialId, EndpointName, InstanceId, OpId, OwnerToken, Principal, SourceMember,
     SpaceName,
@@ -55,13 +55,13 @@ fn fixture() -> Result<(ModelWorld, GateRef, Principal), EpError> {
     let op = OpId::mint([1; 20]);
     let g = gate.clone();
     let observed = drive(
-        &mut Run::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
+        &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
         &mut world,
     )?
     .ok_or_else(|| EpError::internal("gate missing"))?;
     let (g, o) = (gate.clone(), op.clone());
     let token = drive(
-        &mut Run::new(Proc(move |cx: &mut Ctx<'_>| {
+        &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| {
             barrier::freeze(cx, &g, &o, &observed)
         })),
         &mut world,
@@ -151,7 +151,7 @@ fn main() -> Result<(), EpError> {
     let (sibling, sibling_steps) = measure(|i| {
         let g = gate.clone();
         let observed = drive(
-            &mut Run::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
+            &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
             &mut world,
         )
         .ok()
@@ -226,7 +226,7 @@ fn barrier_over(rows: usize) -> Result<f64, EpError> {
     for i in 0..rows {
         let g = gate.clone();
         let now = drive(
-            &mut Run::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
+            &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g))),
             &mut world,
         )?
         .ok_or_else(|| EpError::internal("gate missing"))?;
@@ -247,7 +247,7 @@ fn barrier_over(rows: usize) -> Result<f64, EpError> {
     let start = Instant::now();
     let (g, o) = (gate.clone(), op.clone());
     let finished = drive(
-        &mut Run::new(Proc(move |cx: &mut Ctx<'_>| {
+        &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| {
             let observed =
                 observe_gate(cx, &g)?.ok_or_else(|| EpError::internal("gate missing"))?;
             let token = barrier::freeze(cx, &g, &o, &observed)?

@@ -82,7 +82,7 @@ pub fn assert_name_authority(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::machine::{Run, Script};
+    use crate::machine::{Replay, Script};
 
     struct Ask(SelfAuthority, &'static str, &'static str);
 
@@ -101,7 +101,7 @@ mod tests {
             owner: OwnerToken::parse("u_aaaaaaaaaaaaaaaaaaaaaaaaaa").unwrap(),
         };
         let mut world = crate::driver::ModelWorld::default();
-        crate::driver::drive(&mut Run::new(Ask(authority, name, owner)), &mut world)
+        crate::driver::drive(&mut Replay::new(Ask(authority, name, owner)), &mut world)
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::gate::{Coordinates, EndpointGate, GateOp, GateState};
 use crate::issuance::{observe_gate, GateObservation, GateRef};
 use crate::kv::{KvOutcome, KvRequest, Revision, Store};
 use crate::ledger::{self, CredState, LedgerRow, Revocation};
-use crate::machine::{Ctx, Halt, Run, Script};
+use crate::machine::{Ctx, Halt, Replay, Script};
 use crate::names::OpId;
 
 /// The gate revision a winning freeze produced: the fencing token the reopen is pinned to.
@@ -37,8 +37,8 @@ pub struct FreezeGate {
 }
 
 impl FreezeGate {
-    pub fn machine(gate: GateRef, op_id: OpId, observed: GateObservation) -> Run<Self> {
-        Run::new(FreezeGate {
+    pub fn machine(gate: GateRef, op_id: OpId, observed: GateObservation) -> Replay<Self> {
+        Replay::new(FreezeGate {
             gate,
             op_id,
             observed,
@@ -123,8 +123,8 @@ impl ReopenGate {
         op_id: OpId,
         token: FreezeToken,
         successor: Coordinates,
-    ) -> Run<Self> {
-        Run::new(ReopenGate {
+    ) -> Replay<Self> {
+        Replay::new(ReopenGate {
             gate,
             op_id,
             token,

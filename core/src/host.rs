@@ -28,7 +28,7 @@ use crate::gate::{GateState, ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
 use crate::kv::Store;
 use crate::ledger;
-use crate::machine::{Ctx, Effect, Halt, Machine, Observation, Run, Script, Step};
+use crate::machine::{Ctx, Effect, Halt, Machine, Observation, Replay, Script, Step};
 use crate::names::{ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
 use crate::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use crate::service::ServiceSpec;
@@ -358,7 +358,7 @@ pub struct AwaitHostFence {
 
 #[derive(Debug)]
 enum Phase {
-    Reading(Box<Run<ObserveHostGate>>),
+    Reading(Box<Replay<ObserveHostGate>>),
     Sleeping,
     Done,
 }
@@ -366,7 +366,9 @@ enum Phase {
 impl Phase {
     /// A fresh leader read of the gate.
     fn read(gate: &GateRef) -> Phase {
-        Phase::Reading(Box::new(Run::new(ObserveHostGate { gate: gate.clone() })))
+        Phase::Reading(Box::new(Replay::new(ObserveHostGate {
+            gate: gate.clone(),
+        })))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::gate::{
 };
 use crate::kv::{KvOutcome, KvRequest, Revision, Store};
 use crate::ledger::{self, LedgerRow};
-use crate::machine::{Ctx, Halt, Run, Script};
+use crate::machine::{Ctx, Halt, Replay, Script};
 use crate::names::{
     keys, ActorToken, CredentialId, EndpointName, InstanceId, OwnerToken, Principal, SourceMember,
     SpaceName,
@@ -101,8 +101,8 @@ pub struct ProvisionGate {
 }
 
 impl ProvisionGate {
-    pub fn machine(gate: GateRef, principal: Principal) -> Run<Self> {
-        Run::new(ProvisionGate { gate, principal })
+    pub fn machine(gate: GateRef, principal: Principal) -> Replay<Self> {
+        Replay::new(ProvisionGate { gate, principal })
     }
 }
 
@@ -166,8 +166,8 @@ pub struct FinalizeServeMint {
 }
 
 impl FinalizeServeMint {
-    pub fn machine(gate: GateRef, grant: ServeGrant, credential: ServeCredential) -> Run<Self> {
-        Run::new(FinalizeServeMint {
+    pub fn machine(gate: GateRef, grant: ServeGrant, credential: ServeCredential) -> Replay<Self> {
+        Replay::new(FinalizeServeMint {
             gate,
             grant,
             credential,
@@ -289,8 +289,8 @@ pub struct CommitSibling {
 }
 
 impl CommitSibling {
-    pub fn machine(gate: GateRef, observed: GateObservation, row: LedgerRow) -> Run<Self> {
-        Run::new(CommitSibling {
+    pub fn machine(gate: GateRef, observed: GateObservation, row: LedgerRow) -> Replay<Self> {
+        Replay::new(CommitSibling {
             gate,
             observed,
             row,

@@ -5,7 +5,7 @@
 //! adapter, the simulator) execute effects and feed the outcomes back.
 //!
 //! Most machines here are written as a [`Script`]: straight-line code over a [`Ctx`] whose
-//! effect calls either return a recorded observation or suspend the script. [`Run`] re-runs the
+//! effect calls either return a recorded observation or suspend the script. [`Replay`] re-runs the
 //! script from the top with every observation so far each time one arrives. Because scripts are
 //! pure functions of their inputs and observations, a re-run takes exactly the same path, so the
 //! fence logic reads top to bottom like the rules it keeps while staying fully sans-IO. A re-run
@@ -87,8 +87,23 @@ pub trait Machine {
     fn step(&mut self, observation: Option<Observation>) -> Step<Self::Output>;
 }
 
-/// A closure as a [`Script`], for [`Ctx::sub`].
-struct Closure<F>(F);
+/// A closure as a [`Script`]: what [`script`] makes and [`Ctx::sub`] runs.
+pub struct Closure<F>(F);
+
+impl<F> fmt::Debug for Closure<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Closure(..)")
+    }
+}
+
+/// Straight-line code as a [`Script`], so a one-off machine needs no named type:
+/// `Replay::new(script(|cx| observe_gate(cx, &gate)))`.
+pub fn script<T, F>(body: F) -> Closure<F>
+where
+    F: Fn(&mut Ctx<'_>) -> Result<T, Halt>,
+{
+    Closure(body)
+}
 
 impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Closure<F> {
     type Output = T;
@@ -318,7 +333,7 @@ pub trait Script {
 
 /// Runs a [`Script`] as a [`Machine`] by replaying it over the observations so far.
 #[derive(Debug)]
-pub struct Run<S> {
+pub struct Replay<S> {
     script: S,
     frame: Frame,
     /// Every effect with its observation, in order, across all frames (for tracing).
@@ -327,9 +342,9 @@ pub struct Run<S> {
     finished: bool,
 }
 
-impl<S: Script> Run<S> {
+impl<S: Script> Replay<S> {
     pub fn new(script: S) -> Self {
-        Run {
+        Replay {
             script,
             frame: Frame::default(),
             log: Vec::new(),
@@ -349,7 +364,7 @@ impl<S: Script> Run<S> {
     }
 }
 
-impl<S: Script> Machine for Run<S> {
+impl<S: Script> Machine for Replay<S> {
     type Output = S::Output;
 
     fn step(&mut self, observation: Option<Observation>) -> Step<S::Output> {
@@ -440,7 +455,7 @@ mod tests {
 
     #[test]
     fn a_script_suspends_on_each_effect_and_resumes_with_its_observation() {
-        let mut m = Run::new(TwoReads);
+        let mut m = Replay::new(TwoReads);
         assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
         // Re-polling without an observation repeats the outstanding effect.
         assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
@@ -453,13 +468,13 @@ mod tests {
 
     #[test]
     fn an_observation_with_nothing_outstanding_fails_the_machine() {
-        let mut m = Run::new(TwoReads);
+        let mut m = Replay::new(TwoReads);
         assert!(matches!(m.step(Some(absent())), Step::Done(Err(_))));
     }
 
     #[test]
     fn the_wrong_kind_of_observation_is_internal() {
-        let mut m = Run::new(TwoReads);
+        let mut m = Replay::new(TwoReads);
         m.step(None);
         let done = m.step(Some(Observation::Slept));
         assert!(matches!(done, Step::Done(Err(e)) if e.code == crate::ErrorCode::Internal));
@@ -481,7 +496,7 @@ mod tests {
 
     #[test]
     fn a_replay_that_diverges_fails_closed_instead_of_using_a_wrong_answer() {
-        let mut m = Run::new(Fickle(Cell::new(0)));
+        let mut m = Replay::new(Fickle(Cell::new(0)));
         m.step(None);
         let done = m.step(Some(absent()));
         match done {
@@ -500,7 +515,7 @@ mod tests {
                 cx.evict(vec![p.clone(), p])
             }
         }
-        let mut m = Run::new(Evict);
+        let mut m = Replay::new(Evict);
         m.step(None);
         let done = m.step(Some(Observation::Evicted(vec![true])));
         assert!(matches!(done, Step::Done(Err(e)) if e.code == crate::ErrorCode::Internal));
@@ -530,7 +545,7 @@ mod tests {
     #[test]
     fn a_finished_sub_script_is_memoized_and_never_replayed() {
         let runs = Cell::new(0);
-        let mut m = Run::new(Outer(&runs));
+        let mut m = Replay::new(Outer(&runs));
         assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
         assert!(matches!(m.step(Some(present("a"))), Step::Effect(Effect::Kv(r)) if r == get("b")));
         assert!(matches!(
@@ -570,7 +585,7 @@ mod tests {
 
     #[test]
     fn a_sub_script_refusal_is_memoized_too() {
-        let mut m = Run::new(Recovers);
+        let mut m = Replay::new(Recovers);
         m.step(None);
         assert!(matches!(m.step(Some(absent())), Step::Effect(Effect::Kv(r)) if r == get("after")));
         assert!(matches!(m.step(Some(absent())), Step::Done(Ok(msg)) if msg == "inner refused"));

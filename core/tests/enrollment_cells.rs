@@ -15,7 +15,7 @@ use cotal_core::driver::drive;
 use cotal_core::enrollment::{
     refuse_without_host_storage, EnrollmentRequest, PrepareRetirementRequest,
 };
-use cotal_core::machine::Run;
+use cotal_core::machine::Replay;
 use cotal_core::manager::managed_retirement_op_id;
 use cotal_core::names::LifecycleUid;
 use cotal_core::ErrorCode;
@@ -426,7 +426,7 @@ fn release_an_op_id_derived_for_another_lifecycle_is_refused() {
     let mut machine = prepare_machine(&prepare(), &["supervise"], OWNER);
     machine.request.op_id = other;
     let mut w = world();
-    let result = drive(&mut Run::new(machine), &mut w);
+    let result = drive(&mut Replay::new(machine), &mut w);
     refused(
         result,
         ErrorCode::BadRequest,

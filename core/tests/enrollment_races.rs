@@ -16,13 +16,13 @@ use std::sync::Arc;
 use cotal_core::actors::{ActorLedger, MemoryActors};
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::enrollment::{EnrollManagedAgent, EnrollmentResult};
-use cotal_core::machine::{Effect, Machine, Observation, Run, Step};
+use cotal_core::machine::{Effect, Machine, Observation, Replay, Step};
 use cotal_core::ErrorCode;
 use enrollment_common::*;
 
 /// One machine driven by hand: `advance` performs effects until `stop` says to pause before one.
 struct Stepper<S: cotal_core::machine::Script> {
-    run: Run<S>,
+    run: Replay<S>,
     next: Option<Observation>,
     pending: Option<Effect>,
 }
@@ -30,7 +30,7 @@ struct Stepper<S: cotal_core::machine::Script> {
 impl<S: cotal_core::machine::Script> Stepper<S> {
     fn new(script: S) -> Self {
         Stepper {
-            run: Run::new(script),
+            run: Replay::new(script),
             next: None,
             pending: None,
         }

@@ -666,7 +666,7 @@ fn ambiguous_freeze_raced_by_another_writer_is_a_lost_freeze() {
         Fault::After(Box::new(|_| {})),
     );
     let (gate, op_id) = (gate_ref(), op(2));
-    let mut machine = cotal_core::machine::Run::new(Proc(move |cx: &mut Ctx<'_>| {
+    let mut machine = cotal_core::machine::Replay::new(Proc(move |cx: &mut Ctx<'_>| {
         barrier::freeze(cx, &gate, &op_id, &observed)
     }));
     let mut obs = None;
@@ -843,7 +843,7 @@ fn ambiguous_reopen_is_recognised_even_after_a_later_barrier_froze_the_gate_agai
     );
     // Between the lost ack and the read-back, another barrier freezes the reopened gate.
     let (gate, op_id) = (gate_ref(), op(2));
-    let mut machine = cotal_core::machine::Run::new(Proc(move |cx: &mut Ctx<'_>| {
+    let mut machine = cotal_core::machine::Replay::new(Proc(move |cx: &mut Ctx<'_>| {
         barrier::reopen(cx, &gate, &op_id, token, coords(2, 1, 9, 0))
     }));
     let mut obs = None;

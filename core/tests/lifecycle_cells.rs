@@ -683,7 +683,7 @@ fn f42_an_instance_status_write_waits_while_a_barrier_holds_the_gate() {
 
 #[test]
 fn f52_a_reconcile_acts_only_on_the_freeze_that_still_stands_after_the_probe() {
-    use cotal_core::machine::{Effect, Machine, Observation, Run, Step};
+    use cotal_core::machine::{Effect, Machine, Observation, Replay, Step};
     let mut world = registered_world(7);
     let observed = observe(&mut world).unwrap();
     let row = sibling_row(1, SIBLING);
@@ -691,7 +691,7 @@ fn f52_a_reconcile_acts_only_on_the_freeze_that_still_stands_after_the_probe() {
     let token = freeze(&mut world, &op(2)).unwrap();
     // While the holder's liveness is probed, the freeze's own operation abort-reopens the gate
     // (and its holder dies after, so the probe truthfully answers gone).
-    let mut machine = Run::new(ReconcileGate { gate: gate_ref() });
+    let mut machine = Replay::new(ReconcileGate { gate: gate_ref() });
     let mut obs = None;
     let result = loop {
         match machine.step(obs.take()) {

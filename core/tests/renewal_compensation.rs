@@ -18,7 +18,7 @@ use cotal_core::gate::EndpointGate;
 use cotal_core::kv::model::{Fault, Trigger};
 use cotal_core::kv::{KvOp, Store};
 use cotal_core::ledger::CredState;
-use cotal_core::machine::{Machine, Observation, Run, Step};
+use cotal_core::machine::{Machine, Observation, Replay, Step};
 use cotal_core::manager::current_registration_proof;
 use cotal_core::names::InstanceId;
 use cotal_core::renewal::{intent_key, CleanupIntent, RenewalFault};
@@ -413,7 +413,7 @@ fn the_cleanup_intent_is_byte_compatible_and_closed() {
 fn property_no_credential_is_released_at_a_stale_epoch() {
     let (mut probe_world, _) = registered();
     activate(&mut probe_world, T0);
-    let mut probe = Run::new(renewal(&probe_world, 1, T0 + 1_000));
+    let mut probe = Replay::new(renewal(&probe_world, 1, T0 + 1_000));
     drive(&mut probe, &mut probe_world).unwrap();
     let total = probe.history().len();
     let last_touch = probe
@@ -425,7 +425,7 @@ fn property_no_credential_is_released_at_a_stale_epoch() {
         let (mut world, _) = registered();
         activate(&mut world, T0);
         let prior = active(&world, IID);
-        let mut m = Run::new(renewal(&world, 1, T0 + 1_000));
+        let mut m = Replay::new(renewal(&world, 1, T0 + 1_000));
         let mut obs: Option<Observation> = None;
         let mut step = 0;
         let outcome: Result<_, EpError> = loop {
@@ -466,7 +466,7 @@ fn property_no_credential_is_released_at_a_stale_epoch() {
 /// Runs a renewal until its first ledger-row create has been performed, then drops it: the
 /// request crashed between recording its serve participant and checkpointing the stage.
 fn crash_after_first_stage(world: &mut ModelWorld, n: u8, now_ms: u64) {
-    let mut m = Run::new(renewal(world, n, now_ms));
+    let mut m = Replay::new(renewal(world, n, now_ms));
     let mut obs: Option<Observation> = None;
     loop {
         match m.step(obs.take()) {

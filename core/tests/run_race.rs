@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::journal::{activation_decision, Activation, FencingToken, RunEpoch, RunHolder};
 use cotal_core::kv::Revision;
-use cotal_core::machine::{Ctx, Machine, Run, Step};
+use cotal_core::machine::{Ctx, Machine, Replay, Step};
 use cotal_core::profiles::StandingTtl;
 use cotal_core::run::{observe_hosted_run, AttemptGrant, HostedRunStatus, RunAttempt, RunState};
 use proptest::prelude::*;
@@ -26,7 +26,7 @@ use run_fixtures::*;
 /// One racing driver: its attempt machine, then (if granted) its activation, then its status
 /// write pinned to the status revision it read before activating.
 struct Driver {
-    attempt: Option<Run<RunAttempt>>,
+    attempt: Option<Replay<RunAttempt>>,
     pending: Option<cotal_core::machine::Observation>,
     granted: Option<(u64, u64)>,
     read: Option<(Option<Revision>, Option<HostedRunStatus>)>,
@@ -66,7 +66,7 @@ proptest! {
             let mut request = attempt_request('d', *e, e + skew);
             request["attempt"]["takeoverId"] = serde_json::json!(format!("{i:016x}"));
             Driver {
-                attempt: Some(Run::new(RunAttempt {
+                attempt: Some(Replay::new(RunAttempt {
                     request: parse_attempt(&request),
                     host: host(),
                     endpoint: manager(),

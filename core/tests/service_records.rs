@@ -15,7 +15,7 @@ use cotal_core::driver::{drive, ModelWorld, World};
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::kv::model::{Fault, Trigger};
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Operation, Revision, Store};
-use cotal_core::machine::{Ctx, Effect, Halt, Observation, Run};
+use cotal_core::machine::{Ctx, Effect, Halt, Observation, Replay};
 use cotal_core::names::{keys, EndpointName};
 use cotal_core::service::{self as svc, RecordRead, ServiceSpec, ServiceStatus, WriteStatus};
 use cotal_core::{EpError, ErrorCode};
@@ -497,7 +497,7 @@ fn an_ambiguous_write_buried_under_a_foreign_write_is_unavailable() {
         inner: world,
         armed: true,
     };
-    let mut machine = Run::new(writer(0, status(0, "ready", spec), false, None));
+    let mut machine = Replay::new(writer(0, status(0, "ready", spec), false, None));
     let e = drive(&mut machine, &mut world).unwrap_err();
     assert_eq!(e.code, ErrorCode::Unavailable);
     assert!(e.message.contains("may have committed"), "{e}");

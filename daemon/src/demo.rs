@@ -16,7 +16,7 @@ use cotal_core::issuance::{
     ServeGrant,
 };
 use cotal_core::kv::Store;
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::names::{
     ActorToken, CredentialId, EndpointName, InstanceId, OpId, OwnerToken, Principal, SourceMember,
     SpaceName,
@@ -103,8 +103,11 @@ impl<W: Write> Timeline<'_, W> {
     }
 
     fn observe(&mut self) -> Result<GateObservation, DemoError> {
-        drive(&mut Run::new(Observe(self.gate.clone())), &mut self.world)?
-            .ok_or_else(|| DemoError::Unexpected("the gate vanished".into()))
+        drive(
+            &mut Replay::new(Observe(self.gate.clone())),
+            &mut self.world,
+        )?
+        .ok_or_else(|| DemoError::Unexpected("the gate vanished".into()))
     }
 
     fn freeze(&mut self, op: &OpId) -> Result<FreezeToken, DemoError> {
@@ -114,7 +117,7 @@ impl<W: Write> Timeline<'_, W> {
             op: op.clone(),
             observed,
         };
-        drive(&mut Run::new(script), &mut self.world)?
+        drive(&mut Replay::new(script), &mut self.world)?
             .ok_or_else(|| DemoError::Unexpected("the freeze lost its pin".into()))
     }
 
@@ -261,14 +264,14 @@ pub fn run<W: Write>(out: &mut W) -> Result<(), DemoError> {
 
 fn revoke_family<W: Write>(t: &mut Timeline<'_, W>) -> Result<usize, DemoError> {
     let rows = drive(
-        &mut Run::new(barrier::EnumerateFamily {
+        &mut Replay::new(barrier::EnumerateFamily {
             gate: t.gate.clone(),
         }),
         &mut t.world,
     )?;
     let mut revoked = 0;
     for row in rows {
-        let mut machine = Run::new(barrier::RevokeRow { key: row.key });
+        let mut machine = Replay::new(barrier::RevokeRow { key: row.key });
         if drive(&mut machine, &mut t.world)? == cotal_core::ledger::Revocation::Revoked {
             revoked += 1;
         }

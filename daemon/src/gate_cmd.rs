@@ -3,7 +3,7 @@
 use cotal_core::gate::EndpointGate;
 use cotal_core::issuance::{GateRef, ObserveGate};
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
-use cotal_core::machine::Run;
+use cotal_core::machine::Replay;
 use cotal_core::names::{keys, EndpointName, InstanceId, SpaceName};
 use cotal_io_nats::{drive, Replicas, Space, SpaceOptions};
 use serde_json::{json, Value};
@@ -96,7 +96,7 @@ fn table(rows: &[Value]) -> String {
 }
 
 async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String> {
-    let seen = drive(&mut Run::new(ObserveGate { gate: gate.clone() }), space)
+    let seen = drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space)
         .await
         .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
     Ok(seen.map(|s| row(&gate.endpoint, &gate.instance, s.revision.0, &s.gate)))

@@ -22,7 +22,7 @@ use cotal_core::host::{
     confirm_registration, PrepareSelfAuthorized, SelfAuthorizedInstance, SelfContract,
 };
 use cotal_core::issuance::{GateRef, ObserveGate};
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
 use cotal_core::registration::Registered;
 use cotal_core::serving::RegisterServing;
@@ -148,7 +148,7 @@ async fn register_and_serve(
         contract: SelfContract::from_cluster(&auth_cluster()).map_err(|e| e.message.clone())?,
         op_id: op_id.clone(),
     };
-    let provisioned = drive(&mut Run::new(PrepareSelfAuthorized(&ceremony)), &space)
+    let provisioned = drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &space)
         .await
         .map_err(|e| format!("publishing the auth cluster or provisioning the gate failed: {e}"))?;
     if provisioned {
@@ -161,11 +161,11 @@ async fn register_and_serve(
     };
     let before = space.round_trips();
     let serving = NatsWorld::new(&space)
-        .run(&mut Run::new(register))
+        .run(&mut Replay::new(register))
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let reg = serving.registered;
-    drive(&mut Run::new(Confirm(gate.clone(), reg)), &space)
+    drive(&mut Replay::new(Confirm(gate.clone(), reg)), &space)
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let round_trips = space.round_trips() - before;
@@ -235,7 +235,7 @@ async fn watch(
             _ = signals.int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
             _ = tick.tick() => {}
         }
-        match drive(&mut Run::new(ObserveGate { gate: gate.clone() }), space).await {
+        match drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space).await {
             Ok(Some(seen)) if seen.gate.process_epoch() == epoch => {
                 last_ok = Instant::now();
                 let frozen = seen.gate.state() == GateState::Frozen;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use cotal_core::driver::drive;
 use cotal_core::kv::{KvRequest, Store};
-use cotal_core::machine::Run;
+use cotal_core::machine::Replay;
 use cotal_tests::ops::{activated_manager, fixture_signer};
 
 const RENEWALS: u32 = 2_000;
@@ -24,7 +24,7 @@ fn main() -> Result<(), String> {
 
     let before = world.kv.requests_served();
     let first =
-        drive(&mut Run::new(renewal(0, t0 + 1_000)?), &mut world).map_err(|e| e.to_string())?;
+        drive(&mut Replay::new(renewal(0, t0 + 1_000)?), &mut world).map_err(|e| e.to_string())?;
     // The exact bytes a renewal signs: each JWT's header.payload.
     let inputs: Vec<String> = first
         .credentials
@@ -39,7 +39,7 @@ fn main() -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()?;
     let start = Instant::now();
     for call in calls {
-        black_box(drive(&mut Run::new(call), &mut world).map_err(|e| e.to_string())?);
+        black_box(drive(&mut Replay::new(call), &mut world).map_err(|e| e.to_string())?);
     }
     let renew = start.elapsed();
 

@@ -36,7 +36,7 @@ use cotal_core::issuance::{
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Store};
 use cotal_core::ledger::{self, CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Effect, Halt, Machine, Observation, Run, Script, Step};
+use cotal_core::machine::{Ctx, Effect, Halt, Machine, Observation, Replay, Script, Step};
 use cotal_core::names::{
     keys, ActorToken, CredentialId, EndpointName, InstanceId, OpId, OwnerToken, Principal,
     SourceMember, SpaceName,
@@ -289,7 +289,7 @@ pub trait Traced: Machine {
     fn trace(&self) -> &[(Effect, Observation)];
 }
 
-impl<S: Script> Traced for Run<S> {
+impl<S: Script> Traced for Replay<S> {
     fn trace(&self) -> &[(Effect, Observation)] {
         self.history()
     }
@@ -937,7 +937,7 @@ impl Scenario {
                 let flight = match current.take() {
                     Some(flight) => flight,
                     None if may_start => BarrierFlight {
-                        machine: Box::new(Run::new(BarrierScript {
+                        machine: Box::new(Replay::new(BarrierScript {
                             gate: self.gate.clone(),
                             op_id: op_id.clone(),
                         })),
@@ -964,7 +964,7 @@ impl Scenario {
                     exp: EXP,
                 },
             )),
-            MintKind::Sibling => Box::new(Run::new(SiblingMint {
+            MintKind::Sibling => Box::new(Replay::new(SiblingMint {
                 gate: self.gate.clone(),
                 row: self.active_row(credential_id.clone(), &self.sibling_principal)?,
             })),
@@ -1347,7 +1347,7 @@ fn register(world: &mut ModelWorld, gate: &GateRef, principal: &Principal) -> Re
         &mut ProvisionGate::machine(gate.clone(), principal.clone()),
         world,
     )?;
-    let observed = drive(&mut Run::new(ObserveGate { gate: gate.clone() }), world)?
+    let observed = drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), world)?
         .ok_or_else(|| EpError::internal("the provisioned gate reads back absent"))?;
     let op_id = OpId::mint([0xee; 20]);
     let token = drive(

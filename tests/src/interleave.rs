@@ -18,7 +18,7 @@ use std::fmt;
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::error::EpError;
 use cotal_core::kv::model::{Fault, Trigger};
-use cotal_core::machine::{Effect, Machine, Observation, Run, Script, Step};
+use cotal_core::machine::{Effect, Machine, Observation, Replay, Script, Step};
 
 use crate::sim::SplitMix64;
 
@@ -273,13 +273,13 @@ where
     O: 'static,
 {
     Box::new(Mapped {
-        run: Run::new(script),
+        run: Replay::new(script),
         wrap,
     })
 }
 
 struct Mapped<S: Script, O> {
-    run: Run<S>,
+    run: Replay<S>,
     wrap: fn(S::Output) -> O,
 }
 

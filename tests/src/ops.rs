@@ -34,7 +34,7 @@ use cotal_core::gate::{EndpointGate, GateState, ProcessEpoch, RegistrationRevisi
 use cotal_core::issuance::{GateRef, ProvisionGate};
 use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::manager::{
     current_registration_proof, managed_retirement_op_id, registration_proof, AccountKey,
     ManagerAuthorityRequest, ProofSecret,
@@ -172,10 +172,10 @@ fn registered_manager() -> Result<(ModelWorld, Digest), String> {
         &mut world,
     ))?;
     let closure = parse(drive(
-        &mut Run::new(Publish(manager_document())),
+        &mut Replay::new(Publish(manager_document())),
         &mut world,
     ))?;
-    parse(drive(&mut Run::new(registrar(&closure, 1)?), &mut world))?;
+    parse(drive(&mut Replay::new(registrar(&closure, 1)?), &mut world))?;
     Ok((world, closure))
 }
 
@@ -358,7 +358,7 @@ pub fn renewal_race(seed: u64) -> Result<OpsStats, String> {
     let h = renewal_host()?;
     let gref = gate_ref()?;
     let (mut world, closure) = registered_manager()?;
-    let activated = parse(drive(&mut Run::new(activation(&h, T0)?), &mut world))?;
+    let activated = parse(drive(&mut Replay::new(activation(&h, T0)?), &mut world))?;
     // (ledger key, epoch it was released at)
     let mut released: Vec<(String, ProcessEpoch)> = family_keys(&gref, &activated)
         .into_iter()
@@ -444,25 +444,25 @@ pub fn renewal_race(seed: u64) -> Result<OpsStats, String> {
     let mut world = sim.world;
     let frozen = gate(&world)?.is_some_and(|g| g.state() == GateState::Frozen);
     if frozen {
-        drive(&mut Run::new(registrar(&closure, 2)?), &mut world)
+        drive(&mut Replay::new(registrar(&closure, 2)?), &mut world)
             .map_err(|e| fail(seed, format!("resuming the re-registration: {e}"), tail(40)))?;
     } else if !registered {
-        drive(&mut Run::new(registrar(&closure, 3)?), &mut world)
+        drive(&mut Replay::new(registrar(&closure, 3)?), &mut world)
             .map_err(|e| fail(seed, format!("a fresh re-registration: {e}"), tail(40)))?;
     }
     let mut now = gate(&world)?.ok_or("gate vanished")?;
     let mut renewed = drive(
-        &mut Run::new(standing(&h, &now, 100, T0 + 60_000)?),
+        &mut Replay::new(standing(&h, &now, 100, T0 + 60_000)?),
         &mut world,
     );
     if let Err(e) = &renewed {
         if e.message.contains("cleanup debt") {
             stats.debt_reregistrations += 1;
-            drive(&mut Run::new(registrar(&closure, 4)?), &mut world)
+            drive(&mut Replay::new(registrar(&closure, 4)?), &mut world)
                 .map_err(|e| fail(seed, format!("the debt re-registration: {e}"), tail(40)))?;
             now = gate(&world)?.ok_or("gate vanished")?;
             renewed = drive(
-                &mut Run::new(standing(&h, &now, 101, T0 + 61_000)?),
+                &mut Replay::new(standing(&h, &now, 101, T0 + 61_000)?),
                 &mut world,
             );
         }
@@ -835,7 +835,7 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
             .and_then(|h| h.as_str().chars().next())
             .ok_or("the managed row carries no token hash")?;
         let m = enroll(&gate_now, hash, 999, [9; 20])?;
-        drive(&mut Run::new(m), world)
+        drive(&mut Replay::new(m), world)
             .map_err(|e| fail(seed, format!("the settling retry: {e}"), &sim.tail(40)))?;
     }
     let current = current_row(&sim.world, &alias).and_then(|r| r.lifecycle_uid);
@@ -859,7 +859,7 @@ pub type RenewalMaker = Box<dyn Fn(u32, u64) -> Result<ManagerAuthority, String>
 pub fn activated_manager() -> Result<(ModelWorld, RenewalMaker), String> {
     let h = renewal_host()?;
     let (mut world, _) = registered_manager()?;
-    parse(drive(&mut Run::new(activation(&h, T0)?), &mut world))?;
+    parse(drive(&mut Replay::new(activation(&h, T0)?), &mut world))?;
     let at = gate(&world)?.ok_or("no gate after registration")?;
     Ok((world, Box::new(move |n, now| standing(&h, &at, n, now))))
 }

@@ -22,7 +22,7 @@ use cotal_core::gate::{GateState, Generation};
 use cotal_core::issuance::{observe_gate, GateRef, Release};
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::ledger::{self, CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::{EpError, ErrorCode};
 use cotal_tests::fence::{
     run_ops, BarrierOutcome, Config, FaultTarget, MintKind, MintStatus, Op, Scenario, Violation,
@@ -521,7 +521,7 @@ fn f22_teeth_release_under_a_frozen_gate_is_caught() {
     s.start_mint_with(
         0,
         row.key(),
-        Box::new(Run::new(ReleaseWithoutOpenCheck { gate, row })),
+        Box::new(Replay::new(ReleaseWithoutOpenCheck { gate, row })),
     )
     .unwrap();
     let v = expect_violation(&mut s, &steps(0, 4));
@@ -537,7 +537,7 @@ fn f19_teeth_touch_without_revision_pin_is_caught() {
     s.start_mint_with(
         0,
         row.key(),
-        Box::new(Run::new(UnpinnedTouch { gate, row })),
+        Box::new(Replay::new(UnpinnedTouch { gate, row })),
     )
     .unwrap();
     let mut ops = steps(0, 2); // observe open, stage
@@ -555,7 +555,7 @@ fn f20_teeth_refusal_that_leaves_its_row_active_is_caught() {
     s.start_mint_with(
         0,
         row.key(),
-        Box::new(Run::new(RefuseWithoutRevoke { gate, row })),
+        Box::new(Replay::new(RefuseWithoutRevoke { gate, row })),
     )
     .unwrap();
     let v = expect_violation(&mut s, &[M0, M0, Op::PeerTouch, M0, M0]);
@@ -567,8 +567,11 @@ fn f21_teeth_enumerating_before_the_freeze_is_caught() {
     let mut s = scenario(vec![MintKind::Serve], 1);
     let gate = s.gate_ref().clone();
     let op_id = cotal_core::names::OpId::mint([0x42; 20]);
-    s.start_barrier_with(1, Box::new(Run::new(EnumerateBeforeFreeze { gate, op_id })))
-        .unwrap();
+    s.start_barrier_with(
+        1,
+        Box::new(Replay::new(EnumerateBeforeFreeze { gate, op_id })),
+    )
+    .unwrap();
     let mut ops = steps(1, 1); // list: empty
     ops.extend(steps(0, 4)); // a serve mint releases
     ops.extend(steps(1, 5)); // observe, freeze, get gate, reopen
@@ -581,8 +584,11 @@ fn q13_teeth_reopen_without_advancing_generation_is_caught() {
     let mut s = scenario(vec![MintKind::Serve], 1);
     let gate = s.gate_ref().clone();
     let op_id = cotal_core::names::OpId::mint([0x43; 20]);
-    s.start_barrier_with(1, Box::new(Run::new(ReopenWithoutAdvance { gate, op_id })))
-        .unwrap();
+    s.start_barrier_with(
+        1,
+        Box::new(Replay::new(ReopenWithoutAdvance { gate, op_id })),
+    )
+    .unwrap();
     let v = expect_violation(&mut s, &steps(1, 4));
     assert_eq!(v.rule, "Q-13", "{v}");
 }

@@ -25,7 +25,7 @@ use cotal_core::gate::{
     RegistrationRevision,
 };
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
-use cotal_core::machine::{Effect, Run};
+use cotal_core::machine::{Effect, Replay};
 use cotal_core::manager::{
     current_registration_proof, managed_retirement_op_id, ManagerAuthorityRequest, ProofSecret,
 };
@@ -198,7 +198,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         let alias = machine.alias();
         let mut w = world();
         let first = w
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap();
         let uid = first.material.lifecycle_uid.clone();
@@ -226,7 +226,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         let machine = enroll(enrollment('a', EPOCH), 2);
         let alias = machine.alias();
         let again = world()
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap();
         assert_eq!(again.material.lifecycle_uid, uid);
@@ -237,7 +237,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         let machine = enroll(enrollment('b', EPOCH), 3);
         let alias = machine.alias();
         let e = world()
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Conflict);
@@ -251,7 +251,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         };
         let alias = machine.alias();
         let prepared = world()
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap();
         assert!(prepared.released);
@@ -262,7 +262,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         let machine = enroll(enrollment('b', EPOCH), 4);
         let alias = machine.alias();
         let next = world()
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap();
         assert_ne!(next.material.lifecycle_uid, uid);
@@ -272,7 +272,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         let machine = enroll(enrollment('c', EPOCH - 1), 5);
         let alias = machine.alias();
         let e = world()
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Conflict);
@@ -282,7 +282,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         // Without a ledger attached the plane fails closed.
         let machine = enroll(enrollment('a', EPOCH), 6);
         let e = NatsWorld::new(&space)
-            .run_serialized(&alias, &mut Run::new(machine))
+            .run_serialized(&alias, &mut Replay::new(machine))
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Unavailable);

@@ -42,7 +42,7 @@ use cotal_core::issuance::{
 };
 use cotal_core::kv::{KvOutcome, KvRequest, Revision, Store};
 use cotal_core::ledger::{self, CredState, LedgerRow, Revocation};
-use cotal_core::machine::{Ctx, Effect, Halt, Observation, Run, Script};
+use cotal_core::machine::{Ctx, Effect, Halt, Observation, Replay, Script};
 use cotal_core::names::{
     keys, ActorToken, CredentialId, EndpointName, InstanceId, OpId, OwnerToken, Principal,
     SourceMember, SpaceName,
@@ -115,7 +115,7 @@ impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Proc<F> {
 }
 
 async fn run<S: Script>(world: &mut NatsWorld<'_>, script: S) -> Result<S::Output, EpError> {
-    world.run(&mut Run::new(script)).await
+    world.run(&mut Replay::new(script)).await
 }
 
 async fn observe(world: &mut NatsWorld<'_>, gate: &GateRef) -> Option<GateObservation> {
@@ -1042,7 +1042,7 @@ async fn reregister(
     };
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
-        match world.run(&mut Run::new(registrar.clone())).await {
+        match world.run(&mut Replay::new(registrar.clone())).await {
             Ok(done) => {
                 assert_eq!(
                     consistent(world, gate, &before, &registrar.op_id).await,
@@ -1094,7 +1094,7 @@ fn r3_registration_completes_or_stays_frozen_when_a_node_and_the_stream_leader_d
         provision(&mut world, &gate).await;
         let before = space.round_trips();
         let first = world
-            .run(&mut Run::new(registrar(&name, &spec, op(1))))
+            .run(&mut Replay::new(registrar(&name, &spec, op(1))))
             .await
             .unwrap();
         println!(
@@ -1142,7 +1142,7 @@ fn registrations_per_second_against_raw_cas_round_trips() {
         let spec = publish_surface(&mut world).await;
         provision(&mut world, &gate).await;
         world
-            .run(&mut Run::new(registrar(&name, &spec, op(1))))
+            .run(&mut Replay::new(registrar(&name, &spec, op(1))))
             .await
             .unwrap();
 
@@ -1150,7 +1150,7 @@ fn registrations_per_second_against_raw_cas_round_trips() {
         for n in 0..REGISTRATIONS {
             let id = OpId::mint([u8::try_from(n % 200).unwrap_or(0) + 40; 20]);
             world
-                .run(&mut Run::new(registrar(&name, &spec, id)))
+                .run(&mut Replay::new(registrar(&name, &spec, id)))
                 .await
                 .unwrap();
         }

@@ -22,7 +22,7 @@ use cotal_core::host::{
 };
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Store};
-use cotal_core::machine::Run;
+use cotal_core::machine::Replay;
 use cotal_core::names::{InstanceId, OpId, SpaceName};
 use cotal_io_nats::host::await_host_fence;
 use cotal_io_nats::{NatsWorld, SendHook, SendPhase, Space, SpaceOptions};
@@ -94,7 +94,7 @@ async fn start(space: &Space, n: u8) -> (HostIncarnation, Instant) {
     let mut world = NatsWorld::new(space);
     world.set_send_hook(Some(hook));
     let started = world
-        .run(&mut Run::new(RegisterHostIncarnation {
+        .run(&mut Replay::new(RegisterHostIncarnation {
             host: host(space.space()),
             instance: instance(),
             op_id: OpId::mint([n; 20]),

@@ -20,7 +20,7 @@ use cotal_core::issuance::{observe_gate, GateRef, ServeGrant};
 use cotal_core::jwt;
 use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::manager::{
     current_registration_proof, registration_proof, AccountKey, ManagerAuthorityRequest,
     ProofSecret,
@@ -70,7 +70,7 @@ impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Proc<F> {
 }
 
 async fn run<S: Script>(world: &mut NatsWorld<'_>, script: S) -> Result<S::Output, EpError> {
-    world.run(&mut Run::new(script)).await
+    world.run(&mut Replay::new(script)).await
 }
 
 fn key(kind: KeyPairType, n: u8) -> KeyPair {

@@ -29,7 +29,9 @@ use cotal_core::gate::{EndpointGate, GateState, Generation, ProcessEpoch};
 use cotal_core::issuance::{observe_gate, FinalizeServeMint, ServeCredential};
 use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Effect, Halt, Liveness, Machine, Observation, Run, Script, Step};
+use cotal_core::machine::{
+    Ctx, Effect, Halt, Liveness, Machine, Observation, Replay, Script, Step,
+};
 use cotal_core::names::{keys, CredentialId, OpId, SourceMember};
 use cotal_core::reconcile::ReconcileGate;
 use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
@@ -229,7 +231,7 @@ fn registrar(fx: &Fixture, op: u8) -> RegisterInstance {
 /// eviction calls.
 fn cost<S: Script>(world: &mut ModelWorld, script: S) -> (u64, usize, usize) {
     let (kv, effects) = (world.kv.requests_served(), world.log.len());
-    drive(&mut Run::new(script), world).unwrap();
+    drive(&mut Replay::new(script), world).unwrap();
     let performed = &world.log[effects..];
     let count = |f: fn(&Effect) -> bool| performed.iter().filter(|e| f(e)).count();
     (
@@ -249,7 +251,7 @@ fn kv_operations_per_registration() {
     // Three family rows: two serve credentials and one sibling.
     let inst = &fx.instances[0];
     let grant = drive(
-        &mut Run::new(AuthorizeServeGrant {
+        &mut Replay::new(AuthorizeServeGrant {
             gate: inst.gate.clone(),
             epoch: ProcessEpoch(0),
             holder: fx.owner.clone(),
@@ -262,7 +264,7 @@ fn kv_operations_per_registration() {
     let id = |n: u8| CredentialId::from_sha256_hex(&[n; 32]);
     for n in 1..=2 {
         drive(
-            &mut Run::new(FinalizeServeMint {
+            &mut Replay::new(FinalizeServeMint {
                 gate: inst.gate.clone(),
                 grant: grant.clone(),
                 credential: ServeCredential {
@@ -286,7 +288,7 @@ fn kv_operations_per_registration() {
     )
     .unwrap();
     drive(
-        &mut Run::new(SiblingMint {
+        &mut Replay::new(SiblingMint {
             gate: inst.gate.clone(),
             row,
         }),
@@ -361,11 +363,11 @@ fn f42_a_ready_write_is_refused_while_a_successor_barrier_holds_the_gate() {
     let inst = &fx.instances[0];
     let mut world = fx.world(0);
     world.set_evictor(Box::new(|holders| vec![true; holders.len()]));
-    let first = drive(&mut Run::new(registrar(fx, 1)), &mut world).unwrap();
+    let first = drive(&mut Replay::new(registrar(fx, 1)), &mut world).unwrap();
     assert_eq!(first.process_epoch, ProcessEpoch(0));
 
     // The successor's re-registration runs until its freeze has committed.
-    let (mut successor, mut pending) = (Run::new(registrar(fx, 2)), None);
+    let (mut successor, mut pending) = (Replay::new(registrar(fx, 2)), None);
     let frozen = |w: &ModelWorld| gate_of(w, inst).state() == GateState::Frozen;
     assert!(
         step_until(&mut successor, &mut world, &mut pending, frozen).is_none(),
@@ -374,7 +376,7 @@ fn f42_a_ready_write_is_refused_while_a_successor_barrier_holds_the_gate() {
     // The predecessor (epoch 0) writes READY under the frozen gate.
     let status_key = keys::svc_status(&inst.gate.endpoint, &inst.gate.instance);
     let refused = drive(
-        &mut Run::new(ready_write(inst, 0, first.registration_revision.0)),
+        &mut Replay::new(ready_write(inst, 0, first.registration_revision.0)),
         &mut world,
     )
     .expect_err("a READY write under the successor's frozen barrier must be refused");
@@ -390,7 +392,7 @@ fn f42_a_ready_write_is_refused_while_a_successor_barrier_holds_the_gate() {
         .unwrap();
     assert_eq!(done.process_epoch, ProcessEpoch(1));
     drive(
-        &mut Run::new(ready_write(inst, 1, done.registration_revision.0)),
+        &mut Replay::new(ready_write(inst, 1, done.registration_revision.0)),
         &mut world,
     )
     .unwrap();
@@ -445,7 +447,7 @@ fn f52_a_reconcile_refuses_raced_and_revokes_nothing_once_the_freeze_it_read_was
     .unwrap();
     let key = row.key();
     drive(
-        &mut Run::new(SiblingMint {
+        &mut Replay::new(SiblingMint {
             gate: inst.gate.clone(),
             row,
         }),
@@ -457,7 +459,7 @@ fn f52_a_reconcile_refuses_raced_and_revokes_nothing_once_the_freeze_it_read_was
     let op = OpId::mint([9; 20]);
     let (g, o) = (gate.clone(), op.clone());
     let (observed, token) = drive(
-        &mut Run::new(Proc(move |cx: &mut Ctx<'_>| {
+        &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| {
             let observed = observe_gate(cx, &g)?.unwrap();
             let token = barrier::freeze(cx, &g, &o, &observed)?.unwrap();
             Ok((observed, token))
@@ -466,7 +468,7 @@ fn f52_a_reconcile_refuses_raced_and_revokes_nothing_once_the_freeze_it_read_was
     )
     .unwrap();
     // The reconcile reads the frozen gate.
-    let mut reconcile = Run::new(ReconcileGate { gate: gate.clone() });
+    let mut reconcile = Replay::new(ReconcileGate { gate: gate.clone() });
     let Step::Effect(read) = reconcile.step(None) else {
         panic!("the reconcile starts with a gate read")
     };
@@ -476,7 +478,7 @@ fn f52_a_reconcile_refuses_raced_and_revokes_nothing_once_the_freeze_it_read_was
     at.generation = Generation(at.generation.0 + 1);
     let (g, o) = (gate.clone(), op.clone());
     assert!(drive(
-        &mut Run::new(Proc(move |cx: &mut Ctx<'_>| barrier::reopen(
+        &mut Replay::new(Proc(move |cx: &mut Ctx<'_>| barrier::reopen(
             cx, &g, &o, token, at
         ))),
         &mut world,

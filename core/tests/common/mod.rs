@@ -23,7 +23,7 @@ use cotal_core::issuance::{CommitSibling, Release};
 use cotal_core::kv::model::KvModel;
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::ledger::{CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::names::{
     ActorToken, CredentialId, EndpointName, InstanceId, OpId, OwnerToken, Principal, SourceMember,
     SpaceName,
@@ -61,7 +61,7 @@ pub fn gate_ref_for(endpoint: &str) -> GateRef {
 
 /// Runs one script to completion on the world.
 pub fn run<S: Script>(world: &mut ModelWorld, script: S) -> Result<S::Output, EpError> {
-    drive(&mut Run::new(script), world)
+    drive(&mut Replay::new(script), world)
 }
 
 /// A script from a closure, for composing core procedures in tests.

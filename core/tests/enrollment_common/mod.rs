@@ -17,7 +17,7 @@ use cotal_core::enrollment::{
 };
 use cotal_core::gate::{EndpointGate, GateOp, ProcessEpoch, RegistrationRevision};
 use cotal_core::kv::Store;
-use cotal_core::machine::Run;
+use cotal_core::machine::Replay;
 use cotal_core::manager::{
     current_registration_proof, managed_retirement_op_id, ManagerAuthorityRequest, ProofSecret,
 };
@@ -273,7 +273,7 @@ pub fn enroll_as(
     let machine = enroll_machine(raw, scope, entropy);
     let actors = world.actors.clone();
     let _guard = actors.lock_alias(&machine.alias()).unwrap();
-    drive(&mut Run::new(machine), world)
+    drive(&mut Replay::new(machine), world)
 }
 
 pub fn enroll(world: &mut ModelWorld, raw: &Value) -> Result<EnrollmentResult, EpError> {
@@ -290,7 +290,7 @@ pub fn release_as(
     let machine = prepare_machine(raw, scope, owner);
     let actors = world.actors.clone();
     let _guard = actors.lock_alias(&machine.alias()).unwrap();
-    drive(&mut Run::new(machine), world)
+    drive(&mut Replay::new(machine), world)
 }
 
 pub fn release(world: &mut ModelWorld, raw: &Value) -> Result<PrepareRetirementResult, EpError> {

@@ -16,7 +16,7 @@ use cotal_core::gate::{
 };
 use cotal_core::journal::{FencingToken, RunEpoch, RunHolder, RunId};
 use cotal_core::kv::{Revision, Store};
-use cotal_core::machine::{Ctx, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::manager::{current_registration_proof, AccountKey, ManagerEnvelope, ProofSecret};
 use cotal_core::names::{EndpointName, OpId, OwnerToken, Principal, SpaceName};
 use cotal_core::run::{
@@ -213,7 +213,7 @@ pub fn manager_world(gate_owner: &str, frozen: bool) -> ModelWorld {
 }
 
 pub fn run_script<S: Script>(world: &mut ModelWorld, script: S) -> Result<S::Output, EpError> {
-    drive(&mut Run::new(script), world)
+    drive(&mut Replay::new(script), world)
 }
 
 pub struct Proc<F>(pub F);

@@ -17,7 +17,7 @@ use cotal_core::driver::{drive, ModelWorld};
 use cotal_core::issuance::{GateRef, ProvisionGate, ServeGrant};
 use cotal_core::kv::model::KvModel;
 use cotal_core::kv::KvRequest;
-use cotal_core::machine::{Ctx, Effect, Halt, Run, Script};
+use cotal_core::machine::{Ctx, Effect, Halt, Replay, Script};
 use cotal_core::names::{
     ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName,
 };
@@ -154,7 +154,7 @@ impl Fixture {
         }
         let mut specs = Vec::with_capacity(Surface::ALL.len());
         for surface in Surface::ALL {
-            let closure = drive(&mut Run::new(Publish(surface.document())), &mut world)?;
+            let closure = drive(&mut Replay::new(Publish(surface.document())), &mut world)?;
             let spec = canon::parse_strict(&format!(
                 r#"{{"endpoint":"{ENDPOINT}","owner":"{OWNER}","clusterDigests":["{}"],"protocol":{{"v":1}}}}"#,
                 closure.to_prefixed()
@@ -183,7 +183,7 @@ impl Fixture {
             .ok_or_else(|| EpError::internal("no default surface"))?;
         for (n, inst) in (1u8..).zip(&instances) {
             let registered = drive(
-                &mut Run::new(RegisterInstance {
+                &mut Replay::new(RegisterInstance {
                     space: space.clone(),
                     registrant: owner.clone(),
                     spec: spec.clone(),
@@ -195,7 +195,7 @@ impl Fixture {
                 &mut world,
             )?;
             let serve = drive(
-                &mut Run::new(AuthorizeServeGrant {
+                &mut Replay::new(AuthorizeServeGrant {
                     gate: inst.gate.clone(),
                     epoch: registered.process_epoch,
                     holder: owner.clone(),

@@ -12,7 +12,7 @@ use cotal_core::gate::{Coordinates, GateState, Generation, ProcessEpoch};
 use cotal_core::issuance::{observe_gate, GateRef, Release};
 use cotal_core::kv::{KvOutcome, KvRequest, Revision, Store};
 use cotal_core::ledger::{CredState, LedgerRow};
-use cotal_core::machine::{Ctx, Effect, Halt, Machine, Observation, Run, Script, Step};
+use cotal_core::machine::{Ctx, Effect, Halt, Machine, Observation, Replay, Script, Step};
 use cotal_core::names::{keys, OpId};
 use cotal_core::reconcile::ReconcileReport;
 use cotal_core::registration::Registered;
@@ -59,7 +59,7 @@ where
     S: Script + 'static,
 {
     Box::new(Erase {
-        inner: Run::new(script),
+        inner: Replay::new(script),
         wrap,
     })
 }
