@@ -26,9 +26,10 @@ use crate::actors::{
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::machine::{Ctx, Halt, Script};
+use crate::manager::door::{self, check_registered, Door, Knock, Presented};
 use crate::manager::{
-    check_current_registration, managed_retirement_op_id, parse_coordinates, parse_identities,
-    ManagerEnvelope, ProofSecret, RegistrationProof, RequestId, RetirementTarget,
+    managed_retirement_op_id, parse_coordinates, parse_identities, ManagerEnvelope, ManagerHost,
+    RegistrationProof, RequestId, RetirementTarget, Supervisor,
 };
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
 use crate::stored::{ObjectWriter, MAX_SAFE_INTEGER};
@@ -39,8 +40,6 @@ pub const ENROLLMENT_KIND: &str = "manager-managed-agent-enrollment";
 pub const PREPARE_RETIREMENT_KIND: &str = "manager-managed-agent-prepare-retirement";
 /// The bound on each enrollment list: wider is a configuration mistake or a body-size attack.
 pub const MAX_ENROLLMENT_LIST: usize = 64;
-/// The scope a caller must hold; `spawn` and `admin` never imply it (F94).
-pub const SUPERVISE: &str = "supervise";
 
 const ENVELOPE_KEYS: [&str; 9] = [
     "v",
@@ -409,38 +408,15 @@ pub fn refuse_without_host_storage(kind: &str) -> Option<EpError> {
     })
 }
 
-// ---- Host inputs ------------------------------------------------------------------------------
-
-/// What the host contributes to every managed-agent decision.
-#[derive(Debug, Clone)]
-pub struct HostInputs {
-    /// The host's space; a request naming another is refused.
-    pub space: SpaceName,
-    /// The secret the current-registration proofs are keyed with.
-    pub proof_secret: ProofSecret,
-    /// The space-wide callout sentinel credentials handed to enrolled agents.
-    pub sentinel_creds: String,
-    /// The public exchange base URL agents trade their token at.
-    pub agent_bearer_exchange_url: String,
-}
-
-/// The authenticated caller: the owner the door verified and the scope of its interactive
-/// ledger row, both derived by the door, never taken from the request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Caller {
-    pub owner: OwnerToken,
-    pub scope: Vec<String>,
-}
-
 /// The shared decision (reference §6.2): host space, then `supervise`, then (for prepare) the
 /// target owner and op id, then the current registration at the serve epoch (F94).
 fn authorize(
     cx: &mut Ctx<'_>,
-    host: &HostInputs,
-    caller: &Caller,
+    host: &ManagerHost,
+    caller: &Supervisor,
     envelope: &ManagedEnvelope,
     kind_what: &str,
-    door: &str,
+    door: &Door,
     extra: impl FnOnce() -> Result<(), EpError>,
 ) -> Result<(), Halt> {
     if envelope.manager.space != host.space {
@@ -451,22 +427,16 @@ fn authorize(
         ))
         .into());
     }
-    if !caller.scope.iter().any(|s| s == SUPERVISE) {
-        return Err(EpError::permission_denied(format!(
-            "{kind_what} needs scope \"{SUPERVISE}\"; spawn/admin do not imply it"
-        ))
-        .into());
-    }
+    caller.require_supervise(kind_what)?;
     extra()?;
-    check_current_registration(
-        cx,
-        &envelope.manager,
-        &envelope.registration_proof,
-        Some(envelope.serve_epoch),
-        &caller.owner,
-        &host.proof_secret,
-        door,
-    )?;
+    let knock = Knock {
+        envelope: &envelope.manager,
+        owner: caller.owner(),
+        account: None,
+        epoch: Some(envelope.serve_epoch),
+        proof: Presented::Current(&envelope.registration_proof),
+    };
+    check_registered(cx, door, host, &knock)?;
     Ok(())
 }
 
@@ -563,8 +533,8 @@ impl EnrollmentResult {
 /// the participant. Must be driven under the alias lock (module docs).
 #[derive(Debug, Clone)]
 pub struct EnrollManagedAgent {
-    pub host: HostInputs,
-    pub caller: Caller,
+    pub host: ManagerHost,
+    pub caller: Supervisor,
     pub request: EnrollmentRequest,
     /// Host entropy for a fresh lifecycle uid (used only when nothing is enrolled).
     pub fresh_uid_entropy: [u8; 20],
@@ -575,7 +545,10 @@ pub struct EnrollManagedAgent {
 impl EnrollManagedAgent {
     /// The alias this enrollment must hold the lock of.
     pub fn alias(&self) -> Principal {
-        Principal::new(self.caller.owner.clone(), self.request.target.actor.clone())
+        Principal::new(
+            self.caller.owner().clone(),
+            self.request.target.actor.clone(),
+        )
     }
 }
 
@@ -591,7 +564,7 @@ impl Script for EnrollManagedAgent {
             &self.caller,
             envelope,
             "managed agent enrollment",
-            "manager enrollment",
+            &door::ENROLLMENT,
             || Ok(()),
         )?;
         let alias = self.alias();
@@ -629,14 +602,14 @@ impl Script for EnrollManagedAgent {
             }
             None => {
                 let wanted = ActorRow {
-                    owner: self.caller.owner.clone(),
+                    owner: self.caller.owner().clone(),
                     actor: target.actor.clone(),
                     scope: target.capabilities.clone().unwrap_or_default(),
                     allow_subscribe: target.allow_subscribe.clone().unwrap_or_default(),
                     allow_publish: target.allow_publish.clone().unwrap_or_default(),
                     role: target.role.clone(),
                     parent: Some(Principal::new(
-                        self.caller.owner.clone(),
+                        self.caller.owner().clone(),
                         envelope.manager.actor.clone(),
                     )),
                     label: target.label.clone(),
@@ -679,7 +652,7 @@ impl Script for EnrollManagedAgent {
         }
         Ok(EnrollmentResult {
             space: envelope.manager.space.clone(),
-            owner: self.caller.owner.clone(),
+            owner: self.caller.owner().clone(),
             actor: envelope.manager.actor.clone(),
             instance_id: envelope.manager.instance_id.clone(),
             manager_lifecycle_uid: envelope.manager.manager_lifecycle_uid.clone(),
@@ -687,14 +660,14 @@ impl Script for EnrollManagedAgent {
             registration_proof: envelope.registration_proof.clone(),
             serve_epoch: envelope.serve_epoch,
             material: EnrollmentMaterial {
-                owner: self.caller.owner.clone(),
+                owner: self.caller.owner().clone(),
                 actor: target.actor.clone(),
                 lifecycle_uid: uid,
-                sentinel_creds: self.host.sentinel_creds.clone(),
+                sentinel_creds: self.host.agents.sentinel_creds.clone(),
                 subscribe,
                 allow_subscribe: row.allow_subscribe,
                 allow_publish: row.allow_publish,
-                agent_bearer_exchange_url: self.host.agent_bearer_exchange_url.clone(),
+                agent_bearer_exchange_url: self.host.agents.agent_bearer_exchange_url.clone(),
             },
             first,
         })
@@ -787,8 +760,8 @@ impl PrepareRetirementResult {
 /// Must be driven under the alias lock (module docs).
 #[derive(Debug, Clone)]
 pub struct PrepareManagedRetirement {
-    pub host: HostInputs,
-    pub caller: Caller,
+    pub host: ManagerHost,
+    pub caller: Supervisor,
     pub request: PrepareRetirementRequest,
 }
 
@@ -815,9 +788,9 @@ impl Script for PrepareManagedRetirement {
             &self.caller,
             &request.envelope,
             what,
-            "manager prepare-retirement",
+            &door::PREPARE_RETIREMENT,
             || {
-                if target.owner != self.caller.owner {
+                if target.owner != *self.caller.owner() {
                     return Err(EpError::permission_denied(format!(
                         "{what} target owner {} does not match authenticated owner {}",
                         target.owner, self.caller.owner
@@ -876,7 +849,7 @@ impl Script for PrepareManagedRetirement {
         let e = &request.envelope.manager;
         Ok(PrepareRetirementResult {
             space: e.space.clone(),
-            owner: self.caller.owner.clone(),
+            owner: self.caller.owner().clone(),
             actor: e.actor.clone(),
             instance_id: e.instance_id.clone(),
             manager_lifecycle_uid: e.manager_lifecycle_uid.clone(),

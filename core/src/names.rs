@@ -232,7 +232,7 @@ impl OwnerToken {
     /// (base32 = `[a-z2-7]`); anything else is well-formed but was issued by no authority.
     pub fn is_real_owner(&self) -> bool {
         let s = self.0.as_str();
-        s == "local" || DerivedOwner::is_derived(s) || has_owner_digest(s, PLATFORM_OWNER_PREFIX)
+        s == "local" || DerivedOwner::is_derived(s) || is_platform_owner(s)
     }
 
     /// This owner as a derived user owner, when it is one.
@@ -256,6 +256,11 @@ fn has_owner_digest(s: &str, prefix: &str) -> bool {
     })
 }
 
+/// Whether `owner` has the platform-owner shape `p_<26 base32>`.
+pub fn is_platform_owner(owner: &str) -> bool {
+    has_owner_digest(owner, PLATFORM_OWNER_PREFIX)
+}
+
 /// A derived user owner: `u_` + the first 26 lower-case RFC 4648 base32 digits of SHA-256 over
 /// the user's public key. Ledger rows, bearers and run callers belong to such owners only, and
 /// this is the one place that derives or recognizes one.
@@ -270,6 +275,15 @@ impl DerivedOwner {
         b32.truncate(OWNER_DIGEST_LEN);
         b32.make_ascii_lowercase();
         DerivedOwner(OwnerToken(format!("{USER_OWNER_PREFIX}{b32}")))
+    }
+
+    /// Parses a derived owner token, refusing any other owner.
+    pub fn parse(s: &str) -> Result<DerivedOwner, EpError> {
+        if Self::is_derived(s) {
+            Ok(DerivedOwner(OwnerToken(s.to_owned())))
+        } else {
+            Err(refuse("derived owner", s, "u_ + 26 base32 chars [a-z2-7]"))
+        }
     }
 
     /// Whether `owner` has the derived-owner shape `u_<26 base32>`.

@@ -16,11 +16,12 @@ use common::{coords, op, principal, run};
 use cotal_core::driver::ModelWorld;
 use cotal_core::gate::{EndpointGate, GateOp, ProcessEpoch, RegistrationRevision};
 use cotal_core::kv::Store;
+use cotal_core::machine::script;
+use cotal_core::manager::door::{self, check_registered, Knock, Presented};
 use cotal_core::manager::{
-    check_current_registration, constant_time_eq, current_registration_proof, hmac_sha256,
-    managed_retirement_op_id, registration_proof, CheckCurrentRegistration,
-    ManagerAuthorityRequest, ManagerOperation, ProofSecret, RegistrationProof,
-    CURRENT_REGISTRATION_DOMAIN,
+    constant_time_eq, current_registration_proof, hmac_sha256, managed_retirement_op_id,
+    registration_proof, AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost,
+    ManagerOperation, ProofSecret, RegistrationProof, CURRENT_REGISTRATION_DOMAIN,
 };
 use cotal_core::names::{LifecycleUid, OwnerToken};
 use cotal_core::{EpError, ErrorCode};
@@ -214,19 +215,19 @@ fn constant_time_eq_is_plain_equality_and_length_mismatch_is_unequal() {
 fn every_operation_parses_with_only_its_own_parts() {
     for op in ManagerOperation::ALL {
         let r = ManagerAuthorityRequest::parse(&request(op.as_str())).unwrap();
-        assert_eq!(r.operation, op);
+        assert_eq!(r.operation(), op);
         assert_eq!(
-            r.registration_proof.is_some(),
+            r.registration_proof().is_some(),
             op != ManagerOperation::Prepare
         );
         assert_eq!(
-            r.contract_artifacts.len(),
+            r.contract_artifacts().len(),
             usize::from(op == ManagerOperation::Activate)
         );
-        assert_eq!(r.renewal.is_some(), op.is_renewal());
-        assert_eq!(r.run.is_some(), op == ManagerOperation::RenewRunDriver);
-        assert_eq!(r.session.is_some(), op == ManagerOperation::Session);
-        assert_eq!(r.retirement.is_some(), op == ManagerOperation::Retire);
+        assert_eq!(r.renewal().is_some(), op.is_renewal());
+        assert_eq!(r.run().is_some(), op == ManagerOperation::RenewRunDriver);
+        assert_eq!(r.session().is_some(), op == ManagerOperation::Session);
+        assert_eq!(r.retirement().is_some(), op == ManagerOperation::Retire);
         assert_eq!(r.envelope.identities.keys()[2].as_str(), nkey('C'));
     }
 }
@@ -234,10 +235,10 @@ fn every_operation_parses_with_only_its_own_parts() {
 #[test]
 fn renewal_parse_round_trips_its_fences() {
     let r = ManagerAuthorityRequest::parse(&request("renewRunDriver")).unwrap();
-    let renewal = r.renewal.unwrap();
+    let renewal = r.renewal().unwrap();
     assert_eq!(renewal.account_public_key.as_str(), account());
     assert_eq!(renewal.process_epoch, ProcessEpoch(3));
-    let run = r.run.unwrap();
+    let run = r.run().unwrap();
     assert_eq!((run.epoch.0, run.fencing_token.0), (2, 5));
     assert_eq!(run.takeover_id.as_str(), "0123456789abcdef");
     // An integral double is the same JavaScript number.
@@ -247,7 +248,7 @@ fn renewal_parse_round_trips_its_fences() {
         json!(3.0),
     ))
     .unwrap();
-    assert_eq!(r.renewal.unwrap().process_epoch, ProcessEpoch(3));
+    assert_eq!(r.renewal().unwrap().process_epoch, ProcessEpoch(3));
 }
 
 // ---- Parser: refusals, in the reference's order ----------------------------------------------
@@ -649,7 +650,7 @@ fn a_platform_retirement_target_is_admitted_only_for_the_platform_holder() {
     refused(&platform, "derived owner");
     let r = ManagerAuthorityRequest::parse_for_platform(&platform).unwrap();
     assert_eq!(
-        r.retirement.unwrap().target.owner.as_str(),
+        r.retirement().unwrap().target.owner.as_str(),
         "p_cccccccccccccccccccccccccc"
     );
 }
@@ -809,6 +810,22 @@ fn manager_world(gate_owner: &str, reg: u64, epoch: u64, frozen: bool) -> ModelW
     world
 }
 
+/// A host whose proof secret is [`SECRET`].
+fn door_host() -> ManagerHost {
+    let key = |n| nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::Account, [n; 32]).unwrap();
+    ManagerHost {
+        space: cotal_core::names::SpaceName::parse("s1").unwrap(),
+        account: AccountKey::parse(&key(40).public_key()).unwrap(),
+        signer: std::sync::Arc::new(key(41)),
+        proof_secret: ProofSecret::new(SECRET),
+        standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
+        agents: AgentOnboarding {
+            sentinel_creds: String::new(),
+            agent_bearer_exchange_url: String::new(),
+        },
+    }
+}
+
 fn check(
     world: &mut ModelWorld,
     presented: &str,
@@ -816,16 +833,19 @@ fn check(
     envelope_from: Value,
 ) -> Result<(u64, u64), EpError> {
     let r = ManagerAuthorityRequest::parse(&envelope_from).unwrap();
+    let proof = RegistrationProof::parse(presented).unwrap();
     let observed = run(
         world,
-        CheckCurrentRegistration {
-            envelope: r.envelope,
-            proof: RegistrationProof::parse(presented).unwrap(),
-            epoch: epoch.map(ProcessEpoch),
-            owner: owner(),
-            secret: ProofSecret::new(SECRET),
-            what: "manager-service renew".into(),
-        },
+        script(|cx| {
+            let knock = Knock {
+                envelope: &r.envelope,
+                owner: &owner(),
+                account: None,
+                epoch: epoch.map(ProcessEpoch),
+                proof: Presented::Current(&proof),
+            };
+            check_registered(cx, &door::RENEW, &door_host(), &knock)
+        }),
     )?;
     Ok((
         observed.gate.registration_revision().0,
@@ -1009,15 +1029,14 @@ fn the_check_is_a_procedure_too() {
     let observed = run(
         &mut world,
         common::Proc(move |cx: &mut cotal_core::machine::Ctx<'_>| {
-            check_current_registration(
-                cx,
-                &envelope,
-                &presented,
-                Some(ProcessEpoch(3)),
-                &owner(),
-                &ProofSecret::new(SECRET),
-                "manager-service renew",
-            )
+            let knock = Knock {
+                envelope: &envelope,
+                owner: &owner(),
+                account: None,
+                epoch: Some(ProcessEpoch(3)),
+                proof: Presented::Current(&presented),
+            };
+            check_registered(cx, &door::RENEW, &door_host(), &knock)
         }),
     )
     .unwrap();

@@ -19,8 +19,7 @@ use cotal_core::ledger::CredState;
 use cotal_core::manager::{current_registration_proof, ManagerOperation};
 use cotal_core::names::EndpointName;
 use cotal_core::renewal::{
-    check_credential_set, expires_at_ms, AuthorityHolder, CredentialName as C, IssuedCredential,
-    ManagerAuthority,
+    check_credential_set, expires_at_ms, CredentialName as C, IssuedCredential, ManagerAuthority,
 };
 use cotal_core::run::{write_run_status, HostedRunStatus, RunState};
 use cotal_core::ErrorCode;
@@ -191,8 +190,8 @@ fn f90_spawn_or_admin_never_imply_supervise() {
     let (mut world, _) = registered();
     for scope in [vec!["spawn"], vec!["admin"], vec!["spawn", "admin"], vec![]] {
         let mut c = call(prepare_request("prepare00000000000000001"), T0);
-        c.holder = AuthorityHolder {
-            owner: owner(),
+        c.holder = cotal_core::manager::Supervisor {
+            owner: c.holder.owner.clone(),
             scope: scope.iter().map(|s| (*s).to_owned()).collect(),
         };
         let (code, m) = code(issue(&mut world, c));
@@ -380,7 +379,7 @@ fn f91_renewal_refuses_foreign_account_owner_and_swapped_nkey() {
     assert!(m.contains("account"), "{m}");
 
     let mut foreign = call(standing_request("standing0000000000000001", &proof, 0), T0);
-    foreign.holder.owner = cotal_core::names::OwnerToken::parse(FOREIGN_OWNER).unwrap();
+    foreign.holder.owner = cotal_core::names::DerivedOwner::parse(FOREIGN_OWNER).unwrap();
     let (c, m) = code(issue(&mut world, foreign));
     assert_eq!(c, ErrorCode::PermissionDenied);
     assert!(m.contains("owner"), "{m}");

@@ -241,13 +241,7 @@ fn only_the_served_v1_run_start_of_this_space_endpoint_and_instance_is_admitted(
 fn the_registered_manager_is_authenticated_before_anything_else() {
     let subject = start_subject(OWNER, GEN);
     let req = admission_request('d', &subject);
-    let cases: Vec<(
-        ModelWorld,
-        Value,
-        cotal_core::run::HostAuthority,
-        ErrorCode,
-        &str,
-    )> = vec![
+    let cases: Vec<(ModelWorld, Value, RunHost, ErrorCode, &str)> = vec![
         (
             manager_world(OWNER, false),
             with(
@@ -301,10 +295,7 @@ fn the_registered_manager_is_authenticated_before_anything_else() {
         (
             manager_world(OWNER, false),
             req.clone(),
-            cotal_core::run::HostAuthority {
-                supervise: false,
-                ..host()
-            },
+            host_without_supervise(),
             ErrorCode::PermissionDenied,
             "manager run admission needs scope \"supervise\"; spawn/admin do not imply it",
         ),
@@ -514,16 +505,16 @@ fn f88_revocation_is_create_only_and_idempotent() {
 fn attempt(
     world: &mut ModelWorld,
     request: &Value,
-    host: cotal_core::run::HostAuthority,
+    host: RunHost,
 ) -> Result<cotal_core::run::AttemptDecision, EpError> {
     let request = cotal_core::run::parse_run_attempt_request(request)?;
     run_script(
         world,
         RunAttempt {
             request,
-            host,
+            host: host.host,
+            holder: host.holder,
             endpoint: manager(),
-            standing_ttl: StandingTtl::DEFAULT,
         },
     )
 }
@@ -553,10 +544,8 @@ fn the_first_attempt_is_one_one_and_gets_exactly_a_driver_and_a_mediator() {
     request["accountPublicKey"] = json!(signer.public_key());
     request["attempt"]["driverId"] = json!(driver_key.public_key());
     request["attempt"]["mediatorId"] = json!(mediator_key.public_key());
-    let host = cotal_core::run::HostAuthority {
-        account: cotal_core::manager::AccountKey::parse(&signer.public_key()).unwrap(),
-        ..host()
-    };
+    let host =
+        host_with_account(cotal_core::manager::AccountKey::parse(&signer.public_key()).unwrap());
     let before = world.kv.requests_served();
     let decision = attempt(&mut world, &request, host).unwrap();
     assert_eq!(world.kv.requests_served() - before, 4);
@@ -711,20 +700,11 @@ fn a_read_operator_gets_one_sixty_second_run_operator() {
 #[test]
 fn attempt_refusals() {
     let base = attempt_request('d', 1, 1);
-    let cases: Vec<(
-        ModelWorld,
-        Value,
-        cotal_core::run::HostAuthority,
-        ErrorCode,
-        &str,
-    )> = vec![
+    let cases: Vec<(ModelWorld, Value, RunHost, ErrorCode, &str)> = vec![
         (
             admitted_world(),
             base.clone(),
-            cotal_core::run::HostAuthority {
-                supervise: false,
-                ..host()
-            },
+            host_without_supervise(),
             ErrorCode::PermissionDenied,
             "manager run attempt needs scope \"supervise\"",
         ),

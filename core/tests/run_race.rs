@@ -18,7 +18,6 @@ use cotal_core::driver::{ModelWorld, World};
 use cotal_core::journal::{activation_decision, Activation, FencingToken, RunEpoch, RunHolder};
 use cotal_core::kv::Revision;
 use cotal_core::machine::{Ctx, Machine, Replay, Step};
-use cotal_core::profiles::StandingTtl;
 use cotal_core::run::{observe_hosted_run, AttemptGrant, HostedRunStatus, RunAttempt, RunState};
 use proptest::prelude::*;
 use run_fixtures::*;
@@ -68,9 +67,9 @@ proptest! {
             Driver {
                 attempt: Some(Replay::new(RunAttempt {
                     request: parse_attempt(&request),
-                    host: host(),
+                    host: host().host,
+                    holder: host().holder,
                     endpoint: manager(),
-                    standing_ttl: StandingTtl::DEFAULT,
                 })),
                 pending: None,
                 granted: None,

@@ -14,7 +14,7 @@
 mod run_fixtures;
 
 use cotal_core::driver::ModelWorld;
-use cotal_core::profiles::{CheckpointToken, StandingTtl};
+use cotal_core::profiles::CheckpointToken;
 use cotal_core::run::{
     parse_run_attempt_request, AnswerId, AttemptDecision, AttemptGrant, AuthorizeRunAttempt,
     CheckpointState, IssueRunAttempt, IssuedEvidence, JournalCheckpoint, ObservedRunRequest,
@@ -49,9 +49,9 @@ fn drive_served(
         world,
         AuthorizeRunAttempt {
             request: parse_run_attempt_request(request)?,
-            host: host(),
+            host: host().host,
+            holder: host().holder,
             endpoint: manager(),
-            standing_ttl: StandingTtl::DEFAULT,
         },
     )?;
     let served = authorized.served().map(|call| ServedInputs {
@@ -445,9 +445,9 @@ fn the_one_shot_door_refuses_served_requests() {
             &mut world,
             RunAttempt {
                 request,
-                host: host(),
+                host: host().host,
+                holder: host().holder,
                 endpoint: manager(),
-                standing_ttl: StandingTtl::DEFAULT,
             },
         ),
         ErrorCode::Unimplemented,
@@ -646,9 +646,9 @@ fn phase_two_inputs_must_match_phase_one() {
         &mut world,
         AuthorizeRunAttempt {
             request: parse_run_attempt_request(&resume_request(&resume_subject())).unwrap(),
-            host: host(),
+            host: host().host,
+            holder: host().holder,
             endpoint: manager(),
-            standing_ttl: StandingTtl::DEFAULT,
         },
     )
     .unwrap();

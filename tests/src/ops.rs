@@ -27,8 +27,8 @@ use cotal_core::canon::Digest;
 use cotal_core::contract::publish_cluster;
 use cotal_core::driver::{drive, ModelWorld};
 use cotal_core::enrollment::{
-    Caller, EnrollManagedAgent, EnrollmentRequest, EnrollmentResult, HostInputs,
-    PrepareManagedRetirement, PrepareRetirementRequest, PrepareRetirementResult,
+    EnrollManagedAgent, EnrollmentRequest, EnrollmentResult, PrepareManagedRetirement,
+    PrepareRetirementRequest, PrepareRetirementResult,
 };
 use cotal_core::gate::{EndpointGate, GateState, ProcessEpoch, RegistrationRevision};
 use cotal_core::issuance::{GateRef, ProvisionGate};
@@ -37,17 +37,15 @@ use cotal_core::ledger::{CredState, LedgerRow};
 use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::manager::{
     current_registration_proof, managed_retirement_op_id, registration_proof, AccountKey,
-    ManagerAuthorityRequest, ProofSecret,
+    AgentOnboarding, ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
 };
 use cotal_core::names::{
-    ActorToken, CredentialId, EndpointName, InstanceId, LifecycleUid, OpId, OwnerToken, Principal,
-    SpaceName,
+    ActorToken, CredentialId, DerivedOwner, EndpointName, InstanceId, LifecycleUid, OpId,
+    OwnerToken, Principal, SpaceName,
 };
 use cotal_core::profiles::StandingTtl;
 use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
-use cotal_core::renewal::{
-    AuthorityHolder, CredentialName, ManagerAuthority, ManagerHost, RemoteManagerAuthorityMaterial,
-};
+use cotal_core::renewal::{CredentialName, ManagerAuthority, RemoteManagerAuthorityMaterial};
 use cotal_core::service::ServiceSpec;
 use cotal_core::{EpError, ErrorCode};
 use nkeys::{KeyPair, KeyPairType};
@@ -245,14 +243,22 @@ fn renewal_host() -> Result<RenewalHost, String> {
             signer: Arc::new(key_pair(KeyPairType::Account, 41)?),
             proof_secret: proof_secret(),
             standing_ttl: StandingTtl::DEFAULT,
+            agents: onboarding(),
         },
         account,
     })
 }
 
-fn holder() -> Result<AuthorityHolder, String> {
-    Ok(AuthorityHolder {
-        owner: owner()?,
+fn onboarding() -> AgentOnboarding {
+    AgentOnboarding {
+        sentinel_creds: "-----BEGIN NATS USER JWT-----sentinel".into(),
+        agent_bearer_exchange_url: "https://auth.example/exchange".into(),
+    }
+}
+
+fn holder() -> Result<Supervisor, String> {
+    Ok(Supervisor {
+        owner: parse(DerivedOwner::parse(OWNER))?,
         scope: vec!["supervise".into()],
     })
 }
@@ -550,18 +556,13 @@ fn check_released(world: &ModelWorld, released: &[(String, ProcessEpoch)]) -> Re
 
 const AGENT: &str = "worker";
 
-fn enrollment_host() -> Result<HostInputs, String> {
-    Ok(HostInputs {
-        space: parse(SpaceName::parse(SPACE))?,
-        proof_secret: proof_secret(),
-        sentinel_creds: "-----BEGIN NATS USER JWT-----sentinel".into(),
-        agent_bearer_exchange_url: "https://auth.example/exchange".into(),
-    })
+fn enrollment_host() -> Result<ManagerHost, String> {
+    Ok(renewal_host()?.host)
 }
 
-fn caller() -> Result<Caller, String> {
-    Ok(Caller {
-        owner: owner()?,
+fn caller() -> Result<Supervisor, String> {
+    Ok(Supervisor {
+        owner: parse(DerivedOwner::parse(OWNER))?,
         scope: vec!["spawn".into(), "supervise".into()],
     })
 }

@@ -17,8 +17,7 @@ use cotal_core::actors::{
     ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, MemoryDurables, RowSpace,
 };
 use cotal_core::enrollment::{
-    Caller, EnrollManagedAgent, EnrollmentRequest, HostInputs, PrepareManagedRetirement,
-    PrepareRetirementRequest,
+    EnrollManagedAgent, EnrollmentRequest, PrepareManagedRetirement, PrepareRetirementRequest,
 };
 use cotal_core::gate::{
     Coordinates, EndpointGate, GateOp, Generation, NameAuthorityRevision, ProcessEpoch,
@@ -27,16 +26,20 @@ use cotal_core::gate::{
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::machine::{Effect, Replay};
 use cotal_core::manager::{
-    current_registration_proof, managed_retirement_op_id, ManagerAuthorityRequest, ProofSecret,
+    current_registration_proof, managed_retirement_op_id, AccountKey, AgentOnboarding,
+    ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
 };
+use cotal_core::names::DerivedOwner;
 use cotal_core::names::{
     keys, ActorToken, EndpointName, InstanceId, LifecycleUid, OpId, OwnerToken, Principal,
     SpaceName,
 };
+use cotal_core::profiles::StandingTtl;
 use cotal_core::ErrorCode;
 use cotal_io_fs::FileActors;
 use cotal_io_nats::{NatsWorld, Space, SpaceOptions};
 use cotal_tests::nats::{NatsServer, ServerOptions};
+use nkeys::{KeyPair, KeyPairType};
 use serde_json::{json, Value};
 
 const SPACE: &str = "enroll1";
@@ -95,18 +98,24 @@ fn prepare(uid: &LifecycleUid) -> Value {
     v
 }
 
-fn host() -> HostInputs {
-    HostInputs {
+fn host() -> ManagerHost {
+    let key = |n| KeyPair::new_from_raw(KeyPairType::Account, [n; 32]).unwrap();
+    ManagerHost {
         space: SpaceName::parse(SPACE).unwrap(),
+        account: AccountKey::parse(&key(40).public_key()).unwrap(),
+        signer: std::sync::Arc::new(key(41)),
         proof_secret: ProofSecret::new(SECRET),
-        sentinel_creds: "sentinel".into(),
-        agent_bearer_exchange_url: "https://auth.example/exchange".into(),
+        standing_ttl: StandingTtl::DEFAULT,
+        agents: AgentOnboarding {
+            sentinel_creds: "sentinel".into(),
+            agent_bearer_exchange_url: "https://auth.example/exchange".into(),
+        },
     }
 }
 
-fn caller() -> Caller {
-    Caller {
-        owner: OwnerToken::parse(OWNER).unwrap(),
+fn caller() -> Supervisor {
+    Supervisor {
+        owner: DerivedOwner::parse(OWNER).unwrap(),
         scope: vec!["supervise".into()],
     }
 }

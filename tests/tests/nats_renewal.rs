@@ -22,8 +22,8 @@ use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
 use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::manager::{
-    current_registration_proof, registration_proof, AccountKey, ManagerAuthorityRequest,
-    ProofSecret,
+    current_registration_proof, registration_proof, AccountKey, AgentOnboarding,
+    ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
 };
 use cotal_core::names::{
     ActorToken, CommandToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName,
@@ -33,10 +33,7 @@ use cotal_core::profiles::{
     SessionLedgerBinding, StandingTtl,
 };
 use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
-use cotal_core::renewal::{
-    AuthorityHolder, CredentialName as C, ManagerAuthority, ManagerHost,
-    RemoteManagerAuthorityMaterial,
-};
+use cotal_core::renewal::{CredentialName as C, ManagerAuthority, RemoteManagerAuthorityMaterial};
 use cotal_core::service::ServiceSpec;
 use cotal_core::{EpError, ErrorCode};
 use cotal_io_nats::{NatsWorld, Space, SpaceOptions};
@@ -94,6 +91,10 @@ fn host(space: &SpaceName) -> ManagerHost {
         signer: Arc::new(key(KeyPairType::Account, 41)),
         proof_secret: ProofSecret::new("SAAHOSTSECRETFORTHETESTSONLY"),
         standing_ttl: StandingTtl::DEFAULT,
+        agents: AgentOnboarding {
+            sentinel_creds: String::new(),
+            agent_bearer_exchange_url: String::new(),
+        },
     }
 }
 
@@ -134,8 +135,8 @@ fn envelope(space: &SpaceName, operation: &str, rid: &str) -> Value {
 fn call(space: &SpaceName, raw: &Value, now_ms: u64) -> ManagerAuthority {
     ManagerAuthority::new(
         host(space),
-        AuthorityHolder {
-            owner: owner(),
+        Supervisor {
+            owner: cotal_core::names::DerivedOwner::parse(OWNER).unwrap(),
             scope: vec!["supervise".into()],
         },
         ManagerAuthorityRequest::parse(raw).unwrap(),

@@ -16,23 +16,22 @@
 pub mod compensation;
 
 use std::fmt;
-use std::sync::Arc;
 
-use nkeys::KeyPair;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::contract::{parse_cluster_document, read_closure, ClusterDocument, CommandClass};
 use crate::error::EpError;
-use crate::gate::{GateState, ProcessEpoch};
+use crate::gate::ProcessEpoch;
 use crate::issuance::{observe_gate, GateObservation, GateRef, ServeGrant};
 use crate::journal;
 use crate::jwt::UnixSeconds;
 use crate::machine::{Ctx, Halt, Script};
+use crate::manager::door::{self, check_registered, Door, Knock, Presented};
 use crate::manager::{
-    check_current_registration, constant_time_eq, current_registration_proof, registration_proof,
-    AccountKey, ManagerActors, ManagerAuthorityRequest, ManagerOperation, ProofSecret,
-    RegistrationProof, Retirement, RunFence, UserKey,
+    current_registration_proof, registration_proof, AccountKey, ManagerActors,
+    ManagerAuthorityRequest, ManagerCall, ManagerHost, ManagerOperation, RegistrationProof,
+    RenewalFence, Retirement, RunFence, SessionGrant, Supervisor, UserKey,
 };
 use crate::names::{
     keys, ActorToken, CommandToken, CredentialId, OwnerToken, Principal, SourceMember, SpaceName,
@@ -40,7 +39,7 @@ use crate::names::{
 use crate::profiles::{
     self, ConnId, GoalWriterBinding, ManagerRole, Profile, RailCaller, RemoteManagerBinding,
     RetirementRequesterBinding, RunBinding, ServeBinding, SessionId, SessionLedgerBinding,
-    SessionServingBinding, StandingTtl, SESSION_TTL_MAX_SECS,
+    SessionServingBinding, SESSION_TTL_MAX_SECS,
 };
 use crate::run::{observe_hosted_run, run_holds_fence};
 use crate::service::{self, RecordRead, ServiceSpec};
@@ -51,51 +50,17 @@ pub use compensation::{
     Participant, ParticipantState, RenewalFault, Role,
 };
 
-/// The ledger scope a human holder needs; `spawn` and `admin` never imply it (F90).
-pub const SUPERVISE_SCOPE: &str = "supervise";
 /// The cluster type URN of the manager's command surface.
 pub const MANAGER_URN: &str = "ai.cotal.manager";
 
 // ---- Inputs ---------------------------------------------------------------------------------
-
-/// What only the trusted host knows: its space, the data account it was assigned, the key that
-/// signs that account's user JWTs, the proof secret and the validated standing lifetime.
-#[derive(Clone)]
-pub struct ManagerHost {
-    pub space: SpaceName,
-    /// The host-assigned data account (public key): every JWT's `issuer_account`.
-    pub account: AccountKey,
-    /// The data account's signing key pair.
-    pub signer: Arc<KeyPair>,
-    pub proof_secret: ProofSecret,
-    pub standing_ttl: StandingTtl,
-}
-
-impl fmt::Debug for ManagerHost {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ManagerHost")
-            .field("space", &self.space)
-            .field("account", &self.account)
-            .field("signer", &self.signer.public_key())
-            .field("standing_ttl", &self.standing_ttl)
-            .finish_non_exhaustive()
-    }
-}
-
-/// The authenticated human holder: the derived owner and the scope of its interactive ledger
-/// row, read fresh by the caller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthorityHolder {
-    pub owner: OwnerToken,
-    pub scope: Vec<String>,
-}
 
 /// One manager-service authority request, ready to issue. `now_ms` is the injected clock (unix
 /// millis); `fault` is a test probe (production passes `None`).
 #[derive(Debug, Clone)]
 pub struct ManagerAuthority {
     pub host: ManagerHost,
-    pub holder: AuthorityHolder,
+    pub holder: Supervisor,
     pub request: ManagerAuthorityRequest,
     pub now_ms: u64,
     pub fault: Option<RenewalFault>,
@@ -104,7 +69,7 @@ pub struct ManagerAuthority {
 impl ManagerAuthority {
     pub fn new(
         host: ManagerHost,
-        holder: AuthorityHolder,
+        holder: Supervisor,
         request: ManagerAuthorityRequest,
         now_ms: u64,
     ) -> Self {
@@ -122,7 +87,7 @@ impl ManagerAuthority {
     }
 
     fn owner(&self) -> &OwnerToken {
-        &self.holder.owner
+        self.holder.owner()
     }
 
     fn actors(&self) -> ManagerActors {
@@ -133,11 +98,23 @@ impl ManagerAuthority {
         self.request.envelope.gate()
     }
 
-    fn proof(&self) -> Result<&RegistrationProof, EpError> {
-        self.request
-            .registration_proof
-            .as_ref()
-            .ok_or_else(|| EpError::internal("the parser admitted a request without its proof"))
+    /// Knocks on `door` with this request's envelope and holder.
+    fn knock(
+        &self,
+        cx: &mut Ctx<'_>,
+        door: &Door,
+        account: Option<&AccountKey>,
+        epoch: Option<ProcessEpoch>,
+        proof: Presented<'_>,
+    ) -> Result<GateObservation, Halt> {
+        let knock = Knock {
+            envelope: &self.request.envelope,
+            owner: self.owner(),
+            account,
+            epoch,
+            proof,
+        };
+        check_registered(cx, door, &self.host, &knock)
     }
 }
 
@@ -386,28 +363,18 @@ fn retirement_json(r: &Retirement) -> String {
 
 // ---- Holder and request checks --------------------------------------------------------------
 
-/// A human holder needs the dedicated `supervise` scope; `spawn`/`admin` never imply it (F90).
-pub fn require_supervise(scope: &[String]) -> Result<(), EpError> {
-    if scope.iter().any(|s| s == SUPERVISE_SCOPE) {
-        return Ok(());
-    }
-    Err(EpError::permission_denied(
-        "manager-service authority needs scope \"supervise\"; spawn/admin do not imply it",
-    ))
-}
-
 /// Every nkey the request names (the five identities, and a run's driver and mediator, a
 /// retirement's requester, a session's serving key) must be distinct: one nkey cannot collapse
 /// separate authority lifetimes. The parser checks only driver ≠ mediator.
 pub fn require_distinct_identities(request: &ManagerAuthorityRequest) -> Result<(), EpError> {
     let mut keys: Vec<&UserKey> = request.envelope.identities.keys().to_vec();
-    if let Some(run) = &request.run {
+    if let Some(run) = request.run() {
         keys.extend([&run.driver_id, &run.mediator_id]);
     }
-    if let Some(retirement) = &request.retirement {
+    if let Some(retirement) = request.retirement() {
         keys.push(&retirement.id);
     }
-    if let Some(session) = &request.session {
+    if let Some(session) = request.session() {
         keys.push(&session.id);
     }
     let mut sorted = keys.clone();
@@ -613,16 +580,12 @@ pub fn prepare(call: &ManagerAuthority) -> Result<Issued, EpError> {
 /// `renew`: the same pair as `prepare`, only for the current registration: gate open, serve
 /// principal, HMAC proof at the gate's registration revision and epoch (F91; the proof binds
 /// the epoch, so no separate epoch is presented). KV round trips: 1.
-pub fn renew(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
-    check_current_registration(
-        cx,
-        &call.request.envelope,
-        call.proof()?,
-        None,
-        call.owner(),
-        &call.host.proof_secret,
-        "manager-service renew",
-    )?;
+pub fn renew(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+) -> Result<Issued, Halt> {
+    call.knock(cx, &door::RENEW, None, None, Presented::Current(proof))?;
     Ok(Issued {
         credentials: base_pair(call)?,
         next_registration_proof: None,
@@ -636,15 +599,19 @@ pub fn renew(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> 
 /// (F19–F22, F43, F92). Returns `nextRegistrationProof`, the HMAC proof at the observed
 /// registration revision and epoch. KV round trips: 16 (gate 1, intent 2, 4 per member, 1 to
 /// complete).
-pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+pub fn activate(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    contract_artifacts: &[Value],
+) -> Result<Issued, Halt> {
     let owner = call.owner();
     require_deterministic_proof(
         call,
+        proof,
         "manager-service registration proof does not match this owner/lifecycle/artifact set",
     )?;
-    let document = call
-        .request
-        .contract_artifacts
+    let document = contract_artifacts
         .iter()
         .find(|a| a.get("urn").and_then(Value::as_str) == Some(MANAGER_URN))
         .ok_or_else(|| {
@@ -653,21 +620,7 @@ pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Hal
             )
         })?;
     let commands = manager_surface(&parse_cluster_document(document)?)?;
-    let gate = call.gate()?;
-    let Some(observed) = observe_gate(cx, &gate)? else {
-        return Err(EpError::failed_precondition(
-            "manager-service activation found no issuance gate",
-        )
-        .into());
-    };
-    let serve = call.request.envelope.serve_principal(owner);
-    if observed.gate.principal().to_string() != serve {
-        return Err(EpError::permission_denied(format!(
-            "serve credentials of this gate are minted only for {}, not {serve} (F28)",
-            observed.gate.principal()
-        ))
-        .into());
-    }
+    let observed = call.knock(cx, &door::ACTIVATE, None, None, Presented::Verified)?;
     let members = (*cx.once(|| family(call, &observed, commands))?).clone();
     let credentials = release(cx, call, &observed, members)?;
     let c = observed.gate.coordinates();
@@ -685,12 +638,13 @@ pub fn activate(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Hal
 
 /// The presented proof must equal the deterministic registration proof of the authenticated
 /// owner and this request (compared in constant time), else `permission-denied` `refusal`.
-fn require_deterministic_proof(call: &ManagerAuthority, refusal: &str) -> Result<(), EpError> {
+fn require_deterministic_proof(
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    refusal: &str,
+) -> Result<(), EpError> {
     let expected = registration_proof(call.owner(), &call.request)?;
-    if constant_time_eq(
-        call.proof()?.as_str().as_bytes(),
-        expected.as_str().as_bytes(),
-    ) {
+    if proof.matches(&expected) {
         Ok(())
     } else {
         Err(EpError::permission_denied(refusal))
@@ -703,16 +657,16 @@ fn require_deterministic_proof(call: &ManagerAuthority, refusal: &str) -> Result
 /// `min(session.exp, now + 24 h)`; a session already expired at `now` is refused
 /// `failed-precondition`. Keeps F73 (the epoch rides the rails), F74 (never past 24 h) and F90
 /// (a server-derived holder; the request names only the session). KV round trips: 0.
-pub fn session(call: &ManagerAuthority) -> Result<Issued, EpError> {
+pub fn session(
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    s: &SessionGrant,
+) -> Result<Issued, EpError> {
     require_deterministic_proof(
         call,
+        proof,
         "manager-service session proof does not match this owner/lifecycle",
     )?;
-    let s = call
-        .request
-        .session
-        .as_ref()
-        .ok_or_else(|| EpError::internal("the parser admitted session without its session"))?;
     let now = call.now();
     if s.exp <= now.0 {
         return Err(EpError::failed_precondition(format!(
@@ -753,43 +707,22 @@ pub fn authorize_remote_manager_retirement(
     call: &ManagerAuthority,
     retirement: &Retirement,
 ) -> Result<GateObservation, Halt> {
-    const WHAT: &str = "manager-service retirement";
     let owner = call.owner();
     if retirement.target.owner != *owner {
         return Err(EpError::permission_denied(format!(
-            "{WHAT} may target only its authenticated owner {owner}, not {}",
+            "{} may target only its authenticated owner {owner}, not {}",
+            door::RETIRE.name,
             retirement.target.owner
         ))
         .into());
     }
-    let e = &call.request.envelope;
-    let observed = match observe_gate(cx, &call.gate()?)? {
-        Some(observed) if observed.gate.state() == GateState::Open => observed,
-        _ => {
-            return Err(EpError::failed_precondition(format!(
-                "{WHAT} found no current open manager gate for instance {}",
-                e.instance_id
-            ))
-            .into())
-        }
-    };
-    let serve = e.serve_principal(owner);
-    if observed.gate.principal().to_string() != serve {
-        return Err(EpError::permission_denied(format!(
-            "{WHAT} gate belongs to {}, not the server-derived serve principal {serve}",
-            observed.gate.principal()
-        ))
-        .into());
-    }
-    if observed.gate.process_epoch() != retirement.serve_epoch {
-        return Err(EpError::conflict(format!(
-            "{WHAT} serve epoch {} is stale; current is {}",
-            retirement.serve_epoch,
-            observed.gate.process_epoch()
-        ))
-        .into());
-    }
-    Ok(observed)
+    call.knock(
+        cx,
+        &door::RETIRE,
+        None,
+        Some(retirement.serve_epoch),
+        Presented::Verified,
+    )
 }
 
 /// `retire`: the deterministic registration proof must match, then
@@ -798,15 +731,17 @@ pub fn authorize_remote_manager_retirement(
 /// aimed at exactly the target triple, for the profile's five minutes. Keeps F4 (the target uid
 /// rides the subject, so a recycled alias is never reached), F94 and F96 (the parser already
 /// recomputed the derived `opId`). KV round trips: 1.
-pub fn retire(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+pub fn retire(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    retirement: &Retirement,
+) -> Result<Issued, Halt> {
     require_deterministic_proof(
         call,
+        proof,
         "manager-service retirement proof does not match this owner/lifecycle",
     )?;
-    let retirement =
-        call.request.retirement.as_ref().ok_or_else(|| {
-            EpError::internal("the parser admitted retire without its retirement")
-        })?;
     authorize_remote_manager_retirement(cx, call, retirement)?;
     let e = &call.request.envelope;
     let t = &retirement.target;
@@ -841,58 +776,16 @@ pub fn retire(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt>
 pub fn authorize_renewal(
     cx: &mut Ctx<'_>,
     call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    fence: &RenewalFence,
 ) -> Result<GateObservation, Halt> {
-    let r = &call.request;
-    let fence = r.renewal.as_ref().ok_or_else(|| {
-        EpError::bad_request("manager-service authority request requires a renewal operation")
-    })?;
-    if r.envelope.space != call.host.space || fence.account_public_key != call.host.account {
-        return Err(EpError::permission_denied(
-            "manager-service renewal is bound to the host-assigned space and account",
-        )
-        .into());
-    }
-    let observed = match observe_gate(cx, &call.gate()?)? {
-        Some(observed) if observed.gate.state() == GateState::Open => observed,
-        _ => {
-            return Err(EpError::failed_precondition(
-                "manager-service renewal has no open registration gate",
-            )
-            .into())
-        }
-    };
-    let gate = &observed.gate;
-    if gate.principal().to_string() != r.envelope.serve_principal(call.owner()) {
-        return Err(EpError::permission_denied(
-            "manager-service renewal gate belongs to another owner",
-        )
-        .into());
-    }
-    if gate.process_epoch() != fence.process_epoch {
-        return Err(EpError::conflict(format!(
-            "manager-service renewal processEpoch is stale: the request names {}, the gate is at {}",
-            fence.process_epoch,
-            gate.process_epoch()
-        ))
-        .into());
-    }
-    let expected = current_registration_proof(
-        &call.host.proof_secret,
-        call.owner(),
-        &r.envelope,
-        gate.registration_revision(),
-        gate.process_epoch(),
-    );
-    if !constant_time_eq(
-        call.proof()?.as_str().as_bytes(),
-        expected.as_str().as_bytes(),
-    ) {
-        return Err(EpError::permission_denied(
-            "manager-service renewal proof does not match the current registration",
-        )
-        .into());
-    }
-    Ok(observed)
+    call.knock(
+        cx,
+        &door::RENEWAL_DOOR,
+        Some(&fence.account_public_key),
+        Some(fence.process_epoch),
+        Presented::Current(proof),
+    )
 }
 
 /// Re-observes the gate before issuance: it must still be open with exactly the fields the
@@ -969,11 +862,16 @@ fn registered_surface(
 /// and sessionLedger released through the fence under the cleanup intent. Keeps F27 (grant at
 /// the fenced coordinates), F89 (bounded standing lifetime), F91, F92 (a failed renewal revokes
 /// only what it created). KV round trips: 18 plus 2 artifact reads per closure.
-pub fn renew_standing_bundle(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
+pub fn renew_standing_bundle(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    fence: &RenewalFence,
+) -> Result<Issued, Halt> {
     // Memoized as one step: the proof, the spec and closure reads and their verification are
     // not redone on every replay of the release that follows.
     let prelude = cx.sub(|cx| {
-        let decided = authorize_renewal(cx, call)?;
+        let decided = authorize_renewal(cx, call, proof, fence)?;
         let commands = registered_surface(cx, call, &decided)?;
         let observed = reobserve(cx, call, &decided, "standing renewal")?;
         Ok((commands, observed))
@@ -996,15 +894,16 @@ pub fn renew_standing_bundle(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Resul
 /// (`conflict` "…run renewal authority moved before issuance"). Issues `run-driver` and
 /// `run-mediator` for the requested nkeys, bound to the run, takeover, instance and epoch.
 /// Keeps F84/F87 (one driver per run and takeover), F91. KV round trips: 4.
-pub fn renew_run_driver(cx: &mut Ctx<'_>, call: &ManagerAuthority) -> Result<Issued, Halt> {
-    let decided = authorize_renewal(cx, call)?;
-    let r = &call.request;
-    let run = r
-        .run
-        .as_ref()
-        .ok_or_else(|| EpError::internal("the parser admitted renewRunDriver without its run"))?;
+pub fn renew_run_driver(
+    cx: &mut Ctx<'_>,
+    call: &ManagerAuthority,
+    proof: &RegistrationProof,
+    fence: &RenewalFence,
+    run: &RunFence,
+) -> Result<Issued, Halt> {
+    let decided = authorize_renewal(cx, call, proof, fence)?;
     let gate = call.gate()?;
-    let e = &r.envelope;
+    let e = &call.request.envelope;
     let holds = |status: Option<&crate::run::HostedRunStatus>| {
         run_holds_fence(
             status,
@@ -1072,17 +971,24 @@ pub fn issue(
     cx: &mut Ctx<'_>,
     call: &ManagerAuthority,
 ) -> Result<RemoteManagerAuthorityMaterial, Halt> {
-    require_supervise(&call.holder.scope)?;
+    call.holder.require_supervise("manager-service authority")?;
     let r = &call.request;
     require_distinct_identities(r)?;
-    let issued = match r.operation {
-        ManagerOperation::Prepare => prepare(call)?,
-        ManagerOperation::Renew => renew(cx, call)?,
-        ManagerOperation::Activate => activate(cx, call)?,
-        ManagerOperation::RenewStandingBundle => renew_standing_bundle(cx, call)?,
-        ManagerOperation::RenewRunDriver => renew_run_driver(cx, call)?,
-        ManagerOperation::Session => session(call)?,
-        ManagerOperation::Retire => retire(cx, call)?,
+    let issued = match &r.call {
+        ManagerCall::Prepare => prepare(call)?,
+        ManagerCall::Renew { proof } => renew(cx, call, proof)?,
+        ManagerCall::Activate {
+            proof,
+            contract_artifacts,
+        } => activate(cx, call, proof, contract_artifacts)?,
+        ManagerCall::RenewStandingBundle { proof, fence } => {
+            renew_standing_bundle(cx, call, proof, fence)?
+        }
+        ManagerCall::RenewRunDriver { proof, fence, run } => {
+            renew_run_driver(cx, call, proof, fence, run)?
+        }
+        ManagerCall::Session { proof, session: s } => session(call, proof, s)?,
+        ManagerCall::Retire { proof, retirement } => retire(cx, call, proof, retirement)?,
     };
     material(call, issued).map_err(Halt::from)
 }
@@ -1094,21 +1000,21 @@ pub fn material(
 ) -> Result<RemoteManagerAuthorityMaterial, EpError> {
     let r = &call.request;
     let names: Vec<CredentialName> = issued.credentials.iter().map(|(n, _)| *n).collect();
-    check_credential_set(r.operation, &names)?;
+    check_credential_set(r.operation(), &names)?;
     let e = &r.envelope;
     Ok(RemoteManagerAuthorityMaterial {
-        operation: r.operation,
+        operation: r.operation(),
         space: e.space.clone(),
         owner: call.owner().clone(),
         actor: e.actor.clone(),
         instance_id: e.instance_id.clone(),
         lifecycle_uid: e.manager_lifecycle_uid.clone(),
         request_id: e.request_id.clone(),
-        registration_proof: r.registration_proof.clone(),
-        account_public_key: r.renewal.as_ref().map(|f| f.account_public_key.clone()),
-        process_epoch: r.renewal.as_ref().map(|f| f.process_epoch),
-        run: r.run.clone(),
-        retirement: r.retirement.clone(),
+        registration_proof: r.registration_proof().cloned(),
+        account_public_key: r.renewal().map(|f| f.account_public_key.clone()),
+        process_epoch: r.renewal().map(|f| f.process_epoch),
+        run: r.run().cloned(),
+        retirement: r.retirement().cloned(),
         issued_at: call.now_ms,
         expires_at: expires_at_ms(&issued.credentials)?,
         actors: call.actors(),

@@ -7,11 +7,11 @@
 //! when the create is lost or ambiguous) decides and writes. Nothing is written on any refusal.
 
 use crate::error::EpError;
-use crate::gate::GateState;
-use crate::issuance::{observe_gate, GateObservation};
+use crate::issuance::GateObservation;
 use crate::machine::{Ctx, Halt, Script};
-use crate::manager::{constant_time_eq, current_registration_proof, AccountKey, ProofSecret};
-use crate::names::{EndpointName, OwnerToken, SpaceName};
+use crate::manager::door::{check_registered, Door, Knock, Presented, RUN_ADMISSION};
+use crate::manager::{ManagerHost, Supervisor};
+use crate::names::EndpointName;
 
 use super::admission::{
     admission_key, create_settled, Created, Provenance, RunAdmission, RunCaller,
@@ -22,86 +22,25 @@ use super::request::{RegisteredRun, RunAdmissionRequest};
 use super::subject::{parse_request_subject, RequestSubject, Route};
 use crate::kv::Revision;
 
-/// What the host knows about itself and the authenticated holder: the assigned space and data
-/// account, the holder's owner, whether its scope includes `supervise`, and the proof secret.
-#[derive(Debug, Clone)]
-pub struct HostAuthority {
-    pub space: SpaceName,
-    pub account: AccountKey,
-    pub owner: OwnerToken,
-    /// The holder's fresh scope includes `supervise` (`spawn`/`admin` never imply it).
-    pub supervise: bool,
-    pub secret: ProofSecret,
-}
-
-/// The run variant of the registered-manager check (`authenticateRegisteredManager`), in order:
-/// space and account are the host's (`permission-denied`), the manager gate is open
-/// (`failed-precondition`), it records this owner's serve principal (`permission-denied`), its
-/// process epoch is the request's (`conflict`), and the HMAC current-registration proof matches
-/// in constant time (`permission-denied`). One KV round trip. Keeps F91: a run door re-checks
-/// owner, instance, lifecycle and the current gate registration before issuing anything.
-pub fn authenticate_registered_manager(
+/// A run door's registered-manager check: the request's space and account are the host's, and
+/// its manager is registered at the request's process epoch with the presented HMAC proof
+/// ([`check_registered`]). Keeps F91: a run door re-checks owner, instance, lifecycle and the
+/// current gate registration before issuing anything. One KV round trip.
+pub(crate) fn authenticate_registered_manager(
     cx: &mut Ctx<'_>,
+    door: &Door,
     r: &RegisteredRun,
-    host: &HostAuthority,
-    what: &str,
+    host: &ManagerHost,
+    holder: &Supervisor,
 ) -> Result<GateObservation, Halt> {
-    let e = &r.envelope;
-    if e.space != host.space || r.account_public_key != host.account {
-        return Err(EpError::permission_denied(format!(
-            "manager-service {what} is bound to the host-assigned space and account"
-        ))
-        .into());
-    }
-    let observed = match observe_gate(cx, &e.gate()?)? {
-        Some(o) if o.gate.state() == GateState::Open => o,
-        _ => {
-            return Err(EpError::failed_precondition(format!(
-                "manager-service {what} has no open registration gate"
-            ))
-            .into())
-        }
+    let knock = Knock {
+        envelope: &r.envelope,
+        owner: holder.owner(),
+        account: Some(&r.account_public_key),
+        epoch: Some(r.process_epoch),
+        proof: Presented::Current(&r.registration_proof),
     };
-    let gate = &observed.gate;
-    if gate.principal().to_string() != e.serve_principal(&host.owner) {
-        return Err(EpError::permission_denied(format!(
-            "manager-service {what} gate belongs to another owner"
-        ))
-        .into());
-    }
-    if gate.process_epoch() != r.process_epoch {
-        return Err(
-            EpError::conflict(format!("manager-service {what} processEpoch is stale")).into(),
-        );
-    }
-    let expected = current_registration_proof(
-        &host.secret,
-        &host.owner,
-        e,
-        gate.registration_revision(),
-        gate.process_epoch(),
-    );
-    if !constant_time_eq(
-        r.registration_proof.as_str().as_bytes(),
-        expected.as_str().as_bytes(),
-    ) {
-        return Err(EpError::permission_denied(format!(
-            "manager-service {what} proof does not match the current registration"
-        ))
-        .into());
-    }
-    Ok(observed)
-}
-
-/// The `supervise` scope check every run door makes first.
-pub(crate) fn require_supervise(host: &HostAuthority, what: &str) -> Result<(), EpError> {
-    if host.supervise {
-        Ok(())
-    } else {
-        Err(EpError::permission_denied(format!(
-            "{what} needs scope \"supervise\"; spawn/admin do not imply it"
-        )))
-    }
+    check_registered(cx, door, host, &knock)
 }
 
 /// An admission forward whose manager, gate and subject were authenticated. Only
@@ -109,7 +48,7 @@ pub(crate) fn require_supervise(host: &HostAuthority, what: &str) -> Result<(), 
 #[derive(Debug, Clone)]
 pub struct AuthorizedAdmission {
     request: RunAdmissionRequest,
-    host: HostAuthority,
+    holder: Supervisor,
     endpoint: EndpointName,
     subject: RequestSubject,
 }
@@ -133,7 +72,8 @@ impl AuthorizedAdmission {
 #[derive(Debug, Clone)]
 pub struct AuthorizeRunAdmission {
     pub request: RunAdmissionRequest,
-    pub host: HostAuthority,
+    pub host: ManagerHost,
+    pub holder: Supervisor,
     /// The endpoint hosting the run (`manager`).
     pub endpoint: EndpointName,
 }
@@ -141,9 +81,15 @@ pub struct AuthorizeRunAdmission {
 impl Script for AuthorizeRunAdmission {
     type Output = AuthorizedAdmission;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedAdmission, Halt> {
-        require_supervise(&self.host, "manager run admission")?;
+        self.holder.require_supervise("manager run admission")?;
         let r = &self.request;
-        authenticate_registered_manager(cx, &r.registered, &self.host, "run admission")?;
+        authenticate_registered_manager(
+            cx,
+            &RUN_ADMISSION,
+            &r.registered,
+            &self.host,
+            &self.holder,
+        )?;
         let space = &r.registered.envelope.space;
         let instance = &r.registered.envelope.instance_id;
         let subject = parse_request_subject(&r.subject).filter(|s| {
@@ -166,7 +112,7 @@ impl Script for AuthorizeRunAdmission {
         })?;
         Ok(AuthorizedAdmission {
             request: r.clone(),
-            host: self.host.clone(),
+            holder: self.holder.clone(),
             endpoint: self.endpoint.clone(),
             subject,
         })
@@ -226,7 +172,7 @@ impl Script for AdmitRun {
             .into());
         }
         let s = &a.subject;
-        if s.owner.as_derived().is_some() && s.owner != a.host.owner {
+        if s.owner.as_derived().is_some() && s.owner != *a.holder.owner() {
             return Err(EpError::permission_denied(
                 "a user's run is admitted only on the participant manager that user registered",
             )

@@ -32,7 +32,7 @@ use crate::profiles::{
 };
 
 use super::admission::{read_run_admission, AdmissionView};
-use super::admit::{authenticate_registered_manager, require_supervise, HostAuthority};
+use super::admit::authenticate_registered_manager;
 use super::checkpoint::{pause_token, JournalCheckpoint};
 use super::issued::IssuedEvidence;
 use super::observed::ObservedRunRequest;
@@ -41,6 +41,8 @@ use super::served::{
     authorize_served_caller, registered_run_command, Forwarded, ServedCall, ServedScope,
 };
 use super::status::observe_hosted_run;
+use crate::manager::door::RUN_ATTEMPT;
+use crate::manager::{ManagerHost, Supervisor};
 
 /// The credentials an attempt decision grants, each for a caller-held nkey.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,11 +105,11 @@ fn conn(id: &str) -> Result<ConnId, EpError> {
 #[derive(Debug, Clone)]
 pub struct AuthorizeRunAttempt {
     pub request: RunAttemptRequest,
-    pub host: HostAuthority,
+    /// The host; its standing lifetime is the driver pair's.
+    pub host: ManagerHost,
+    pub holder: Supervisor,
     /// The endpoint hosting the run (`manager`).
     pub endpoint: EndpointName,
-    /// The driver pair's lifetime.
-    pub standing_ttl: StandingTtl,
 }
 
 /// A run attempt request whose manager, admissions and served subject were authorized. Only
@@ -115,7 +117,7 @@ pub struct AuthorizeRunAttempt {
 #[derive(Debug, Clone)]
 pub struct AuthorizedAttempt {
     request: RunAttemptRequest,
-    host: HostAuthority,
+    holder: Supervisor,
     endpoint: EndpointName,
     standing_ttl: StandingTtl,
     process_epoch: ProcessEpoch,
@@ -166,7 +168,7 @@ impl AuthorizeRunAttempt {
                 cx,
                 &self.endpoint,
                 &e.instance_id,
-                &self.host.owner,
+                self.holder.owner(),
                 observed.gate.registration_revision(),
                 command,
             )
@@ -177,10 +179,15 @@ impl AuthorizeRunAttempt {
 impl Script for AuthorizeRunAttempt {
     type Output = AuthorizedAttempt;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedAttempt, Halt> {
-        require_supervise(&self.host, "manager run attempt")?;
+        self.holder.require_supervise("manager run attempt")?;
         let (r, endpoint) = (&self.request, &self.endpoint);
-        let observed =
-            authenticate_registered_manager(cx, &r.registered, &self.host, "run attempt")?;
+        let observed = authenticate_registered_manager(
+            cx,
+            &RUN_ATTEMPT,
+            &r.registered,
+            &self.host,
+            &self.holder,
+        )?;
         let (run_owner, served) = match &r.body {
             AttemptBody::Attempt(spec) => {
                 let view = admitted(cx, r, endpoint, &spec.run_id)?;
@@ -217,7 +224,7 @@ impl Script for AuthorizeRunAttempt {
                             amend: t.amend,
                         };
                         // An answer's run owner is the manager's registered owner.
-                        let owner = self.host.owner.clone();
+                        let owner = self.holder.owner().clone();
                         Some(self.served_call(cx, served, forwarded, owner, &observed)?)
                     }
                 };
@@ -226,9 +233,9 @@ impl Script for AuthorizeRunAttempt {
         };
         Ok(AuthorizedAttempt {
             request: r.clone(),
-            host: self.host.clone(),
+            holder: self.holder.clone(),
             endpoint: endpoint.clone(),
-            standing_ttl: self.standing_ttl,
+            standing_ttl: self.host.standing_ttl,
             process_epoch: observed.gate.process_epoch(),
             run_owner,
             served,
@@ -363,7 +370,7 @@ impl IssueRunAttempt {
         Ok(AttemptGrant::Operator(profiles::run_operator(
             &RunOperatorBinding {
                 space: e.space.clone(),
-                principal: Principal::new(a.host.owner.clone(), e.actor.clone()),
+                principal: Principal::new(a.holder.owner().clone(), e.actor.clone()),
                 conn: conn(spec.id.as_str())?,
                 endpoint: a.endpoint.clone(),
                 takeover: spec.takeover_id.clone(),
@@ -391,17 +398,17 @@ impl Script for IssueRunAttempt {
 #[derive(Debug, Clone)]
 pub struct RunAttempt {
     pub request: RunAttemptRequest,
-    pub host: HostAuthority,
+    /// The host; its standing lifetime is the driver pair's.
+    pub host: ManagerHost,
+    pub holder: Supervisor,
     /// The endpoint hosting the run (`manager`).
     pub endpoint: EndpointName,
-    /// The driver pair's lifetime.
-    pub standing_ttl: StandingTtl,
 }
 
 impl Script for RunAttempt {
     type Output = AttemptDecision;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AttemptDecision, Halt> {
-        require_supervise(&self.host, "manager run attempt")?;
+        self.holder.require_supervise("manager run attempt")?;
         let needs_inputs = match &self.request.body {
             AttemptBody::Attempt(a) => a.served.is_some(),
             AttemptBody::Operator(o) => o.answers.is_some() || o.served.is_some(),
@@ -418,8 +425,8 @@ impl Script for RunAttempt {
         let authorized = AuthorizeRunAttempt {
             request: self.request.clone(),
             host: self.host.clone(),
+            holder: self.holder.clone(),
             endpoint: self.endpoint.clone(),
-            standing_ttl: self.standing_ttl,
         }
         .run(cx)?;
         IssueRunAttempt {

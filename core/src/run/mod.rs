@@ -18,10 +18,7 @@ pub use admission::{
     admission_key, read_run_admission, revocation_key, AdmissionView, Provenance, RevokeRun,
     RunAdmission, RunCaller, RunRevocation, ADMISSION_WRITE_ATTEMPTS,
 };
-pub use admit::{
-    authenticate_registered_manager, AdmissionOutcome, AdmitRun, AuthorizeRunAdmission,
-    AuthorizedAdmission, HostAuthority,
-};
+pub use admit::{AdmissionOutcome, AdmitRun, AuthorizeRunAdmission, AuthorizedAdmission};
 pub use attempt::{
     sign_attempt, AttemptDecision, AttemptGrant, AuthorizeRunAttempt, AuthorizedAttempt,
     IssueRunAttempt, IssuedJwt, RunAttempt, ServedInputs,

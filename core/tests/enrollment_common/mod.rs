@@ -12,19 +12,23 @@
 use cotal_core::actors::{ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
 use cotal_core::driver::{drive, ModelWorld};
 use cotal_core::enrollment::{
-    Caller, EnrollManagedAgent, EnrollmentRequest, EnrollmentResult, HostInputs,
-    PrepareManagedRetirement, PrepareRetirementRequest, PrepareRetirementResult,
+    EnrollManagedAgent, EnrollmentRequest, EnrollmentResult, PrepareManagedRetirement,
+    PrepareRetirementRequest, PrepareRetirementResult,
 };
 use cotal_core::gate::{EndpointGate, GateOp, ProcessEpoch, RegistrationRevision};
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::manager::{
-    current_registration_proof, managed_retirement_op_id, ManagerAuthorityRequest, ProofSecret,
+    current_registration_proof, managed_retirement_op_id, AccountKey, AgentOnboarding,
+    ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
 };
+use cotal_core::names::DerivedOwner;
 use cotal_core::names::{
     keys, ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
 };
+use cotal_core::profiles::StandingTtl;
 use cotal_core::EpError;
+use nkeys::{KeyPair, KeyPairType};
 use serde_json::{json, Value};
 
 use crate::common::{coords, op};
@@ -226,18 +230,24 @@ pub fn world() -> ModelWorld {
     world
 }
 
-pub fn host() -> HostInputs {
-    HostInputs {
+pub fn host() -> ManagerHost {
+    let account = KeyPair::new_from_raw(KeyPairType::Account, [40; 32]).unwrap();
+    ManagerHost {
         space: SpaceName::parse(SPACE).unwrap(),
+        account: AccountKey::parse(&account.public_key()).unwrap(),
+        signer: std::sync::Arc::new(KeyPair::new_from_raw(KeyPairType::Account, [41; 32]).unwrap()),
         proof_secret: ProofSecret::new(SECRET),
-        sentinel_creds: "-----BEGIN NATS USER JWT-----sentinel".into(),
-        agent_bearer_exchange_url: "https://auth.example/exchange".into(),
+        standing_ttl: StandingTtl::DEFAULT,
+        agents: AgentOnboarding {
+            sentinel_creds: "-----BEGIN NATS USER JWT-----sentinel".into(),
+            agent_bearer_exchange_url: "https://auth.example/exchange".into(),
+        },
     }
 }
 
-pub fn caller(scope: &[&str]) -> Caller {
-    Caller {
-        owner: owner(),
+pub fn caller(scope: &[&str]) -> Supervisor {
+    Supervisor {
+        owner: DerivedOwner::parse(OWNER).unwrap(),
         scope: scope.iter().map(|s| s.to_string()).collect(),
     }
 }
@@ -255,8 +265,8 @@ pub fn enroll_machine(raw: &Value, scope: &[&str], entropy: u8) -> EnrollManaged
 pub fn prepare_machine(raw: &Value, scope: &[&str], owner: &str) -> PrepareManagedRetirement {
     PrepareManagedRetirement {
         host: host(),
-        caller: Caller {
-            owner: OwnerToken::parse(owner).unwrap(),
+        caller: Supervisor {
+            owner: DerivedOwner::parse(owner).unwrap(),
             scope: scope.iter().map(|s| s.to_string()).collect(),
         },
         request: PrepareRetirementRequest::parse(raw).unwrap(),

@@ -18,13 +18,16 @@ use cotal_core::issuance::{GateRef, ProvisionGate};
 use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
 use cotal_core::machine::Script;
-use cotal_core::manager::{registration_proof, AccountKey, ManagerAuthorityRequest, ProofSecret};
-use cotal_core::names::{EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
+use cotal_core::manager::{
+    registration_proof, AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost,
+    ProofSecret, Supervisor,
+};
+use cotal_core::names::{
+    DerivedOwner, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName,
+};
 use cotal_core::profiles::StandingTtl;
 use cotal_core::registration::Registered;
-use cotal_core::renewal::{
-    AuthorityHolder, ManagerAuthority, ManagerHost, RemoteManagerAuthorityMaterial, RenewalFault,
-};
+use cotal_core::renewal::{ManagerAuthority, RemoteManagerAuthorityMaterial, RenewalFault};
 use cotal_core::EpError;
 use nkeys::{KeyPair, KeyPairType};
 use serde_json::{json, Value};
@@ -62,6 +65,10 @@ pub fn host() -> ManagerHost {
         signer: Arc::new(key(KeyPairType::Account, 41)),
         proof_secret: ProofSecret::new("SAAHOSTSECRETFORTHETESTSONLY"),
         standing_ttl: StandingTtl::DEFAULT,
+        agents: AgentOnboarding {
+            sentinel_creds: "-----BEGIN NATS USER JWT-----sentinel".into(),
+            agent_bearer_exchange_url: "https://auth.example/exchange".into(),
+        },
     }
 }
 
@@ -140,9 +147,9 @@ pub fn parse(raw: &Value) -> ManagerAuthorityRequest {
     ManagerAuthorityRequest::parse(raw).unwrap()
 }
 
-pub fn supervise() -> AuthorityHolder {
-    AuthorityHolder {
-        owner: owner(),
+pub fn supervise() -> Supervisor {
+    Supervisor {
+        owner: DerivedOwner::parse(OWNER).unwrap(),
         scope: vec!["supervise".into()],
     }
 }

@@ -17,13 +17,18 @@ use cotal_core::gate::{
 use cotal_core::journal::{FencingToken, RunEpoch, RunHolder, RunId};
 use cotal_core::kv::{Revision, Store};
 use cotal_core::machine::{Ctx, Halt, Replay, Script};
-use cotal_core::manager::{current_registration_proof, AccountKey, ManagerEnvelope, ProofSecret};
+use cotal_core::manager::{
+    current_registration_proof, AccountKey, AgentOnboarding, ManagerEnvelope, ManagerHost,
+    ProofSecret, Supervisor,
+};
+use cotal_core::names::DerivedOwner;
 use cotal_core::names::{EndpointName, OpId, OwnerToken, Principal, SpaceName};
+use cotal_core::profiles::StandingTtl;
 use cotal_core::run::{
     parse_run_admission_request, parse_run_attempt_request, write_run_status, AdmissionOutcome,
-    AdmitRun, AuthorizeRunAdmission, HostAuthority, HostedRunStatus, IssuedEvidence,
-    IssuedGeneration, IssuedRef, ObservedRunRequest, RunRequestOperation, RunState, SubjectAllow,
-    SubjectPermission, SubjectPermissions,
+    AdmitRun, AuthorizeRunAdmission, HostedRunStatus, IssuedEvidence, IssuedGeneration, IssuedRef,
+    ObservedRunRequest, RunRequestOperation, RunState, SubjectAllow, SubjectPermission,
+    SubjectPermissions,
 };
 use cotal_core::EpError;
 use serde_json::{json, Value};
@@ -64,14 +69,47 @@ pub fn owner() -> OwnerToken {
     OwnerToken::parse(OWNER).unwrap()
 }
 
-pub fn host() -> HostAuthority {
-    HostAuthority {
-        space: space(),
-        account: AccountKey::parse(&account()).unwrap(),
-        owner: owner(),
-        supervise: true,
-        secret: ProofSecret::new(SECRET),
+/// The host and the authenticated holder a run door is asked under.
+#[derive(Debug, Clone)]
+pub struct RunHost {
+    pub host: ManagerHost,
+    pub holder: Supervisor,
+}
+
+pub fn host() -> RunHost {
+    RunHost {
+        host: ManagerHost {
+            space: space(),
+            account: AccountKey::parse(&account()).unwrap(),
+            signer: std::sync::Arc::new(
+                nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::Account, [41; 32]).unwrap(),
+            ),
+            proof_secret: ProofSecret::new(SECRET),
+            standing_ttl: StandingTtl::DEFAULT,
+            agents: AgentOnboarding {
+                sentinel_creds: String::new(),
+                agent_bearer_exchange_url: String::new(),
+            },
+        },
+        holder: Supervisor {
+            owner: DerivedOwner::parse(OWNER).unwrap(),
+            scope: vec!["supervise".into()],
+        },
     }
+}
+
+/// [`host`] whose holder lacks the `supervise` scope.
+pub fn host_without_supervise() -> RunHost {
+    let mut h = host();
+    h.holder.scope = vec!["spawn".into(), "admin".into()];
+    h
+}
+
+/// [`host`] assigned another data account.
+pub fn host_with_account(account: AccountKey) -> RunHost {
+    let mut h = host();
+    h.host.account = account;
+    h
 }
 
 pub fn identities() -> Value {
@@ -229,7 +267,7 @@ impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Proc<F> {
 pub fn admit(
     world: &mut ModelWorld,
     request: &Value,
-    host: HostAuthority,
+    host: RunHost,
     observed: Option<ObservedRunRequest>,
     evidence: Result<IssuedEvidence, EpError>,
     admitted_at: u64,
@@ -239,7 +277,8 @@ pub fn admit(
         world,
         AuthorizeRunAdmission {
             request,
-            host,
+            host: host.host,
+            holder: host.holder,
             endpoint: manager(),
         },
     )?;
