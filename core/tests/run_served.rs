@@ -17,7 +17,7 @@ use cotal_core::driver::ModelWorld;
 use cotal_core::profiles::CheckpointToken;
 use cotal_core::run::{
     parse_run_attempt_request, AnswerId, AttemptDecision, AttemptGrant, AuthorizeRunAttempt,
-    CheckpointState, IssueRunAttempt, IssuedEvidence, JournalCheckpoint, ObservedRunRequest,
+    AuthorizedAttempt, CheckpointState, IssuedEvidence, JournalCheckpoint, ObservedRunRequest,
     ObservedRunRequests, RunAttempt, RunRequestOperation, RunState, ServedInputs,
     EP_UNBOUND_CALLER_AUTHORITY,
 };
@@ -54,18 +54,27 @@ fn drive_served(
             endpoint: manager(),
         },
     )?;
-    let served = authorized.served().map(|call| ServedInputs {
-        observed: seen.take(call.served(), NOW),
-        evidence,
-    });
-    run_script(
-        world,
-        IssueRunAttempt {
-            authorized,
-            served,
-            checkpoint,
-        },
-    )
+    let issue = match authorized {
+        AuthorizedAttempt::Plain(plain) => plain.issue(),
+        AuthorizedAttempt::Served(served) => {
+            let inputs = ServedInputs {
+                observed: seen.take(served.call().served(), NOW),
+                evidence,
+            };
+            served.issue(inputs)
+        }
+        AuthorizedAttempt::Answering(answering) => {
+            let inputs = ServedInputs {
+                observed: seen.take(answering.call().served(), NOW),
+                evidence,
+            };
+            answering.issue(
+                inputs,
+                checkpoint.expect("an answer is decided with its checkpoint"),
+            )
+        }
+    };
+    run_script(world, issue)
 }
 
 fn resume_subject() -> String {
@@ -633,35 +642,36 @@ fn a_user_answers_only_on_its_own_participant_manager() {
     );
 }
 
-/// Inputs that do not match what phase one asked for are an adapter bug: `internal`.
+/// Phase one says what phase two needs, as a type: a served resume authorizes as
+/// [`AuthorizedAttempt::Served`] (observation and evidence), an answering operator as
+/// [`AuthorizedAttempt::Answering`] (also the checkpoint), a plain attempt as
+/// [`AuthorizedAttempt::Plain`] (nothing). Inputs that do not match cannot be handed over.
 #[test]
-fn phase_two_inputs_must_match_phase_one() {
+fn phase_two_takes_exactly_the_inputs_phase_one_asked_for() {
     let mut world = served_world();
-    refused(
-        answer(&mut world, false, None),
-        ErrorCode::Internal,
-        "exactly the journal checkpoint",
-    );
-    let authorized = run_script(
-        &mut world,
-        AuthorizeRunAttempt {
-            request: parse_run_attempt_request(&resume_request(&resume_subject())).unwrap(),
-            host: host().host,
-            holder: host().holder,
-            endpoint: manager(),
-        },
-    )
-    .unwrap();
-    refused(
+    let authorize = |world: &mut ModelWorld, request: &Value| {
         run_script(
-            &mut world,
-            IssueRunAttempt {
-                authorized,
-                served: None,
-                checkpoint: None,
+            world,
+            AuthorizeRunAttempt {
+                request: parse_run_attempt_request(request).unwrap(),
+                host: host().host,
+                holder: host().holder,
+                endpoint: manager(),
             },
-        ),
-        ErrorCode::Internal,
-        "exactly its observation",
-    );
+        )
+        .unwrap()
+    };
+    let resume = authorize(&mut world, &resume_request(&resume_subject()));
+    let AuthorizedAttempt::Served(served) = resume else {
+        panic!("a served resume needs its observation and evidence: {resume:?}")
+    };
+    assert_eq!(served.call().served(), resume_subject());
+    let subject = answer_subject();
+    let answering = authorize(&mut world, &answer_request(false, Some(&subject)));
+    let AuthorizedAttempt::Answering(answering) = answering else {
+        panic!("an answer needs its checkpoint too: {answering:?}")
+    };
+    assert_eq!(answering.answers().step_key, STEP);
+    let plain = authorize(&mut world, &attempt_request('d', 1, 1));
+    assert!(matches!(plain, AuthorizedAttempt::Plain(_)), "{plain:?}");
 }

@@ -112,38 +112,142 @@ pub struct AuthorizeRunAttempt {
     pub endpoint: EndpointName,
 }
 
-/// A run attempt request whose manager, admissions and served subject were authorized. Only
-/// [`AuthorizeRunAttempt`] makes one.
+/// What every authorized attempt carries into its issue step.
 #[derive(Debug, Clone)]
-pub struct AuthorizedAttempt {
+struct Authorized {
     request: RunAttemptRequest,
     holder: Supervisor,
     endpoint: EndpointName,
     standing_ttl: StandingTtl,
     process_epoch: ProcessEpoch,
-    /// The admission's caller owner, for an attempt.
-    run_owner: Option<OwnerToken>,
-    served: Option<ServedCall>,
+}
+
+/// A run attempt request whose manager, admissions and served subject were authorized, by what
+/// its issue step still needs. Only [`AuthorizeRunAttempt`] makes one, so each variant's `issue`
+/// takes exactly the inputs the adapter must gather for it and no others.
+#[derive(Debug, Clone)]
+pub enum AuthorizedAttempt {
+    /// An attempt without a served caller, or a read operator: nothing more to gather.
+    Plain(PlainAttempt),
+    /// A forwarded run-resume attempt: the served subject's observation and its caller's
+    /// issued evidence.
+    Served(ServedAttempt),
+    /// An answering operator: its served run-answer's observation and evidence, and the run
+    /// journal's checkpoint at the answered step.
+    Answering(AnsweringAttempt),
 }
 
 impl AuthorizedAttempt {
+    pub fn request(&self) -> &RunAttemptRequest {
+        match self {
+            AuthorizedAttempt::Plain(a) => &a.authorized.request,
+            AuthorizedAttempt::Served(a) => &a.authorized.request,
+            AuthorizedAttempt::Answering(a) => &a.authorized.request,
+        }
+    }
+}
+
+/// What a plain attempt issues for.
+#[derive(Debug, Clone)]
+enum PlainBody {
+    /// A driver pair for the admission's caller owner.
+    Attempt {
+        spec: AttemptSpec,
+        run_owner: OwnerToken,
+    },
+    /// A read operator (no `answers`).
+    Read(OperatorSpec),
+}
+
+/// [`AuthorizedAttempt::Plain`].
+#[derive(Debug, Clone)]
+pub struct PlainAttempt {
+    authorized: Authorized,
+    body: PlainBody,
+}
+
+impl PlainAttempt {
+    pub fn issue(self) -> IssueRunAttempt {
+        let step = match self.body {
+            PlainBody::Attempt { spec, run_owner } => IssueStep::Attempt {
+                spec,
+                run_owner,
+                served: None,
+            },
+            PlainBody::Read(spec) => IssueStep::Read(spec),
+        };
+        IssueRunAttempt {
+            authorized: self.authorized,
+            step,
+        }
+    }
+}
+
+/// [`AuthorizedAttempt::Served`].
+#[derive(Debug, Clone)]
+pub struct ServedAttempt {
+    authorized: Authorized,
+    spec: AttemptSpec,
+    run_owner: OwnerToken,
+    call: ServedCall,
+}
+
+impl ServedAttempt {
     /// The served call whose subject the adapter takes the observation of (once) and whose
-    /// caller's issued evidence it resolves, when the request carries `served`.
-    pub fn served(&self) -> Option<&ServedCall> {
-        self.served.as_ref()
+    /// caller's issued evidence it resolves.
+    pub fn call(&self) -> &ServedCall {
+        &self.call
+    }
+
+    pub fn issue(self, inputs: ServedInputs) -> IssueRunAttempt {
+        IssueRunAttempt {
+            authorized: self.authorized,
+            step: IssueStep::Attempt {
+                spec: self.spec,
+                run_owner: self.run_owner,
+                served: Some((self.call, inputs)),
+            },
+        }
+    }
+}
+
+/// [`AuthorizedAttempt::Answering`].
+#[derive(Debug, Clone)]
+pub struct AnsweringAttempt {
+    authorized: Authorized,
+    spec: OperatorSpec,
+    answers: OperatorAnswers,
+    call: ServedCall,
+}
+
+impl AnsweringAttempt {
+    /// The served run-answer call (see [`ServedAttempt::call`]).
+    pub fn call(&self) -> &ServedCall {
+        &self.call
     }
 
     /// The pause an answering operator settles: the adapter reads the run journal's checkpoint
     /// at this run and step.
-    pub fn answers(&self) -> Option<&OperatorAnswers> {
-        match &self.request.body {
-            AttemptBody::Operator(op) => op.answers.as_ref(),
-            AttemptBody::Attempt(_) => None,
-        }
+    pub fn answers(&self) -> &OperatorAnswers {
+        &self.answers
     }
 
-    pub fn request(&self) -> &RunAttemptRequest {
-        &self.request
+    /// `checkpoint` is the journal's checkpoint at the answered step, or the read's failure.
+    pub fn issue(
+        self,
+        inputs: ServedInputs,
+        checkpoint: Result<Option<JournalCheckpoint>, EpError>,
+    ) -> IssueRunAttempt {
+        IssueRunAttempt {
+            authorized: self.authorized,
+            step: IssueStep::Answer {
+                spec: self.spec,
+                answers: self.answers,
+                call: self.call,
+                inputs,
+                checkpoint,
+            },
+        }
     }
 }
 
@@ -188,28 +292,47 @@ impl Script for AuthorizeRunAttempt {
             &self.host,
             &self.holder,
         )?;
-        let (run_owner, served) = match &r.body {
+        let authorized = Authorized {
+            request: r.clone(),
+            holder: self.holder.clone(),
+            endpoint: endpoint.clone(),
+            standing_ttl: self.host.standing_ttl,
+            process_epoch: observed.gate.process_epoch(),
+        };
+        Ok(match &r.body {
             AttemptBody::Attempt(spec) => {
                 let view = admitted(cx, r, endpoint, &spec.run_id)?;
-                let owner = view.admission.caller().owner.clone();
-                let served = match &spec.served {
-                    Some(s) => Some(self.served_call(
-                        cx,
-                        s,
-                        Forwarded::Resume(&spec.run_id),
-                        owner.clone(),
-                        &observed,
-                    )?),
-                    None => None,
-                };
-                (Some(owner), served)
+                let run_owner = view.admission.caller().owner.clone();
+                match &spec.served {
+                    None => AuthorizedAttempt::Plain(PlainAttempt {
+                        authorized,
+                        body: PlainBody::Attempt {
+                            spec: spec.clone(),
+                            run_owner,
+                        },
+                    }),
+                    Some(s) => {
+                        let forwarded = Forwarded::Resume(&spec.run_id);
+                        let call =
+                            self.served_call(cx, s, forwarded, run_owner.clone(), &observed)?;
+                        AuthorizedAttempt::Served(ServedAttempt {
+                            authorized,
+                            spec: spec.clone(),
+                            run_owner,
+                            call,
+                        })
+                    }
+                }
             }
             AttemptBody::Operator(spec) => {
                 if let Some(run) = &spec.run_id {
                     admitted(cx, r, endpoint, run)?;
                 }
-                let served = match &spec.answers {
-                    None => None,
+                match &spec.answers {
+                    None => AuthorizedAttempt::Plain(PlainAttempt {
+                        authorized,
+                        body: PlainBody::Read(spec.clone()),
+                    }),
                     Some(t) => {
                         admitted(cx, r, endpoint, &t.run_id)?;
                         let served = spec.served.as_deref().ok_or_else(|| {
@@ -225,20 +348,16 @@ impl Script for AuthorizeRunAttempt {
                         };
                         // An answer's run owner is the manager's registered owner.
                         let owner = self.holder.owner().clone();
-                        Some(self.served_call(cx, served, forwarded, owner, &observed)?)
+                        let call = self.served_call(cx, served, forwarded, owner, &observed)?;
+                        AuthorizedAttempt::Answering(AnsweringAttempt {
+                            authorized,
+                            spec: spec.clone(),
+                            answers: t.clone(),
+                            call,
+                        })
                     }
-                };
-                (None, served)
+                }
             }
-        };
-        Ok(AuthorizedAttempt {
-            request: r.clone(),
-            holder: self.holder.clone(),
-            endpoint: endpoint.clone(),
-            standing_ttl: self.host.standing_ttl,
-            process_epoch: observed.gate.process_epoch(),
-            run_owner,
-            served,
         })
     }
 }
@@ -252,7 +371,25 @@ pub struct ServedInputs {
     pub evidence: Result<IssuedEvidence, EpError>,
 }
 
-/// Phase two of §5.5, after the adapter gathered its inputs:
+/// What an issue step decides on, with exactly the inputs gathered for it.
+#[derive(Debug, Clone)]
+enum IssueStep {
+    Attempt {
+        spec: AttemptSpec,
+        run_owner: OwnerToken,
+        served: Option<(ServedCall, ServedInputs)>,
+    },
+    Read(OperatorSpec),
+    Answer {
+        spec: OperatorSpec,
+        answers: OperatorAnswers,
+        call: ServedCall,
+        inputs: ServedInputs,
+        checkpoint: Result<Option<JournalCheckpoint>, EpError>,
+    },
+}
+
+/// Phase two of §5.5, made by an [`AuthorizedAttempt`]'s `issue` with the inputs it needs:
 /// * **attempt**: the served caller (if any) is authorized for `run-resume` with run owner =
 ///   the admission's caller owner ([`authorize_served_caller`]); then the run status: a
 ///   terminal run gets no new attempt (`failed-precondition`), and the attempt must carry exactly
@@ -265,36 +402,25 @@ pub struct ServedInputs {
 ///   authorized with run owner = the manager's registered owner. Grants `run-operator` scoped
 ///   to the one pause (`answers: {token}`), the named run's status, or the run list.
 ///
-/// Inputs that do not match what phase one asked for (a served call without its observation
-/// and evidence, an answer without its checkpoint, or the reverse) are an adapter bug:
-/// `internal`. Keeps F84, F87 (one driver per run and takeover), F88.
+/// Keeps F84, F87 (one driver per run and takeover), F88.
 #[derive(Debug, Clone)]
 pub struct IssueRunAttempt {
-    pub authorized: AuthorizedAttempt,
-    /// Present exactly when `authorized.served()` is.
-    pub served: Option<ServedInputs>,
-    /// The journal's checkpoint at the answered step (or the read's failure); present exactly
-    /// when `authorized.answers()` is.
-    pub checkpoint: Option<Result<Option<JournalCheckpoint>, EpError>>,
+    authorized: Authorized,
+    step: IssueStep,
 }
 
 impl IssueRunAttempt {
-    fn served_caller(&self) -> Result<(), EpError> {
-        match (&self.authorized.served, &self.served) {
-            (Some(call), Some(inputs)) => {
-                authorize_served_caller(call, inputs.observed.as_ref(), &inputs.evidence)
-            }
-            (None, None) => Ok(()),
-            _ => Err(EpError::internal(
-                "a served run request is decided with exactly its observation and the caller's \
-                 issued evidence; nothing was issued",
-            )),
-        }
-    }
-
-    fn attempt(&self, cx: &mut Ctx<'_>, spec: &AttemptSpec) -> Result<AttemptGrant, Halt> {
+    fn attempt(
+        &self,
+        cx: &mut Ctx<'_>,
+        spec: &AttemptSpec,
+        owner: &OwnerToken,
+        served: Option<&(ServedCall, ServedInputs)>,
+    ) -> Result<AttemptGrant, Halt> {
         let a = &self.authorized;
-        self.served_caller()?;
+        if let Some((call, inputs)) = served {
+            authorize_served_caller(call, inputs.observed.as_ref(), &inputs.evidence)?;
+        }
         let run = &spec.run_id;
         let status = observe_hosted_run(cx, &a.endpoint, run)?;
         if let Some(s) = status.as_ref().filter(|s| s.state.is_terminal()) {
@@ -322,9 +448,6 @@ impl IssueRunAttempt {
             .into());
         }
         let e = &a.request.registered.envelope;
-        let owner = a.run_owner.clone().ok_or_else(|| {
-            EpError::internal("an authorized attempt carries its admission's caller owner")
-        })?;
         let pin = |id: &str| -> Result<RunBinding, EpError> {
             Ok(RunBinding {
                 space: e.space.clone(),
@@ -344,28 +467,12 @@ impl IssueRunAttempt {
         })
     }
 
-    fn operator(&self, spec: &OperatorSpec) -> Result<AttemptGrant, EpError> {
+    fn operator(
+        &self,
+        spec: &OperatorSpec,
+        scope: RunOperatorScope,
+    ) -> Result<AttemptGrant, EpError> {
         let a = &self.authorized;
-        let scope = match (&spec.answers, &self.checkpoint) {
-            (Some(t), Some(view)) => {
-                let token = pause_token(view, t)?;
-                self.served_caller()?;
-                RunOperatorScope::Answer(token)
-            }
-            (None, None) => {
-                self.served_caller()?;
-                match &spec.run_id {
-                    Some(run) => RunOperatorScope::Status(profile_run(run)?),
-                    None => RunOperatorScope::List,
-                }
-            }
-            _ => {
-                return Err(EpError::internal(
-                    "an answering run operator is decided with exactly the journal checkpoint \
-                     of its step; nothing was issued",
-                ))
-            }
-        };
         let e = &a.request.registered.envelope;
         Ok(AttemptGrant::Operator(profiles::run_operator(
             &RunOperatorBinding {
@@ -383,18 +490,39 @@ impl IssueRunAttempt {
 impl Script for IssueRunAttempt {
     type Output = AttemptDecision;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AttemptDecision, Halt> {
-        let grant = match &self.authorized.request.body {
-            AttemptBody::Attempt(spec) => self.attempt(cx, spec)?,
-            AttemptBody::Operator(spec) => self.operator(spec)?,
+        let grant = match &self.step {
+            IssueStep::Attempt {
+                spec,
+                run_owner,
+                served,
+            } => self.attempt(cx, spec, run_owner, served.as_ref())?,
+            IssueStep::Read(spec) => {
+                let scope = match &spec.run_id {
+                    Some(run) => RunOperatorScope::Status(profile_run(run)?),
+                    None => RunOperatorScope::List,
+                };
+                self.operator(spec, scope)?
+            }
+            IssueStep::Answer {
+                spec,
+                answers,
+                call,
+                inputs,
+                checkpoint,
+            } => {
+                let token = pause_token(checkpoint, answers)?;
+                authorize_served_caller(call, inputs.observed.as_ref(), &inputs.evidence)?;
+                self.operator(spec, RunOperatorScope::Answer(token))?
+            }
         };
         Ok(AttemptDecision { grant })
     }
 }
 
-/// One run attempt or read operator, §5.5, in one go: [`AuthorizeRunAttempt`] then
-/// [`IssueRunAttempt`] with no served inputs. A request carrying `served` or `answers` needs the
-/// observation, the caller's evidence and the journal checkpoint only the adapter gathers
-/// between the phases, so this door refuses it before anything is read or issued.
+/// One run attempt or read operator, §5.5, in one go: [`AuthorizeRunAttempt`] then the plain
+/// issue step. A request carrying `served` or `answers` needs the observation, the caller's
+/// evidence and the journal checkpoint only the adapter gathers between the phases, so this door
+/// refuses it before anything is read or issued.
 #[derive(Debug, Clone)]
 pub struct RunAttempt {
     pub request: RunAttemptRequest,
@@ -414,13 +542,7 @@ impl Script for RunAttempt {
             AttemptBody::Operator(o) => o.answers.is_some() || o.served.is_some(),
         };
         if needs_inputs {
-            return Err(EpError::new(
-                crate::ErrorCode::Unimplemented,
-                "a served run-resume or an answering operator needs the observed request, the \
-                 caller's issued evidence and the run journal's open checkpoint, which only the \
-                 AuthorizeRunAttempt / IssueRunAttempt phases take; nothing was issued",
-            )
-            .into());
+            return Err(served_needs_phases().into());
         }
         let authorized = AuthorizeRunAttempt {
             request: self.request.clone(),
@@ -429,13 +551,22 @@ impl Script for RunAttempt {
             endpoint: self.endpoint.clone(),
         }
         .run(cx)?;
-        IssueRunAttempt {
-            authorized,
-            served: None,
-            checkpoint: None,
+        match authorized {
+            AuthorizedAttempt::Plain(plain) => plain.issue().run(cx),
+            AuthorizedAttempt::Served(_) | AuthorizedAttempt::Answering(_) => {
+                Err(served_needs_phases().into())
+            }
         }
-        .run(cx)
     }
+}
+
+fn served_needs_phases() -> EpError {
+    EpError::new(
+        crate::ErrorCode::Unimplemented,
+        "a served run-resume or an answering operator needs the observed request, the caller's \
+         issued evidence and the run journal's open checkpoint, which only the \
+         AuthorizeRunAttempt / IssueRunAttempt phases take; nothing was issued",
+    )
 }
 
 /// One signed credential `{jwt, exp}` (exp in unix seconds).

@@ -20,8 +20,9 @@ pub use admission::{
 };
 pub use admit::{AdmissionOutcome, AdmitRun, AuthorizeRunAdmission, AuthorizedAdmission};
 pub use attempt::{
-    sign_attempt, AttemptDecision, AttemptGrant, AuthorizeRunAttempt, AuthorizedAttempt,
-    IssueRunAttempt, IssuedJwt, RunAttempt, ServedInputs,
+    sign_attempt, AnsweringAttempt, AttemptDecision, AttemptGrant, AuthorizeRunAttempt,
+    AuthorizedAttempt, IssueRunAttempt, IssuedJwt, PlainAttempt, RunAttempt, ServedAttempt,
+    ServedInputs,
 };
 pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
 pub use issued::{
