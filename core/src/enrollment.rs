@@ -1,5 +1,4 @@
-//! Managed-agent enrollment and retirement preparation (issue 6, deliverable 4; reference
-//! §6.1–§6.4; F94–F97).
+//! Managed-agent enrollment and retirement preparation (reference §6.1–§6.4; F94–F97).
 //!
 //! A registered remote manager asks its host to enroll an agent it will run: the host checks the
 //! manager's current registration, writes the agent's managed ledger row at a lifecycle uid the
@@ -8,9 +7,11 @@
 //!
 //! **Serialization (§6.6).** Both machines read the alias's row and then write on that reading.
 //! Two of them interleaving on one `(owner, actor)` could enroll two uids or enroll over a
-//! retirement in flight, so a driver MUST hold [`crate::actors::ActorLedger::lock_alias`] for
-//! [`EnrollManagedAgent::alias`] / [`PrepareManagedRetirement::alias`] from the first step to
-//! the last. The file ledger's lock also excludes other processes sharing the ledger directory.
+//! retirement in flight, so both are [`crate::actors::AliasScript`]s: they run only inside a
+//! [`crate::actors::Serialized`], built from the guard of
+//! [`crate::actors::ActorLedger::lock_alias`] for their alias and holding it from the first step
+//! to the last. The file ledger's lock also excludes other processes sharing the ledger
+//! directory.
 //!
 //! Round trips, counted on the model: enrollment = 1 KV get (the manager gate) + 2 ledger ops
 //! (find, grant or envelope re-walk) + 1 durables op; retirement preparation = 1 KV get + 2
@@ -20,12 +21,12 @@ use serde_json::{Map, Value};
 
 use crate::actors::row::{check_channel, iso8601_millis};
 use crate::actors::{
-    ActorRow, ActorsOutcome, ActorsRequest, Boundary, DurablesOutcome, DurablesRequest, Held,
-    RowSpace, TokenHash,
+    ActorRow, ActorsOutcome, ActorsRequest, AliasScript, Boundary, DurablesOutcome,
+    DurablesRequest, Held, LockHeld, RowSpace, TokenHash,
 };
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
-use crate::machine::{Ctx, Halt, Script};
+use crate::machine::{Ctx, Halt};
 use crate::manager::door::{self, check_registered, Door, Knock, Presented};
 use crate::manager::{
     managed_retirement_op_id, parse_coordinates, parse_identities, ManagerEnvelope, ManagerHost,
@@ -92,8 +93,15 @@ pub struct EnrollmentRequest {
 pub struct PrepareRetirementRequest {
     pub envelope: ManagedEnvelope,
     pub target: RetirementTarget,
-    /// Always `managedRetirementOpId(target.lifecycleUid)` (F96); the parser refuses others.
-    pub op_id: OpId,
+    /// Always `managedRetirementOpId(target.lifecycleUid)` (F96): only the parser sets it, and
+    /// it refuses any other, so the machine needs no re-check.
+    op_id: OpId,
+}
+
+impl PrepareRetirementRequest {
+    pub fn op_id(&self) -> &OpId {
+        &self.op_id
+    }
 }
 
 fn refuse(what: &str, detail: impl AsRef<str>) -> EpError {
@@ -530,7 +538,7 @@ impl EnrollmentResult {
 /// durables are provisioned at the uid; if that fails on a first enrollment the row is revoked
 /// at that uid and the footprint deprovisioned (cleanup failures are noted, the provisioning
 /// error returned); a retry keeps its row, because the first answer may already have reached
-/// the participant. Must be driven under the alias lock (module docs).
+/// the participant. Runs only under its alias lock (module docs).
 #[derive(Debug, Clone)]
 pub struct EnrollManagedAgent {
     pub host: ManagerHost,
@@ -552,10 +560,14 @@ impl EnrollManagedAgent {
     }
 }
 
-impl Script for EnrollManagedAgent {
+impl AliasScript for EnrollManagedAgent {
     type Output = EnrollmentResult;
 
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<EnrollmentResult, Halt> {
+    fn alias(&self) -> Principal {
+        EnrollManagedAgent::alias(self)
+    }
+
+    fn run_held(&self, cx: &mut Ctx<'_>, _: LockHeld<'_>) -> Result<EnrollmentResult, Halt> {
         let envelope = &self.request.envelope;
         let target = &self.request.target;
         authorize(
@@ -757,7 +769,7 @@ impl PrepareRetirementResult {
 /// target uid, its broker footprint is deprovisioned first (member channels = the row's concrete
 /// `allowSubscribe` entries) and only then the row revoked at that uid — footprint before grant,
 /// so a retry still knows what to purge. A row at another uid (a successor) or none is a no-op.
-/// Must be driven under the alias lock (module docs).
+/// Runs only under its alias lock (module docs).
 #[derive(Debug, Clone)]
 pub struct PrepareManagedRetirement {
     pub host: ManagerHost,
@@ -775,10 +787,14 @@ impl PrepareManagedRetirement {
     }
 }
 
-impl Script for PrepareManagedRetirement {
+impl AliasScript for PrepareManagedRetirement {
     type Output = PrepareRetirementResult;
 
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<PrepareRetirementResult, Halt> {
+    fn alias(&self) -> Principal {
+        PrepareManagedRetirement::alias(self)
+    }
+
+    fn run_held(&self, cx: &mut Ctx<'_>, _: LockHeld<'_>) -> Result<PrepareRetirementResult, Halt> {
         let request = &self.request;
         let target = &request.target;
         let what = "managed agent prepare-retirement";
@@ -794,13 +810,6 @@ impl Script for PrepareManagedRetirement {
                     return Err(EpError::permission_denied(format!(
                         "{what} target owner {} does not match authenticated owner {}",
                         target.owner, self.caller.owner
-                    )));
-                }
-                if request.op_id != managed_retirement_op_id(&target.lifecycle_uid)? {
-                    return Err(EpError::bad_request(format!(
-                        "{what} request opId must be the derived terminal operation id for \
-                         lifecycle {}",
-                        target.lifecycle_uid
                     )));
                 }
                 Ok(())

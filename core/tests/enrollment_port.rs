@@ -15,7 +15,7 @@ mod enrollment_common;
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest, DurablesRequest, RowSpace};
 use cotal_core::driver::drive;
 use cotal_core::kv::Store;
-use cotal_core::machine::{Effect, Replay};
+use cotal_core::machine::Effect;
 use cotal_core::names::{LifecycleUid, Principal};
 use cotal_core::ErrorCode;
 use enrollment_common::*;
@@ -86,7 +86,7 @@ fn a_failed_rollback_is_noted_and_a_retry_completes_the_enrollment() {
     w.durables.fail_next(1);
     // The grant succeeds; the revoke of the rollback fails (twice: the write and nothing else).
     let machine = enroll_machine(&enrollment(), &["supervise"], 1);
-    let mut run = Replay::new(machine);
+    let mut run = locked(&w, machine);
     let mut observation = None;
     let result = loop {
         match cotal_core::machine::Machine::step(&mut run, observation.take()) {
@@ -112,6 +112,8 @@ fn a_failed_rollback_is_noted_and_a_retry_completes_the_enrollment() {
         "{e}"
     );
     assert!(managed_row(&w, "worker").is_some());
+    // The finished machine releases the alias lock when dropped; the retry takes it anew.
+    drop(run);
     let retry = enroll_as(&mut w, &enrollment(), &["supervise"], 2).unwrap();
     assert_eq!(retry.material.lifecycle_uid, LifecycleUid::mint([1; 20]));
 }
@@ -521,12 +523,12 @@ fn enrollment_is_deterministic() {
     let mut a = world();
     let mut b = world();
     let ra = drive(
-        &mut Replay::new(enroll_machine(&enrollment(), &["supervise"], 5)),
+        &mut locked(&a, enroll_machine(&enrollment(), &["supervise"], 5)),
         &mut a,
     )
     .unwrap();
     let rb = drive(
-        &mut Replay::new(enroll_machine(&enrollment(), &["supervise"], 5)),
+        &mut locked(&b, enroll_machine(&enrollment(), &["supervise"], 5)),
         &mut b,
     )
     .unwrap();

@@ -13,24 +13,27 @@ mod enrollment_common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use cotal_core::actors::{ActorLedger, MemoryActors};
+use cotal_core::actors::{ActorLedger, AliasGuard, AliasScript, MemoryActors, Serialized};
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::enrollment::{EnrollManagedAgent, EnrollmentResult};
-use cotal_core::machine::{Effect, Machine, Observation, Replay, Step};
+use cotal_core::machine::{Effect, Machine, Observation, Step};
 use cotal_core::ErrorCode;
 use enrollment_common::*;
 
 /// One machine driven by hand: `advance` performs effects until `stop` says to pause before one.
-struct Stepper<S: cotal_core::machine::Script> {
-    run: Replay<S>,
+/// The tests take and release the ledger's alias locks themselves, at the points they race, so
+/// the guard the machine is built with holds nothing of its own.
+struct Stepper<S: AliasScript> {
+    run: Serialized<S>,
     next: Option<Observation>,
     pending: Option<Effect>,
 }
 
-impl<S: cotal_core::machine::Script> Stepper<S> {
+impl<S: AliasScript> Stepper<S> {
     fn new(script: S) -> Self {
+        let guard = AliasGuard::new(script.alias(), Box::new(()));
         Stepper {
-            run: Replay::new(script),
+            run: Serialized::new(script, guard).unwrap(),
             next: None,
             pending: None,
         }
@@ -67,7 +70,7 @@ fn is_grant(e: &Effect) -> bool {
     )
 }
 
-fn finish<S: cotal_core::machine::Script>(
+fn finish<S: AliasScript>(
     s: &mut Stepper<S>,
     w: &mut ModelWorld,
 ) -> Result<S::Output, cotal_core::EpError> {

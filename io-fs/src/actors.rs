@@ -230,13 +230,13 @@ impl ActorLedger for FileActors {
         let file = self.lock_file(alias)?;
         file.lock()
             .map_err(|e| format!("cannot lock alias {}: {e}", alias.key()))?;
-        Ok(AliasGuard::new(Box::new(file)))
+        Ok(AliasGuard::new(alias.clone(), Box::new(file)))
     }
 
     fn try_lock_alias(&self, alias: &Principal) -> Result<Option<AliasGuard>, String> {
         let file = self.lock_file(alias)?;
         match file.try_lock() {
-            Ok(()) => Ok(Some(AliasGuard::new(Box::new(file)))),
+            Ok(()) => Ok(Some(AliasGuard::new(alias.clone(), Box::new(file)))),
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(format!("cannot lock alias {}: {e}", alias.key())),
         }

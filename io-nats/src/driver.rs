@@ -9,7 +9,9 @@
 use std::fmt;
 use std::sync::Arc;
 
-use cotal_core::actors::{ActorLedger, ActorsOutcome, DurablesOutcome, DurablesPort};
+use cotal_core::actors::{
+    ActorLedger, ActorsOutcome, AliasScript, DurablesOutcome, DurablesPort, Serialized,
+};
 use cotal_core::driver::MAX_STEPS;
 use cotal_core::machine::{Effect, Liveness, Machine, Observation, Step};
 use cotal_core::names::Principal;
@@ -131,29 +133,28 @@ impl<'s> NatsWorld<'s> {
         }
     }
 
-    /// Runs `machine` holding the attached ledger's lock on `alias` (reference §6.6):
+    /// Runs `script` holding the attached ledger's lock on its alias (reference §6.6):
     /// enrollment and retirement preparation of one alias never overlap, in this process or in
     /// another plane sharing the ledger directory. The lock is awaited on the blocking pool, so
     /// a long holder stalls only this call, and it is released when the machine ends, whatever
     /// the outcome.
-    pub async fn run_serialized<M: Machine>(
+    pub async fn run_serialized<S: AliasScript>(
         &mut self,
-        alias: &Principal,
-        machine: &mut M,
-    ) -> Result<M::Output, EpError> {
+        script: S,
+    ) -> Result<S::Output, EpError> {
         let Some(actors) = self.actors.clone() else {
             return Err(EpError::unavailable(
                 "this plane has no host storage: no actor ledger is attached",
             ));
         };
-        let key = alias.clone();
-        let guard = tokio::task::spawn_blocking(move || actors.lock_alias(&key))
+        let alias = script.alias();
+        let guard = tokio::task::spawn_blocking(move || actors.lock_alias(&alias))
             .await
             .map_err(|e| EpError::internal(format!("the alias lock task failed: {e}")))?
             .map_err(EpError::unavailable)?;
-        let outcome = self.run(machine).await;
-        drop(guard);
-        outcome
+        // The machine owns the guard: the lock is released when it is dropped, at the end of
+        // this call whatever the outcome.
+        self.run(&mut Serialized::new(script, guard)?).await
     }
 
     /// Runs `machine` to completion in this world.

@@ -15,6 +15,7 @@
 
 use std::fmt;
 
+use cotal_core::actors::{AliasGuard, AliasScript, Serialized};
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::error::EpError;
 use cotal_core::kv::model::{Fault, Trigger};
@@ -278,12 +279,30 @@ where
     })
 }
 
-struct Mapped<S: Script, O> {
-    run: Replay<S>,
+/// [`flight`] for a script that runs only under its alias lock. The interleaver's flight lock
+/// (the `lock` of [`Interleaver::spawn`]) is what excludes the alias's other flights here, so
+/// the guard handed to the machine holds nothing of its own.
+pub fn serialized_flight<S, O>(
+    script: S,
     wrap: fn(S::Output) -> O,
+) -> Result<Box<dyn Machine<Output = O>>, EpError>
+where
+    S: AliasScript + 'static,
+    O: 'static,
+{
+    let guard = AliasGuard::new(script.alias(), Box::new(()));
+    Ok(Box::new(Mapped {
+        run: Serialized::new(script, guard)?,
+        wrap,
+    }))
 }
 
-impl<S: Script, O> Machine for Mapped<S, O> {
+struct Mapped<M: Machine, O> {
+    run: M,
+    wrap: fn(M::Output) -> O,
+}
+
+impl<M: Machine, O> Machine for Mapped<M, O> {
     type Output = O;
     fn step(&mut self, observation: Option<Observation>) -> Step<O> {
         match self.run.step(observation) {

@@ -21,7 +21,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use cotal_core::actors::{ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
+use cotal_core::actors::{
+    ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace, Serialized,
+};
 use cotal_core::authority::SelfAuthority;
 use cotal_core::canon::Digest;
 use cotal_core::contract::publish_cluster;
@@ -52,7 +54,7 @@ use nkeys::{KeyPair, KeyPairType};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::interleave::{flight, Event, Faults, Interleaver};
+use crate::interleave::{flight, serialized_flight, Event, Faults, Interleaver};
 
 const SPACE: &str = "s1";
 const OWNER: &str = "u_cccccccccccccccccccccccccc";
@@ -723,7 +725,7 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
                 sim.spawn(
                     format!("enroll{n}:{hash}"),
                     lock.clone(),
-                    flight(m, |r| AliasOut::Enrolled(Box::new(r))),
+                    parse(serialized_flight(m, |r| AliasOut::Enrolled(Box::new(r))))?,
                 );
             } else {
                 let mut candidates: Vec<LifecycleUid> =
@@ -741,7 +743,7 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
                 sim.spawn(
                     format!("retire{n}:{uid}"),
                     lock.clone(),
-                    flight(m, |r| AliasOut::Prepared(Box::new(r))),
+                    parse(serialized_flight(m, |r| AliasOut::Prepared(Box::new(r))))?,
                 );
             }
             Ok(())
@@ -836,7 +838,11 @@ pub fn enrollment_race(seed: u64) -> Result<OpsStats, String> {
             .and_then(|h| h.as_str().chars().next())
             .ok_or("the managed row carries no token hash")?;
         let m = enroll(&gate_now, hash, 999, [9; 20])?;
-        drive(&mut Replay::new(m), world)
+        let guard = world
+            .actors
+            .lock_alias(&m.alias())
+            .map_err(|e| fail(seed, format!("the settling retry's lock: {e}"), ""))?;
+        drive(&mut parse(Serialized::new(m, guard))?, world)
             .map_err(|e| fail(seed, format!("the settling retry: {e}"), &sim.tail(40)))?;
     }
     let current = current_row(&sim.world, &alias).and_then(|r| r.lifecycle_uid);

@@ -24,7 +24,7 @@ use cotal_core::gate::{
     RegistrationRevision,
 };
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
-use cotal_core::machine::{Effect, Replay};
+use cotal_core::machine::Effect;
 use cotal_core::manager::{
     current_registration_proof, managed_retirement_op_id, AccountKey, AgentOnboarding,
     ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
@@ -204,12 +204,8 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
 
         // Enroll: the row lands in the file ledger, the durables at its uid.
         let machine = enroll(enrollment('a', EPOCH), 1);
-        let alias = machine.alias();
         let mut w = world();
-        let first = w
-            .run_serialized(&alias, &mut Replay::new(machine))
-            .await
-            .unwrap();
+        let first = w.run_serialized(machine).await.unwrap();
         let uid = first.material.lifecycle_uid.clone();
         assert!(first.first);
         assert_eq!(uid, LifecycleUid::mint([1; 20]));
@@ -233,22 +229,14 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         // Re-enroll with the same hash: the same uid, nothing rewritten.
         let bytes_before = std::fs::read(&row_path).unwrap();
         let machine = enroll(enrollment('a', EPOCH), 2);
-        let alias = machine.alias();
-        let again = world()
-            .run_serialized(&alias, &mut Replay::new(machine))
-            .await
-            .unwrap();
+        let again = world().run_serialized(machine).await.unwrap();
         assert_eq!(again.material.lifecycle_uid, uid);
         assert!(!again.first);
         assert_eq!(std::fs::read(&row_path).unwrap(), bytes_before);
 
         // Another hash while enrolled: conflict naming the lifecycle.
         let machine = enroll(enrollment('b', EPOCH), 3);
-        let alias = machine.alias();
-        let e = world()
-            .run_serialized(&alias, &mut Replay::new(machine))
-            .await
-            .unwrap_err();
+        let e = world().run_serialized(machine).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::Conflict);
         assert!(e.message.contains(uid.as_str()), "{e}");
 
@@ -258,32 +246,20 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
             caller: caller(),
             request: PrepareRetirementRequest::parse(&prepare(&uid)).unwrap(),
         };
-        let alias = machine.alias();
-        let prepared = world()
-            .run_serialized(&alias, &mut Replay::new(machine))
-            .await
-            .unwrap();
+        let prepared = world().run_serialized(machine).await.unwrap();
         assert!(prepared.released);
         assert!(!row_path.exists());
         assert!(durables.provisioned().is_empty());
 
         // Enroll again: a fresh uid from fresh host entropy.
         let machine = enroll(enrollment('b', EPOCH), 4);
-        let alias = machine.alias();
-        let next = world()
-            .run_serialized(&alias, &mut Replay::new(machine))
-            .await
-            .unwrap();
+        let next = world().run_serialized(machine).await.unwrap();
         assert_ne!(next.material.lifecycle_uid, uid);
         assert_eq!(next.material.lifecycle_uid, LifecycleUid::mint([4; 20]));
 
         // A stale serve epoch (with its own, then-valid proof) is refused, writing nothing.
         let machine = enroll(enrollment('c', EPOCH - 1), 5);
-        let alias = machine.alias();
-        let e = world()
-            .run_serialized(&alias, &mut Replay::new(machine))
-            .await
-            .unwrap_err();
+        let e = world().run_serialized(machine).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::Conflict);
         assert!(e.message.contains("epoch 3 is stale; current is 4"), "{e}");
         assert_eq!(durables.provisioned().len(), 1);
@@ -291,7 +267,7 @@ fn enrollment_lifecycle_on_a_real_server_with_the_file_ledger() {
         // Without a ledger attached the plane fails closed.
         let machine = enroll(enrollment('a', EPOCH), 6);
         let e = NatsWorld::new(&space)
-            .run_serialized(&alias, &mut Replay::new(machine))
+            .run_serialized(machine)
             .await
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Unavailable);

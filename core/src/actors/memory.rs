@@ -153,10 +153,13 @@ impl MemoryActors {
     }
 
     fn guard(&self, alias: &Principal) -> AliasGuard {
-        AliasGuard::new(Box::new(MemoryAliasGuard {
-            shared: Arc::clone(&self.shared),
-            alias: alias.clone(),
-        }))
+        AliasGuard::new(
+            alias.clone(),
+            Box::new(MemoryAliasGuard {
+                shared: Arc::clone(&self.shared),
+                alias: alias.clone(),
+            }),
+        )
     }
 }
 

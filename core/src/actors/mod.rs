@@ -1,5 +1,5 @@
 //! The host's actor ledger: interactive and managed rows, the delegation envelope, and the
-//! ledger and broker-durable requests machines send as effects (issue 6, deliverable 4).
+//! ledger and broker-durable requests machines send as effects.
 //!
 //! The ledger lives on the host's disk, not in NATS KV, so machines reach it through
 //! [`crate::machine::Effect::Actors`] and drivers answer with an [`ActorLedger`] port: the
@@ -8,14 +8,16 @@
 //! where the files do. Broker durables are likewise an effect answered by a [`DurablesPort`].
 //!
 //! **Per-alias serialization (reference §6.6).** Enrollment and retirement preparation for one
-//! `(owner, actor)` must never overlap. That is a driver concern: whoever drives an
-//! [`crate::enrollment`] machine first takes [`ActorLedger::lock_alias`] for the alias and holds
-//! the guard until the machine is done. The file ledger's lock is an `flock` on a per-alias lock
-//! file, so it holds across threads and across processes sharing the ledger directory.
+//! `(owner, actor)` must never overlap. The types keep it: the [`crate::enrollment`] machines are
+//! [`AliasScript`]s, which run only inside a [`Serialized`] built from an [`AliasGuard`] for
+//! their alias ([`ActorLedger::lock_alias`]), held until the machine is done. The file ledger's
+//! lock is an `flock` on a per-alias lock file, so it holds across threads and across processes
+//! sharing the ledger directory.
 
 pub mod envelope;
 mod memory;
 pub mod row;
+mod serialized;
 pub mod store;
 
 use std::any::Any;
@@ -23,6 +25,7 @@ use std::fmt;
 
 pub use memory::{Footprint, MemoryActors, MemoryDurables};
 pub use row::{ActorRow, RowSpace, TokenHash};
+pub use serialized::{AliasScript, LockHeld, Serialized};
 
 use crate::names::{LifecycleUid, Principal};
 
@@ -117,19 +120,27 @@ impl From<Denial> for ActorsOutcome {
     }
 }
 
-/// Holds an alias lock until dropped.
-pub struct AliasGuard(#[allow(dead_code)] Box<dyn Any + Send>);
+/// Holds the lock on one alias until dropped.
+pub struct AliasGuard {
+    alias: Principal,
+    /// Whatever keeps the lock held: dropping it releases the lock.
+    _held: Box<dyn Any + Send>,
+}
 
 impl AliasGuard {
-    /// Wraps whatever keeps the lock held (a lock file, a map entry's guard).
-    pub fn new(inner: Box<dyn Any + Send>) -> Self {
-        AliasGuard(inner)
+    /// Wraps whatever keeps the lock on `alias` held (a locked file, a map entry's guard).
+    pub fn new(alias: Principal, held: Box<dyn Any + Send>) -> Self {
+        AliasGuard { alias, _held: held }
+    }
+
+    pub fn alias(&self) -> &Principal {
+        &self.alias
     }
 }
 
 impl fmt::Debug for AliasGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("AliasGuard(..)")
+        write!(f, "AliasGuard({})", self.alias)
     }
 }
 

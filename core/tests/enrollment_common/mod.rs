@@ -9,7 +9,9 @@
     clippy::indexing_slicing
 )]
 
-use cotal_core::actors::{ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
+use cotal_core::actors::{
+    ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, AliasScript, RowSpace, Serialized,
+};
 use cotal_core::driver::{drive, ModelWorld};
 use cotal_core::enrollment::{
     EnrollManagedAgent, EnrollmentRequest, EnrollmentResult, PrepareManagedRetirement,
@@ -17,7 +19,6 @@ use cotal_core::enrollment::{
 };
 use cotal_core::gate::{EndpointGate, GateOp, ProcessEpoch, RegistrationRevision};
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
 use cotal_core::manager::{
     current_registration_proof, managed_retirement_op_id, AccountKey, AgentOnboarding,
     ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
@@ -281,9 +282,13 @@ pub fn enroll_as(
     entropy: u8,
 ) -> Result<EnrollmentResult, EpError> {
     let machine = enroll_machine(raw, scope, entropy);
-    let actors = world.actors.clone();
-    let _guard = actors.lock_alias(&machine.alias()).unwrap();
-    drive(&mut Replay::new(machine), world)
+    drive(&mut locked(world, machine), world)
+}
+
+/// `script` under the world ledger's lock on its alias.
+pub fn locked<S: AliasScript>(world: &ModelWorld, script: S) -> Serialized<S> {
+    let guard = world.actors.lock_alias(&script.alias()).unwrap();
+    Serialized::new(script, guard).unwrap()
 }
 
 pub fn enroll(world: &mut ModelWorld, raw: &Value) -> Result<EnrollmentResult, EpError> {
@@ -298,9 +303,7 @@ pub fn release_as(
     owner: &str,
 ) -> Result<PrepareRetirementResult, EpError> {
     let machine = prepare_machine(raw, scope, owner);
-    let actors = world.actors.clone();
-    let _guard = actors.lock_alias(&machine.alias()).unwrap();
-    drive(&mut Replay::new(machine), world)
+    drive(&mut locked(world, machine), world)
 }
 
 pub fn release(world: &mut ModelWorld, raw: &Value) -> Result<PrepareRetirementResult, EpError> {
