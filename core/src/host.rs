@@ -105,6 +105,48 @@ impl SelfContract {
     }
 }
 
+/// The plane's own endpoint name: the `auth` instance every plane registers at start.
+pub const AUTH_ENDPOINT: &str = "auth";
+
+/// The void schema `{"type":"null"}`: what a command that takes or returns nothing declares.
+fn void_schema() -> Value {
+    serde_json::json!({"type": "null"})
+}
+
+/// The closure digest of the void schema: the digest of the single-document manifest
+/// ([`ClusterManifest`]) whose root is the schema's RFC 8785 canonical bytes. Computed, never
+/// spelled out, so it follows the same artifact rule as every contract the plane publishes.
+pub fn void_digest() -> Result<Digest, EpError> {
+    let root = Digest::of(&artifact_canonical_bytes(&void_schema())?);
+    Ok(ClusterManifest::new(root).closure_digest())
+}
+
+/// The `auth` endpoint's cluster document: credential exchange and renewal, both request/reply
+/// (`ephemeral`, untargeted), each taking and returning nothing the contract describes
+/// ([`void_digest`]).
+pub fn auth_cluster() -> Result<Value, EpError> {
+    let void = void_digest()?.to_prefixed();
+    let command = |name: &str| {
+        serde_json::json!({
+            "name": name, "class": "ephemeral", "targeted": false,
+            "capability": format!("{AUTH_ENDPOINT}.{name}"), "inputDigest": void,
+            "outputDigest": void, "traits": [],
+        })
+    };
+    Ok(serde_json::json!({
+        "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
+        "commands": [command("exchange"), command("renew")],
+    }))
+}
+
+impl SelfContract {
+    /// The plane's own contract: [`auth_cluster`] with its manifest, what `up` publishes before
+    /// it registers its `auth` instance.
+    pub fn auth() -> Result<SelfContract, EpError> {
+        SelfContract::from_cluster(&auth_cluster()?)
+    }
+}
+
 /// The shared self-authorized registration ceremony (reference §7.1), used for endpoints the
 /// plane registers on its own authority: the host endpoint, and the plane's `auth` endpoint.
 ///

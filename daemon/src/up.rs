@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use cotal_core::gate::{GateState, ProcessEpoch};
 use cotal_core::host::{
     confirm_registration, PrepareSelfAuthorized, SelfAuthorizedInstance, SelfContract,
+    AUTH_ENDPOINT,
 };
 use cotal_core::issuance::{GateRef, ObserveGate};
 use cotal_core::machine::{Ctx, Halt, Replay, Script};
@@ -27,14 +28,12 @@ use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
 use cotal_core::registration::Registered;
 use cotal_core::serving::RegisterServing;
 use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::embedded::Embedded;
 use crate::state;
 
-/// The plane's own endpoint name.
-pub const AUTH_ENDPOINT: &str = "auth";
 /// The actor half of the plane's principal.
 const ACTOR: &str = "authd";
 /// How often a running plane re-reads its own gate (F6: only a fresh read can tell).
@@ -42,9 +41,6 @@ pub const FENCE_POLL: Duration = Duration::from_millis(250);
 /// Consecutive failed gate reads before the plane gives up: it can no longer tell whether it
 /// has been fenced, so it stops claiming to serve.
 const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
-/// The empty JSON Schema's digest, the `auth` commands' declared input and output.
-const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
-
 /// Validated `up` flags.
 #[derive(Debug)]
 pub struct UpArgs {
@@ -52,21 +48,6 @@ pub struct UpArgs {
     pub server: Option<String>,
     pub state_dir: PathBuf,
     pub replicas: Replicas,
-}
-
-/// The `auth` endpoint's command surface: credential exchange and renewal, both request/reply.
-fn auth_cluster() -> Value {
-    let command = |name: &str| {
-        json!({
-            "name": name, "class": "ephemeral", "targeted": false,
-            "capability": format!("auth.{name}"), "inputDigest": VOID, "outputDigest": VOID,
-            "traits": [],
-        })
-    };
-    json!({
-        "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
-        "commands": [command("exchange"), command("renew")],
-    })
 }
 
 /// The confirming read after the serving ceremony.
@@ -145,7 +126,7 @@ async fn register_and_serve(
         gate: gate.clone(),
         owner: identity.owner.clone(),
         principal,
-        contract: SelfContract::from_cluster(&auth_cluster()).map_err(|e| e.message.clone())?,
+        contract: SelfContract::auth().map_err(|e| e.message.clone())?,
         op_id: op_id.clone(),
     };
     let provisioned = drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &space)
