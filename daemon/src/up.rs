@@ -15,18 +15,19 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cotal_core::gate::{GateState, ProcessEpoch};
+use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
-    confirm_registration, PrepareSelfAuthorized, SelfAuthorizedInstance, SelfContract,
-    AUTH_ENDPOINT,
+    confirm_registration, AwaitHostFence, PrepareSelfAuthorized, SelfAuthorizedInstance,
+    SelfContract, AUTH_ENDPOINT,
 };
-use cotal_core::issuance::{GateRef, ObserveGate};
+use cotal_core::issuance::GateRef;
 use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
 use cotal_core::registration::Registered;
 use cotal_core::serving::RegisterServing;
+use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
 use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -36,11 +37,16 @@ use crate::state;
 
 /// The actor half of the plane's principal.
 const ACTOR: &str = "authd";
-/// How often a running plane re-reads its own gate (F6: only a fresh read can tell).
+/// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
+/// at most, it notices a successor on another process.
 pub const FENCE_POLL: Duration = Duration::from_millis(250);
-/// Consecutive failed gate reads before the plane gives up: it can no longer tell whether it
-/// has been fenced, so it stops claiming to serve.
+/// How long the gate may stay unreadable before the plane gives up: it can no longer tell
+/// whether it has been fenced, so it stops claiming to serve.
 const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
+/// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
+/// a failure (1) so a supervisor can leave it stopped (systemd `RestartPreventExitStatus=3`)
+/// instead of restarting it to fence its successor in turn.
+pub const EXIT_FENCED: u8 = 3;
 /// Validated `up` flags.
 #[derive(Debug)]
 pub struct UpArgs {
@@ -86,7 +92,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
             }
             Ok(match outcome {
                 Outcome::Stopped => ExitCode::SUCCESS,
-                Outcome::Fenced => ExitCode::FAILURE,
+                Outcome::Fenced => ExitCode::from(EXIT_FENCED),
             })
         }
         Err(why) => {
@@ -199,59 +205,63 @@ struct Signals {
     int: Signal,
 }
 
-/// Holds the registration: re-reads the gate every [`FENCE_POLL`] until its epoch moves away
-/// from `epoch` (fenced) or a SIGINT/SIGTERM arrives (stopped).
+/// Holds the registration until a SIGINT/SIGTERM (stopped) or until the core's host fence
+/// resolves (fenced), driven by [`hold_fence`]: one leader read of the gate every
+/// [`FENCE_POLL`], or at once when this plane writes it, and a stop with an error once no read
+/// has succeeded for [`UNREACHABLE_LIMIT`].
+///
+/// Fenced means what [`host_fenced`](cotal_core::host::host_fenced) says: the gate is gone, at another epoch, or not `open`. A
+/// frozen gate at this plane's own epoch counts: a barrier won the gate (a successor's
+/// registration of this instance, a retirement, or a reconciler), nothing can be minted at this
+/// plane's coordinate while it stands, and none of them reopens it at this registration again
+/// (a re-registration reopens at the next epoch, an abort-reopen at the next generation), so a
+/// plane that waited would only claim to serve what it no longer can. The watch is armed only
+/// after the confirming read saw the gate open at this start's committed epoch and registration
+/// revision, so it never sees this start's own freeze.
 async fn watch(
     space: &Space,
     gate: &GateRef,
     epoch: ProcessEpoch,
     mut signals: Signals,
 ) -> Result<Outcome, String> {
-    let mut tick = tokio::time::interval(FENCE_POLL);
-    let mut last_ok = Instant::now();
-    let mut frozen_seen = false;
-    loop {
-        tokio::select! {
-            _ = signals.term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
-            _ = signals.int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
-            _ = tick.tick() => {}
-        }
-        match drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space).await {
-            Ok(Some(seen)) if seen.gate.process_epoch() == epoch => {
-                last_ok = Instant::now();
-                let frozen = seen.gate.state() == GateState::Frozen;
-                if frozen && !frozen_seen {
-                    log(&format!(
-                        "gate {} is frozen by another operation",
-                        gate.key()
-                    ));
-                }
-                frozen_seen = frozen;
-            }
-            Ok(Some(seen)) => {
-                log(&format!(
-                    "fenced: gate {} moved from epoch {epoch} to epoch {} (generation {}, {}); \
-                     a successor registered, exiting",
-                    gate.key(),
-                    seen.gate.process_epoch(),
-                    seen.gate.generation(),
-                    seen.gate.state().as_str()
-                ));
-                return Ok(Outcome::Fenced);
-            }
-            Ok(None) => {
-                log(&format!("fenced: gate {} is gone, exiting", gate.key()));
-                return Ok(Outcome::Fenced);
-            }
-            Err(e) if last_ok.elapsed() > UNREACHABLE_LIMIT => {
-                return Err(format!(
-                    "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer \
-                     be noticed",
-                    gate.key(),
-                    UNREACHABLE_LIMIT.as_secs()
-                ))
-            }
-            Err(_) => {}
+    let fence = AwaitHostFence::new(gate.clone(), epoch)
+        .map_err(|e| e.message.clone())?
+        .with_poll(FENCE_POLL);
+    let fenced = tokio::select! {
+        _ = signals.term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
+        _ = signals.int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
+        fenced = hold_fence(space, fence, UNREACHABLE_LIMIT) => fenced,
+    };
+    match fenced {
+        Ok(Some(seen)) if seen.gate.process_epoch() != epoch => log(&format!(
+            "fenced: gate {} moved from epoch {epoch} to epoch {} (generation {}, {}); a \
+             successor registered, exiting",
+            gate.key(),
+            seen.gate.process_epoch(),
+            seen.gate.generation(),
+            seen.gate.state().as_str()
+        )),
+        Ok(Some(seen)) => log(&format!(
+            "fenced: gate {} is {} at this plane's epoch {epoch} (generation {}{}); a barrier \
+             holds it, exiting",
+            gate.key(),
+            seen.gate.state().as_str(),
+            seen.gate.generation(),
+            seen.gate.op().map_or_else(String::new, |op| format!(
+                ", {} {}",
+                op.kind().as_str(),
+                op.op_id()
+            ))
+        )),
+        Ok(None) => log(&format!("fenced: gate {} is gone, exiting", gate.key())),
+        Err(e) => {
+            return Err(format!(
+                "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
+                 noticed",
+                gate.key(),
+                UNREACHABLE_LIMIT.as_secs()
+            ))
         }
     }
+    Ok(Outcome::Fenced)
 }

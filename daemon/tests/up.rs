@@ -175,7 +175,7 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
 
 /// The whole life of a plane on one state dir: first registration at epoch 0; a successor
 /// started beside it re-registers the same instance (epoch +1, generation +1) and the
-/// predecessor exits 1 with its discovery file gone; after a `kill -9` the next start adopts
+/// predecessor exits 3 (fenced) with its discovery file gone; after a `kill -9` the next start adopts
 /// the embedded server and re-registers again; SIGTERM exits 0 and cleans up.
 #[test]
 fn successor_fences_predecessor_and_sigterm_exits_clean() {
@@ -207,7 +207,7 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
         "predecessor exited {:?} after the successor's discovery file appeared",
         reopened.elapsed()
     );
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(status.code(), Some(3), "fenced by a successor exits 3");
     assert_eq!(discovery(&state).unwrap()["pid"], reaper.0[1].id());
 
     let ls = run(&["gate", "ls", "--space", "t1", "--server", &server, "--json"]);
