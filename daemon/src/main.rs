@@ -4,9 +4,10 @@
 //!   ceremony (fencing any predecessor), and hold that registration until a signal or a
 //!   successor fences this process ([`up`]).
 //! * `gate ls|show` — read-only tables of a space's issuance gates ([`gate_cmd`]).
-//! * `demo` — a labelled walk-through of the gate fence on the in-memory KV model.
+//!
+//! The gate fence walked through on the in-memory KV model is a core example, not a command:
+//! `cargo run -p cotal-core --example fence_demo`.
 
-mod demo;
 mod embedded;
 mod gate_cmd;
 mod state;
@@ -31,7 +32,6 @@ commands:
            list the space's issuance gates
   gate show --space S --server URL --endpoint E --instance I [--replicas 1|3] [--json]
            show one gate
-  demo     walk through the issuance-gate fence on the in-memory KV model (no NATS needed)
   help     print this message";
 
 /// Parsed `--flag value` / `--switch` arguments; every refusal is one sentence.
@@ -173,10 +173,6 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let words: Vec<&str> = args.iter().map(String::as_str).collect();
     match words.as_slice() {
-        ["demo"] => match demo::run(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail("demo", &e.to_string(), 1),
-        },
         ["up", ..] => {
             let rest = args.get(1..).unwrap_or_default();
             let parsed = match up_args(rest) {
