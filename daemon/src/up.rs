@@ -23,9 +23,8 @@ use cotal_core::host::{
     SelfContract, AUTH_ENDPOINT,
 };
 use cotal_core::issuance::GateRef;
-use cotal_core::machine::{Ctx, Halt, Replay, Script};
+use cotal_core::machine::{script, Replay};
 use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
-use cotal_core::registration::Registered;
 use cotal_core::serving::RegisterServing;
 use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
@@ -54,17 +53,6 @@ pub struct UpArgs {
     pub server: Option<String>,
     pub state_dir: PathBuf,
     pub replicas: Replicas,
-}
-
-/// The confirming read after the serving ceremony.
-#[derive(Debug)]
-struct Confirm(GateRef, Registered);
-
-impl Script for Confirm {
-    type Output = ();
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
-        confirm_registration(cx, &self.0, &self.1)
-    }
 }
 
 fn log(line: &str) {
@@ -152,7 +140,9 @@ async fn register_and_serve(
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let reg = serving.registered;
-    drive(&mut Replay::new(Confirm(gate.clone(), reg)), &space)
+    // The confirming read after the serving ceremony.
+    let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
+    drive(&mut Replay::new(confirm), &space)
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let round_trips = space.round_trips() - before;
