@@ -200,14 +200,15 @@ struct Signals {
 /// [`FENCE_POLL`], or at once when this plane writes it, and a stop with an error once no read
 /// has succeeded for [`UNREACHABLE_LIMIT`].
 ///
-/// Fenced means what [`host_fenced`](cotal_core::host::host_fenced) says: the gate is gone, at another epoch, or not `open`. A
-/// frozen gate at this plane's own epoch counts: a barrier won the gate (a successor's
-/// registration of this instance, a retirement, or a reconciler), nothing can be minted at this
-/// plane's coordinate while it stands, and none of them reopens it at this registration again
-/// (a re-registration reopens at the next epoch, an abort-reopen at the next generation), so a
-/// plane that waited would only claim to serve what it no longer can. The watch is armed only
-/// after the confirming read saw the gate open at this start's committed epoch and registration
-/// revision, so it never sees this start's own freeze.
+/// Fenced means what [`host_fenced`](cotal_core::host::host_fenced) says: the gate is gone, at
+/// another epoch, or not `open`. A frozen gate at this plane's own epoch counts: a barrier won
+/// the gate (F21: a successor's registration of this instance, a retirement, or a reconciler),
+/// nothing is minted at this plane's coordinate while it stands (F22), and none of them reopens
+/// it at this registration again (a re-registration reopens at the next epoch, F69; an
+/// abort-reopen at the next generation, F52), so a plane that waited would only claim to serve
+/// what it no longer can. The watch is armed only after the confirming read saw the gate open
+/// at this start's committed epoch and registration revision, so it never sees this start's
+/// own freeze.
 async fn watch(
     space: &Space,
     gate: &GateRef,

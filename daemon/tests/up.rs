@@ -32,12 +32,20 @@ fn require_server() {
     );
 }
 
+/// The binary with no `NATS_URL` from the caller's environment: `--server` defaults to it, and
+/// these tests choose the server themselves.
+fn command() -> Command {
+    let mut command = Command::new(BIN);
+    command.env_remove("NATS_URL");
+    command
+}
+
 fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
+    command().args(args).output().unwrap()
 }
 
 fn up(state: &Path) -> Child {
-    Command::new(BIN)
+    command()
         .args(["up", "--space", "t1", "--state-dir"])
         .arg(state)
         .stdin(Stdio::null())
@@ -115,6 +123,9 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
         (vec!["up", "--space", "s", "--replicas", "2"], 2),
         (vec!["up", "--space", "a b"], 2),
         (vec!["up", "--space", "s", "--bogus"], 2),
+        (vec!["up", "--space", "s", "--space", "t"], 2),
+        (vec!["gate"], 2),
+        (vec!["bogus"], 2),
         (vec!["gate", "ls", "--space", "s"], 2),
         (
             vec![
@@ -144,6 +155,15 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
+    // `NATS_URL` stands in for `--server`.
+    let out = command()
+        .args(["gate", "ls", "--space", "s"])
+        .env("NATS_URL", "nats://127.0.0.1:1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().to_str().unwrap();
     for args in [
@@ -281,4 +301,36 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
         !state.join("nats/server.json").exists(),
         "embedded server not stopped"
     );
+}
+
+#[test]
+fn help_and_version_print_to_stdout_and_exit_0() {
+    for args in [
+        vec![],
+        vec!["--help"],
+        vec!["help"],
+        vec!["up", "--help"],
+        vec!["gate", "ls", "--help"],
+        vec!["gate", "show", "-h"],
+    ] {
+        let out = run(&args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(text.contains("Usage: cotal-authd"), "{args:?}: {text}");
+        assert!(text.contains("3  fenced"), "{args:?}: {text}");
+    }
+    let up = String::from_utf8_lossy(&run(&["up", "--help"]).stdout).into_owned();
+    for flag in [
+        "--space",
+        "--server",
+        "--state-dir",
+        "--replicas",
+        "NATS_URL",
+        "RUST_LOG",
+    ] {
+        assert!(up.contains(flag), "{flag}: {up}");
+    }
+    let version = run(&["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("cotal-authd "));
 }
