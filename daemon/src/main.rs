@@ -13,6 +13,7 @@ mod gate_cmd;
 mod state;
 mod up;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -20,6 +21,8 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_io_nats::Replicas;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::EnvFilter;
 
 /// A usage error: a flag, value or command the CLI refuses (one sentence on stderr).
 const EXIT_USAGE: u8 = 2;
@@ -33,7 +36,7 @@ Exit status:
 
 Environment:
   NATS_URL           default for --server
-  RUST_LOG           log filter for stderr (default: info)
+  RUST_LOG           log filter for stderr (default: info for up, warn for gate)
   COTAL_NATS_SERVER  the nats-server binary the embedded server runs (up without --server)";
 
 /// The authority plane of a Cotal space on NATS.
@@ -302,6 +305,21 @@ fn parse() -> Result<Command, ExitCode> {
     }
 }
 
+/// Logs go to stderr through `tracing`, filtered by `RUST_LOG`, else at `default`; stdout keeps
+/// what a command prints (`up`'s ready banner, the `gate` views). Nothing logged carries a
+/// secret: the serve seed never leaves the state dir, and no log line names the server URL,
+/// which may carry credentials.
+fn init_logs(default: LevelFilter) {
+    let filter = EnvFilter::builder()
+        .with_default_directive(default.into())
+        .from_env_lossy();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -321,6 +339,12 @@ fn main() -> ExitCode {
         Ok(command) => command,
         Err(code) => return code,
     };
+    // A daemon logs its life at `info` (the client's connection events included); a one-shot
+    // view keeps stderr for problems.
+    init_logs(match command {
+        Command::Up(_) => LevelFilter::INFO,
+        Command::Gate(_) => LevelFilter::WARN,
+    });
     match command {
         Command::Up(up) => match runtime().and_then(|rt| rt.block_on(up::up(up.into_args()))) {
             Ok(code) => code,

@@ -30,6 +30,7 @@ use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
 use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::embedded::Embedded;
 use crate::state;
@@ -55,10 +56,6 @@ pub struct UpArgs {
     pub replicas: Replicas,
 }
 
-fn log(line: &str) {
-    eprintln!("cotal-authd: {line}");
-}
-
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
 pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
     state::ensure_dir(&args.state_dir)?;
@@ -70,7 +67,11 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
             (embedded.url.clone(), Some(embedded))
         }
     };
-    match register_and_serve(&args, &identity, &url).await {
+    let span = info_span!("up", space = %args.space, instance = %identity.instance);
+    match register_and_serve(&args, &identity, &url)
+        .instrument(span)
+        .await
+    {
         Ok((outcome, space)) => {
             let _ = space.client().drain().await;
             match (outcome, embedded) {
@@ -127,7 +128,7 @@ async fn register_and_serve(
         .await
         .map_err(|e| format!("publishing the auth cluster or provisioning the gate failed: {e}"))?;
     if provisioned {
-        log(&format!("provisioned gate {}", gate.key()));
+        info!(gate = %gate.key(), "provisioned the gate");
     }
 
     let register = RegisterServing {
@@ -146,10 +147,14 @@ async fn register_and_serve(
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let round_trips = space.round_trips() - before;
-    log(&format!(
-        "registered auth instance {} (op {op_id}) in {round_trips} KV round trips",
-        identity.instance
-    ));
+    info!(
+        op_id = %op_id,
+        epoch = reg.process_epoch.0,
+        generation = reg.generation.0,
+        registration_revision = reg.registration_revision.0,
+        round_trips,
+        "registered the auth instance"
+    );
 
     let discovery = state::discovery_path(&args.state_dir);
     let doc = json!({
@@ -219,32 +224,27 @@ async fn watch(
         .map_err(|e| e.message.clone())?
         .with_poll(FENCE_POLL);
     let fenced = tokio::select! {
-        _ = signals.term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
-        _ = signals.int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
+        _ = signals.term.recv() => { info!("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
+        _ = signals.int.recv() => { info!("SIGINT: stopping"); return Ok(Outcome::Stopped) }
         fenced = hold_fence(space, fence, UNREACHABLE_LIMIT) => fenced,
     };
     match fenced {
-        Ok(Some(seen)) if seen.gate.process_epoch() != epoch => log(&format!(
-            "fenced: gate {} moved from epoch {epoch} to epoch {} (generation {}, {}); a \
-             successor registered, exiting",
-            gate.key(),
-            seen.gate.process_epoch(),
-            seen.gate.generation(),
-            seen.gate.state().as_str()
-        )),
-        Ok(Some(seen)) => log(&format!(
-            "fenced: gate {} is {} at this plane's epoch {epoch} (generation {}{}); a barrier \
-             holds it, exiting",
-            gate.key(),
-            seen.gate.state().as_str(),
-            seen.gate.generation(),
-            seen.gate.op().map_or_else(String::new, |op| format!(
-                ", {} {}",
-                op.kind().as_str(),
-                op.op_id()
-            ))
-        )),
-        Ok(None) => log(&format!("fenced: gate {} is gone, exiting", gate.key())),
+        Ok(Some(seen)) if seen.gate.process_epoch() != epoch => warn!(
+            gate = %gate.key(),
+            epoch = seen.gate.process_epoch().0,
+            generation = seen.gate.generation().0,
+            state = seen.gate.state().as_str(),
+            "fenced: the gate moved from epoch {epoch}; a successor registered, exiting"
+        ),
+        Ok(Some(seen)) => warn!(
+            gate = %gate.key(),
+            generation = seen.gate.generation().0,
+            state = seen.gate.state().as_str(),
+            op = seen.gate.op().map(|op| format!("{}:{}", op.kind().as_str(), op.op_id())),
+            "fenced: the gate is not open at this plane's epoch {epoch}; a barrier holds it, \
+             exiting"
+        ),
+        Ok(None) => warn!(gate = %gate.key(), "fenced: the gate is gone, exiting"),
         Err(e) => {
             return Err(format!(
                 "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
