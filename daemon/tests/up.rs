@@ -334,3 +334,49 @@ fn help_and_version_print_to_stdout_and_exit_0() {
     assert_eq!(version.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("cotal-authd "));
 }
+
+/// A plane that can no longer read its gate stops claiming to serve: with its embedded server
+/// killed, it exits 1 once no gate read has succeeded for the unreachable limit (10 s), with one
+/// sentence naming the gate, and its discovery file is gone.
+#[test]
+fn a_plane_whose_gate_stays_unreadable_exits_1() {
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+    reaper.0.push(
+        command()
+            .args(["up", "--space", "t1", "--state-dir"])
+            .arg(&state)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    ready(&state, &mut reaper.0[0]);
+    let record: Value =
+        serde_json::from_slice(&fs::read(state.join("nats/server.json")).unwrap()).unwrap();
+    let server = Pid::from_raw(record["pid"].as_i64().unwrap() as i32).unwrap();
+    kill_process(server, Signal::KILL).unwrap();
+    let killed = Instant::now();
+
+    let status = exits(&mut reaper.0[0], Duration::from_secs(30));
+    eprintln!(
+        "the plane stopped {:?} after its server died",
+        killed.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        killed.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        killed.elapsed()
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(reaper.0[0].stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot read gate epgate.auth."), "{err}");
+    assert!(err.contains("for 10s"), "{err}");
+    assert!(!state.join("auth-service.json").exists());
+}
