@@ -105,6 +105,48 @@ impl SelfContract {
     }
 }
 
+/// The plane's own endpoint name: the `auth` instance every plane registers at start.
+pub const AUTH_ENDPOINT: &str = "auth";
+
+/// The void schema `{"type":"null"}`: what a command that takes or returns nothing declares.
+fn void_schema() -> Value {
+    serde_json::json!({"type": "null"})
+}
+
+/// The closure digest of the void schema: the digest of the single-document manifest
+/// ([`ClusterManifest`]) whose root is the schema's RFC 8785 canonical bytes. Computed, never
+/// spelled out, so it follows the same artifact rule as every contract the plane publishes.
+pub fn void_digest() -> Result<Digest, EpError> {
+    let root = Digest::of(&artifact_canonical_bytes(&void_schema())?);
+    Ok(ClusterManifest::new(root).closure_digest())
+}
+
+/// The `auth` endpoint's cluster document: credential exchange and renewal, both request/reply
+/// (`ephemeral`, untargeted), each taking and returning nothing the contract describes
+/// ([`void_digest`]).
+pub fn auth_cluster() -> Result<Value, EpError> {
+    let void = void_digest()?.to_prefixed();
+    let command = |name: &str| {
+        serde_json::json!({
+            "name": name, "class": "ephemeral", "targeted": false,
+            "capability": format!("{AUTH_ENDPOINT}.{name}"), "inputDigest": void,
+            "outputDigest": void, "traits": [],
+        })
+    };
+    Ok(serde_json::json!({
+        "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
+        "commands": [command("exchange"), command("renew")],
+    }))
+}
+
+impl SelfContract {
+    /// The plane's own contract: [`auth_cluster`] with its manifest, what `up` publishes before
+    /// it registers its `auth` instance.
+    pub fn auth() -> Result<SelfContract, EpError> {
+        SelfContract::from_cluster(&auth_cluster()?)
+    }
+}
+
 /// The shared self-authorized registration ceremony (reference §7.1), used for endpoints the
 /// plane registers on its own authority: the host endpoint, and the plane's `auth` endpoint.
 ///
@@ -339,13 +381,24 @@ pub fn parse_host_epoch(value: &Value) -> Result<ProcessEpoch, EpError> {
 
 /// True when the incarnation at `epoch` is fenced by what the read saw: no gate, a gate not
 /// `open`, or one at another epoch.
+///
+/// Not `open` counts even at `epoch`: a frozen gate means a barrier won it (F21), nothing is
+/// released under it (F22), and no barrier hands the registration back as it was — a
+/// re-registration reopens at the next epoch (F69), a reconciler's abort-reopen at the next
+/// generation after evicting every holder (F52). Waiting out a freeze would only keep a process
+/// claiming to serve what it can no longer mint. An owner therefore arms the fence only after
+/// its own registration has reopened the gate (the confirming read, [`confirm_registration`]),
+/// never while its own barrier holds it.
 pub fn host_fenced(seen: Option<&GateObservation>, epoch: ProcessEpoch) -> bool {
     seen.is_none_or(|o| o.gate.state() != GateState::Open || o.gate.process_epoch() != epoch)
 }
 
 /// Resolves when the host incarnation at `epoch` is fenced (see [`host_fenced`]), with the gate
-/// as last read (`None` when it is gone). Otherwise it sleeps [`HOST_FENCE_POLL`] and reads
-/// again, forever: the caller drops the machine to stop waiting. A failed read fails it.
+/// as last read (`None` when it is gone). Otherwise it sleeps its poll ([`HOST_FENCE_POLL`]
+/// unless [`AwaitHostFence::with_poll`] says otherwise) and reads again, forever: the caller
+/// drops the machine to stop waiting. A failed read fails it; a driver that outlives failed
+/// reads re-arms it ([`AwaitHostFence::rearmed`]). It asks for a sleep only right after a read
+/// that saw the incarnation still held, so each sleep is also a sign the gate was readable.
 ///
 /// Hand-written rather than a [`Script`]: it may run for the whole life of a host, so it keeps
 /// only the read in flight, never a history of polls.
@@ -353,6 +406,7 @@ pub fn host_fenced(seen: Option<&GateObservation>, epoch: ProcessEpoch) -> bool 
 pub struct AwaitHostFence {
     gate: GateRef,
     epoch: ProcessEpoch,
+    poll: Duration,
     phase: Phase,
 }
 
@@ -382,7 +436,30 @@ impl AwaitHostFence {
             )));
         }
         let phase = Phase::read(&gate);
-        Ok(AwaitHostFence { gate, epoch, phase })
+        Ok(AwaitHostFence {
+            gate,
+            epoch,
+            poll: HOST_FENCE_POLL,
+            phase,
+        })
+    }
+
+    /// The same fence sleeping `poll` between reads: how late, at most, it notices a writer other
+    /// than its own driver. A zero poll re-reads without pause.
+    pub fn with_poll(mut self, poll: Duration) -> AwaitHostFence {
+        self.poll = poll;
+        self
+    }
+
+    /// A fresh fence for the same incarnation and poll, starting with a read: what a driver arms
+    /// again after a failed read it chooses to outlive.
+    pub fn rearmed(&self) -> AwaitHostFence {
+        AwaitHostFence {
+            gate: self.gate.clone(),
+            epoch: self.epoch,
+            poll: self.poll,
+            phase: Phase::read(&self.gate),
+        }
     }
 
     /// Arms the fence with a caller's JSON `processEpoch` ([`parse_host_epoch`]).
@@ -396,6 +473,10 @@ impl AwaitHostFence {
 
     pub fn epoch(&self) -> ProcessEpoch {
         self.epoch
+    }
+
+    pub fn poll(&self) -> Duration {
+        self.poll
     }
 
     fn finish<T>(&mut self, result: Result<T, EpError>) -> Step<T> {
@@ -414,7 +495,7 @@ impl Machine for AwaitHostFence {
                     "the host fence was stepped after it resolved",
                 )))
             }
-            (Phase::Sleeping, None) => return Step::Effect(Effect::Sleep(HOST_FENCE_POLL)),
+            (Phase::Sleeping, None) => return Step::Effect(Effect::Sleep(self.poll)),
             (Phase::Sleeping, Some(Observation::Slept)) => {
                 self.phase = Phase::read(&self.gate);
                 None
@@ -435,7 +516,7 @@ impl Machine for AwaitHostFence {
             Step::Done(Ok(seen)) if host_fenced(seen.as_ref(), self.epoch) => self.finish(Ok(seen)),
             Step::Done(Ok(_)) => {
                 self.phase = Phase::Sleeping;
-                Step::Effect(Effect::Sleep(HOST_FENCE_POLL))
+                Step::Effect(Effect::Sleep(self.poll))
             }
         }
     }

@@ -1,4 +1,5 @@
-//! Registry readers (reference-gate-impl §3.17): who is registered and serving right now.
+//! Registry readers (reference-gate-impl §3.17): who is registered and serving right now, and
+//! which issuance gates a space holds ([`ListGates`]).
 //!
 //! These are discovery reads, never fences (F6, F70): a scatter's expected set or a
 //! reconciler's "is this slot registered?" is advisory, and every authority decision they feed
@@ -7,9 +8,10 @@
 
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
+use crate::issuance::{GateObservation, GateRef, ObserveGate};
 use crate::kv::{KvOutcome, KvRequest, Store};
 use crate::machine::{Ctx, Halt, Script};
-use crate::names::{keys, EndpointName, InstanceId};
+use crate::names::{keys, EndpointName, InstanceId, SpaceName};
 use crate::service::{
     self, RecordRead, ServiceSpec, ServiceStatus, SERVICE_ESCALATED, SERVICE_EXITED,
 };
@@ -94,4 +96,86 @@ impl Script for FreezeExpectedSet {
 fn spec_instance(prefix: &str, key: &str) -> Option<InstanceId> {
     let rest = key.strip_prefix(prefix)?.strip_suffix(".spec")?;
     InstanceId::parse(rest).ok()
+}
+
+/// The prefix every issuance-gate key of the auth store starts with.
+const GATE_PREFIX: &str = "epgate.";
+
+/// One row of [`ListGates`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListedGate {
+    /// The gate as one leader-served read saw it.
+    Read {
+        gate: GateRef,
+        seen: GateObservation,
+    },
+    /// A listed gate that could not be read: a DEL/PURGE marker (gates are never deleted, F9),
+    /// bytes that are not a gate, or a read that failed.
+    Unreadable { gate: GateRef, error: EpError },
+}
+
+impl ListedGate {
+    pub fn gate(&self) -> &GateRef {
+        match self {
+            ListedGate::Read { gate, .. } | ListedGate::Unreadable { gate, .. } => gate,
+        }
+    }
+}
+
+/// Every issuance gate of `space`, in key order: the auth store's `epgate.` keys, markers
+/// included, each read leader-served ([`ObserveGate`]).
+///
+/// A marker is an [`ListedGate::Unreadable`] row, never a skip and never a failed listing
+/// a view that skipped it would hide a gate someone deleted, against F9), and so is a
+/// gate whose read fails or whose bytes do not parse: one bad gate does not hide the others. A
+/// listed key that reads back absent is left out (it has no row to show). A listing that fails
+/// is `unavailable`; a listed key that is not a gate key fails the listing with its parse
+/// error. A view, never a fence (F6).
+#[derive(Debug, Clone)]
+pub struct ListGates {
+    pub space: SpaceName,
+}
+
+impl Script for ListGates {
+    type Output = Vec<ListedGate>;
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<ListedGate>, Halt> {
+        let listed = match cx.kv(KvRequest::Keys {
+            store: Store::Auth,
+            prefix: GATE_PREFIX.to_owned(),
+        })? {
+            KvOutcome::Keys(keys) => keys,
+            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+                return Err(EpError::unavailable(format!(
+                    "listing the gates of space {} failed: {why}",
+                    self.space
+                ))
+                .into())
+            }
+            other => {
+                return Err(
+                    EpError::internal(format!("listing {GATE_PREFIX}> answered {other:?}")).into(),
+                )
+            }
+        };
+        let mut rows = Vec::with_capacity(listed.len());
+        for key in listed {
+            let (endpoint, instance) = keys::parse_epgate(&key)?;
+            let gate = GateRef::new(self.space.clone(), endpoint, instance);
+            // Each read is its own memoized sub-script, so a long listing stays cheap to replay.
+            match cx.call(&ObserveGate { gate: gate.clone() }) {
+                Ok(seen) => {
+                    if let Some(seen) = seen.as_ref() {
+                        rows.push(ListedGate::Read {
+                            gate,
+                            seen: seen.clone(),
+                        });
+                    }
+                }
+                Err(Halt::Fail(error)) => rows.push(ListedGate::Unreadable { gate, error }),
+                Err(suspend) => return Err(suspend),
+            }
+        }
+        Ok(rows)
+    }
 }

@@ -1,10 +1,9 @@
 //! `cotal-authd gate ls|show`: read-only views of a space's issuance gates.
 
-use cotal_core::gate::EndpointGate;
-use cotal_core::issuance::{GateRef, ObserveGate};
-use cotal_core::kv::{KvOutcome, KvRequest, Store};
+use cotal_core::issuance::{GateObservation, GateRef, ObserveGate};
 use cotal_core::machine::Replay;
-use cotal_core::names::{keys, EndpointName, InstanceId, SpaceName};
+use cotal_core::names::{EndpointName, InstanceId, SpaceName};
+use cotal_core::registry::{ListGates, ListedGate};
 use cotal_io_nats::{drive, Replicas, Space, SpaceOptions};
 use serde_json::{json, Value};
 
@@ -20,10 +19,11 @@ pub struct GateArgs {
 }
 
 /// One gate as the views print it.
-fn row(endpoint: &EndpointName, instance: &InstanceId, revision: u64, g: &EndpointGate) -> Value {
+fn row(gate: &GateRef, seen: &GateObservation) -> Value {
+    let g = &seen.gate;
     json!({
-        "endpoint": endpoint.as_str(),
-        "instance": instance.as_str(),
+        "endpoint": gate.endpoint.as_str(),
+        "instance": gate.instance.as_str(),
         "state": g.state().as_str(),
         "generation": g.generation().0,
         "processEpoch": g.process_epoch().0,
@@ -31,7 +31,7 @@ fn row(endpoint: &EndpointName, instance: &InstanceId, revision: u64, g: &Endpoi
         "nameAuthorityRevision": g.name_authority_revision().0,
         "principal": g.principal().to_string(),
         "op": g.op().map(|op| json!({"opId": op.op_id().as_str(), "kind": op.kind().as_str()})),
-        "kvRevision": revision,
+        "kvRevision": seen.revision.0,
     })
 }
 
@@ -99,7 +99,7 @@ async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String
     let seen = drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space)
         .await
         .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
-    Ok(seen.map(|s| row(&gate.endpoint, &gate.instance, s.revision.0, &s.gate)))
+    Ok(seen.map(|seen| row(&gate, &seen)))
 }
 
 /// Runs `gate ls` (no `one`) or `gate show`; returns what to print.
@@ -128,28 +128,22 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
             }
         }
         None => {
-            let listed = space
-                .execute(&KvRequest::Keys {
-                    store: Store::Auth,
-                    prefix: "epgate.".into(),
-                })
-                .await;
-            let KvOutcome::Keys(listed) = listed else {
-                return Err(format!(
-                    "listing the gates of space {} failed: {listed:?}",
-                    args.space
-                ));
-            };
+            let listed = drive(
+                &mut Replay::new(ListGates {
+                    space: args.space.clone(),
+                }),
+                &space,
+            )
+            .await
+            .map_err(|e| e.message.clone())?;
             let mut rows = Vec::new();
-            for key in listed {
-                let (endpoint, instance) =
-                    keys::parse_epgate(&key).map_err(|e| e.message.clone())?;
-                let gate = GateRef::new(args.space.clone(), endpoint, instance);
-                // A gate read as a marker is an error row in the listing, not a failed listing.
-                match read_gate(&space, gate).await {
-                    Ok(Some(r)) => rows.push(r),
-                    Ok(None) => {}
-                    Err(e) => eprintln!("cotal-authd: {e}"),
+            for listed in listed {
+                match listed {
+                    ListedGate::Read { gate, seen } => rows.push(row(&gate, &seen)),
+                    // An unreadable gate is an error row: reported, and the listing goes on.
+                    ListedGate::Unreadable { gate, error } => {
+                        eprintln!("cotal-authd: reading gate {} failed: {error}", gate.key());
+                    }
                 }
             }
             if args.json {

@@ -4,155 +4,320 @@
 //!   ceremony (fencing any predecessor), and hold that registration until a signal or a
 //!   successor fences this process ([`up`]).
 //! * `gate ls|show` — read-only tables of a space's issuance gates ([`gate_cmd`]).
-//! * `demo` — a labelled walk-through of the gate fence on the in-memory KV model.
+//!
+//! The gate fence walked through on the in-memory KV model is a core example, not a command:
+//! `cargo run -p cotal-core --example fence_demo`.
 
-mod demo;
 mod embedded;
 mod gate_cmd;
 mod state;
 mod up;
 
-use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_io_nats::Replicas;
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::EnvFilter;
 
-const USAGE: &str = "\
-usage: cotal-authd <command>
+/// A usage error: a flag, value or command the CLI refuses (one sentence on stderr).
+const EXIT_USAGE: u8 = 2;
 
-commands:
-  up --space S [--server URL] [--state-dir DIR] [--replicas 1|3]
-           register this plane as the space's auth instance and serve until a signal or a
-           successor fences it; without --server it runs an embedded nats-server under the
-           state dir (default .state/<space>)
-  gate ls --space S --server URL [--replicas 1|3] [--json]
-           list the space's issuance gates
-  gate show --space S --server URL --endpoint E --instance I [--replicas 1|3] [--json]
-           show one gate
-  demo     walk through the issuance-gate fence on the in-memory KV model (no NATS needed)
-  help     print this message";
+const EXIT_CODES: &str = "\
+Exit status:
+  0  stopped on SIGINT or SIGTERM (up), or the command succeeded
+  1  failure (one sentence on stderr)
+  2  usage error (one sentence on stderr)
+  3  fenced: a successor registered this instance or a barrier took its gate (up)
 
-/// Parsed `--flag value` / `--switch` arguments; every refusal is one sentence.
-#[derive(Debug)]
-struct Flags {
-    values: BTreeMap<String, String>,
-    switches: Vec<String>,
+Environment:
+  NATS_URL           default for --server
+  RUST_LOG           log filter for stderr (default: info for up, warn for gate)
+  COTAL_NATS_SERVER  the nats-server binary the embedded server runs (up without --server)";
+
+/// The authority plane of a Cotal space on NATS.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cotal-authd",
+    version,
+    subcommand_required = true,
+    after_help = EXIT_CODES
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-impl Flags {
-    fn parse(args: &[String], valued: &[&str], switches: &[&str]) -> Result<Flags, String> {
-        let mut flags = Flags {
-            values: BTreeMap::new(),
-            switches: Vec::new(),
-        };
-        let mut it = args.iter();
-        while let Some(arg) = it.next() {
-            let (name, inline) = match arg.split_once('=') {
-                Some((n, v)) => (n, Some(v.to_owned())),
-                None => (arg.as_str(), None),
-            };
-            if valued.contains(&name) {
-                let value = match inline {
-                    Some(v) => v,
-                    None => it
-                        .next()
-                        .cloned()
-                        .ok_or_else(|| format!("{name} needs a value"))?,
-                };
-                if flags.values.insert(name.to_owned(), value).is_some() {
-                    return Err(format!("{name} is given twice"));
-                }
-            } else if switches.contains(&name) && inline.is_none() {
-                flags.switches.push(name.to_owned());
-            } else {
-                return Err(format!("unknown argument {arg:?} (see cotal-authd help)"));
-            }
-        }
-        Ok(flags)
-    }
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Register this plane as the space's auth instance and serve until a signal or a successor
+    /// fences it.
+    ///
+    /// Without --server it runs an embedded nats-server under the state dir. A fenced plane
+    /// exits 3 and leaves that server to its successor.
+    #[command(after_help = EXIT_CODES)]
+    Up(UpCommand),
+    /// Read-only views of the space's issuance gates.
+    #[command(subcommand, subcommand_required = true)]
+    Gate(GateCommand),
+}
 
-    fn get(&self, name: &str) -> Option<&str> {
-        self.values.get(name).map(String::as_str)
-    }
+#[derive(Debug, Subcommand)]
+enum GateCommand {
+    /// List the space's issuance gates (an unreadable gate is reported on stderr).
+    #[command(after_help = EXIT_CODES)]
+    Ls(GateLs),
+    /// Show one gate.
+    #[command(after_help = EXIT_CODES)]
+    Show(GateShow),
+}
 
-    fn required(&self, name: &str) -> Result<&str, String> {
-        self.get(name).ok_or_else(|| format!("{name} is required"))
-    }
+/// The space and the shape of its stores, shared by every command.
+#[derive(Debug, Args)]
+struct SpaceArgs {
+    /// The space to act in.
+    #[arg(long, value_name = "SPACE", value_parser = parse_space)]
+    space: SpaceName,
+    /// Replicas of every store of the space (1 or 3); the stores' shape is verified at bind.
+    #[arg(long, value_name = "1|3", default_value = "1", value_parser = parse_replicas)]
+    replicas: Replicas,
+}
 
-    fn space(&self) -> Result<SpaceName, String> {
-        SpaceName::parse(self.required("--space")?).map_err(|e| format!("--space: {}", e.message))
-    }
+#[derive(Debug, Args)]
+struct UpCommand {
+    #[command(flatten)]
+    space: SpaceArgs,
+    /// NATS server URL(s), comma-separated; without it an embedded nats-server runs.
+    #[arg(
+        short = 's',
+        long,
+        env = "NATS_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        value_parser = parse_server
+    )]
+    server: Option<String>,
+    /// The plane's state dir: identity, discovery file, embedded server [default: .state/SPACE].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+}
 
-    fn replicas(&self) -> Result<Replicas, String> {
-        match self.get("--replicas") {
-            None | Some("1") => Ok(Replicas::One),
-            Some("3") => Ok(Replicas::Three),
-            Some(other) => Err(format!("--replicas must be 1 or 3, not {other:?}")),
-        }
-    }
+#[derive(Debug, Args)]
+struct GateLs {
+    #[command(flatten)]
+    space: SpaceArgs,
+    /// NATS server URL(s), comma-separated.
+    #[arg(
+        short = 's',
+        long,
+        env = "NATS_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        value_parser = parse_server
+    )]
+    server: String,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
-    fn server(&self) -> Result<Option<String>, String> {
-        match self.get("--server") {
-            None => Ok(None),
-            Some(url) if url.trim().is_empty() => Err("--server must not be empty".to_owned()),
-            Some(url) => Ok(Some(url.to_owned())),
-        }
+#[derive(Debug, Args)]
+struct GateShow {
+    #[command(flatten)]
+    space: SpaceArgs,
+    /// NATS server URL(s), comma-separated.
+    #[arg(
+        short = 's',
+        long,
+        env = "NATS_URL",
+        hide_env_values = true,
+        value_name = "URL",
+        value_parser = parse_server
+    )]
+    server: String,
+    /// The gate's endpoint name.
+    #[arg(long, value_name = "ENDPOINT", value_parser = parse_endpoint)]
+    endpoint: EndpointName,
+    /// The gate's instance id.
+    #[arg(long, value_name = "INSTANCE", value_parser = parse_instance)]
+    instance: InstanceId,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_space(s: &str) -> Result<SpaceName, String> {
+    SpaceName::parse(s).map_err(|e| e.message)
+}
+
+fn parse_endpoint(s: &str) -> Result<EndpointName, String> {
+    EndpointName::parse(s).map_err(|e| e.message)
+}
+
+fn parse_instance(s: &str) -> Result<InstanceId, String> {
+    InstanceId::parse(s).map_err(|e| e.message)
+}
+
+fn parse_replicas(s: &str) -> Result<Replicas, String> {
+    match s {
+        "1" => Ok(Replicas::One),
+        "3" => Ok(Replicas::Three),
+        _ => Err("must be 1 or 3".to_owned()),
     }
 }
 
-fn up_args(args: &[String]) -> Result<up::UpArgs, String> {
-    let flags = Flags::parse(
-        args,
-        &["--space", "--server", "--state-dir", "--replicas"],
-        &[],
-    )?;
-    let space = flags.space()?;
-    let state_dir = flags.get("--state-dir").map_or_else(
-        || PathBuf::from(".state").join(space.as_str()),
-        PathBuf::from,
-    );
-    Ok(up::UpArgs {
-        server: flags.server()?,
-        replicas: flags.replicas()?,
-        state_dir,
-        space,
-    })
-}
-
-fn gate_args(command: &'static str, args: &[String]) -> Result<gate_cmd::GateArgs, String> {
-    let show = command == "gate show";
-    let valued: &[&str] = if show {
-        &[
-            "--space",
-            "--server",
-            "--replicas",
-            "--endpoint",
-            "--instance",
-        ]
+fn parse_server(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err("must not be empty".to_owned())
     } else {
-        &["--space", "--server", "--replicas"]
-    };
-    let flags = Flags::parse(args, valued, &["--json"])?;
-    let one = if show {
-        let endpoint = EndpointName::parse(flags.required("--endpoint")?)
-            .map_err(|e| format!("--endpoint: {}", e.message))?;
-        let instance = InstanceId::parse(flags.required("--instance")?)
-            .map_err(|e| format!("--instance: {}", e.message))?;
-        Some((endpoint, instance))
-    } else {
-        None
-    };
-    Ok(gate_cmd::GateArgs {
-        space: flags.space()?,
-        server: flags
-            .server()?
-            .ok_or_else(|| "--server is required".to_owned())?,
-        replicas: flags.replicas()?,
-        json: flags.switches.iter().any(|s| s == "--json"),
-        one,
-    })
+        Ok(s.to_owned())
+    }
+}
+
+impl UpCommand {
+    fn into_args(self) -> up::UpArgs {
+        let space = self.space.space;
+        let state_dir = self
+            .state_dir
+            .unwrap_or_else(|| PathBuf::from(".state").join(space.as_str()));
+        up::UpArgs {
+            server: self.server,
+            replicas: self.space.replicas,
+            state_dir,
+            space,
+        }
+    }
+}
+
+impl GateCommand {
+    fn name(&self) -> &'static str {
+        match self {
+            GateCommand::Ls(_) => "gate ls",
+            GateCommand::Show(_) => "gate show",
+        }
+    }
+
+    fn into_args(self) -> gate_cmd::GateArgs {
+        match self {
+            GateCommand::Ls(ls) => gate_cmd::GateArgs {
+                space: ls.space.space,
+                server: ls.server,
+                replicas: ls.space.replicas,
+                json: ls.json,
+                one: None,
+            },
+            GateCommand::Show(show) => gate_cmd::GateArgs {
+                space: show.space.space,
+                server: show.server,
+                replicas: show.space.replicas,
+                json: show.json,
+                one: Some((show.endpoint, show.instance)),
+            },
+        }
+    }
+}
+
+/// The command words of `args` (after the program name) that name a command, for the prefix of
+/// a usage error: `up`, `gate ls`, `gate show`, or none.
+fn command_words(args: &[String]) -> Option<&'static str> {
+    match args.get(1..).unwrap_or_default() {
+        [up, ..] if up == "up" => Some("up"),
+        [gate, ls, ..] if gate == "gate" && ls == "ls" => Some("gate ls"),
+        [gate, show, ..] if gate == "gate" && show == "show" => Some("gate show"),
+        [gate, ..] if gate == "gate" => Some("gate"),
+        _ => None,
+    }
+}
+
+/// A clap refusal as one sentence: the first paragraph of its message (clap's tips, usage and
+/// help pointer follow a blank line), on one line. A missing subcommand, which clap answers
+/// with the whole help, names the subcommands instead.
+fn one_sentence(error: &clap::Error, command: Option<&str>) -> String {
+    if matches!(
+        error.kind(),
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        return format!(
+            "a subcommand is required: {}",
+            subcommands(command).join(" or ")
+        );
+    }
+    let rendered = error.render().to_string();
+    let first = rendered.split("\n\n").next().unwrap_or_default();
+    let sentence = first
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ");
+    sentence
+        .strip_prefix("error: ")
+        .unwrap_or(&sentence)
+        .to_owned()
+}
+
+/// The subcommands of `command` (the top level when `None`), `help` aside.
+fn subcommands(command: Option<&str>) -> Vec<String> {
+    let mut cmd = Cli::command();
+    for word in command.iter().flat_map(|c| c.split(' ')) {
+        match cmd.find_subcommand(word) {
+            Some(sub) => cmd = sub.clone(),
+            None => return Vec::new(),
+        }
+    }
+    cmd.get_subcommands()
+        .map(|sub| sub.get_name().to_owned())
+        .filter(|name| name != "help")
+        .collect()
+}
+
+/// Parses the command line; `Err` is the exit status of a refusal or of `--help`/`--version`,
+/// already reported.
+fn parse() -> Result<Command, ExitCode> {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() <= 1 {
+        // No command at all: the overview, as `help` prints it.
+        let _ = Cli::command().print_help();
+        println!();
+        return Err(ExitCode::SUCCESS);
+    }
+    match Cli::try_parse_from(&args) {
+        Ok(cli) => Ok(cli.command),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            let _ = e.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let command = command_words(&args);
+            let help = command.map_or_else(|| "--help".to_owned(), |c| format!("{c} --help"));
+            let prefix =
+                command.map_or_else(|| "cotal-authd".to_owned(), |c| format!("cotal-authd {c}"));
+            eprintln!(
+                "{prefix}: {} (see cotal-authd {help})",
+                one_sentence(&e, command)
+            );
+            Err(ExitCode::from(EXIT_USAGE))
+        }
+    }
+}
+
+/// Logs go to stderr through `tracing`, filtered by `RUST_LOG`, else at `default`; stdout keeps
+/// what a command prints (`up`'s ready banner, the `gate` views). Nothing logged carries a
+/// secret: the serve seed never leaves the state dir, and no log line names the server URL,
+/// which may carry credentials.
+fn init_logs(default: LevelFilter) {
+    let filter = EnvFilter::builder()
+        .with_default_directive(default.into())
+        .from_env_lossy();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -170,48 +335,47 @@ fn fail(command: &str, why: &str, code: u8) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let words: Vec<&str> = args.iter().map(String::as_str).collect();
-    match words.as_slice() {
-        ["demo"] => match demo::run(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail("demo", &e.to_string(), 1),
+    let command = match parse() {
+        Ok(command) => command,
+        Err(code) => return code,
+    };
+    // A daemon logs its life at `info` (the client's connection events included); a one-shot
+    // view keeps stderr for problems.
+    init_logs(match command {
+        Command::Up(_) => LevelFilter::INFO,
+        Command::Gate(_) => LevelFilter::WARN,
+    });
+    match command {
+        Command::Up(up) => match runtime().and_then(|rt| rt.block_on(up::up(up.into_args()))) {
+            Ok(code) => code,
+            Err(why) => fail("up", &why, 1),
         },
-        ["up", ..] => {
-            let rest = args.get(1..).unwrap_or_default();
-            let parsed = match up_args(rest) {
-                Ok(parsed) => parsed,
-                Err(why) => return fail("up", &why, 2),
-            };
-            match runtime().and_then(|rt| rt.block_on(up::up(parsed))) {
-                Ok(code) => code,
-                Err(why) => fail("up", &why, 1),
-            }
-        }
-        ["gate", sub @ ("ls" | "show"), ..] => {
-            let command = if *sub == "ls" { "gate ls" } else { "gate show" };
-            let parsed = match gate_args(command, args.get(2..).unwrap_or_default()) {
-                Ok(parsed) => parsed,
-                Err(why) => return fail(command, &why, 2),
-            };
-            match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(parsed))) {
+        Command::Gate(gate) => {
+            let name = gate.name();
+            let args = gate.into_args();
+            match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
                 Ok(out) => {
                     println!("{out}");
                     ExitCode::SUCCESS
                 }
-                Err(why) => fail(command, &why, 1),
+                Err(why) => fail(name, &why, 1),
             }
         }
-        [] | ["help" | "--help" | "-h"] => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!(
-                "cotal-authd: unknown command {:?}\n\n{USAGE}",
-                args.join(" ")
-            );
-            ExitCode::from(2)
-        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn the_help_documents_the_exit_codes_the_binary_uses() {
+        assert!(EXIT_CODES.contains(&format!("  {EXIT_USAGE}  usage error")));
+        assert!(EXIT_CODES.contains(&format!("  {}  fenced", up::EXIT_FENCED)));
     }
 }

@@ -15,36 +15,38 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cotal_core::gate::{GateState, ProcessEpoch};
+use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
-    confirm_registration, PrepareSelfAuthorized, SelfAuthorizedInstance, SelfContract,
+    confirm_registration, AwaitHostFence, PrepareSelfAuthorized, SelfAuthorizedInstance,
+    SelfContract, AUTH_ENDPOINT,
 };
-use cotal_core::issuance::{GateRef, ObserveGate};
-use cotal_core::machine::{Ctx, Halt, Replay, Script};
+use cotal_core::issuance::GateRef;
+use cotal_core::machine::{script, Replay};
 use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
-use cotal_core::registration::Registered;
 use cotal_core::serving::RegisterServing;
+use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::signal::unix::{signal, Signal, SignalKind};
+use tracing::{info, info_span, warn, Instrument};
 
 use crate::embedded::Embedded;
 use crate::state;
 
-/// The plane's own endpoint name.
-pub const AUTH_ENDPOINT: &str = "auth";
 /// The actor half of the plane's principal.
 const ACTOR: &str = "authd";
-/// How often a running plane re-reads its own gate (F6: only a fresh read can tell).
+/// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
+/// at most, it notices a successor on another process.
 pub const FENCE_POLL: Duration = Duration::from_millis(250);
-/// Consecutive failed gate reads before the plane gives up: it can no longer tell whether it
-/// has been fenced, so it stops claiming to serve.
+/// How long the gate may stay unreadable before the plane gives up: it can no longer tell
+/// whether it has been fenced, so it stops claiming to serve.
 const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
-/// The empty JSON Schema's digest, the `auth` commands' declared input and output.
-const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
-
+/// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
+/// a failure (1) so a supervisor can leave it stopped (systemd `RestartPreventExitStatus=3`)
+/// instead of restarting it to fence its successor in turn.
+pub const EXIT_FENCED: u8 = 3;
 /// Validated `up` flags.
 #[derive(Debug)]
 pub struct UpArgs {
@@ -52,36 +54,6 @@ pub struct UpArgs {
     pub server: Option<String>,
     pub state_dir: PathBuf,
     pub replicas: Replicas,
-}
-
-/// The `auth` endpoint's command surface: credential exchange and renewal, both request/reply.
-fn auth_cluster() -> Value {
-    let command = |name: &str| {
-        json!({
-            "name": name, "class": "ephemeral", "targeted": false,
-            "capability": format!("auth.{name}"), "inputDigest": VOID, "outputDigest": VOID,
-            "traits": [],
-        })
-    };
-    json!({
-        "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
-        "commands": [command("exchange"), command("renew")],
-    })
-}
-
-/// The confirming read after the serving ceremony.
-#[derive(Debug)]
-struct Confirm(GateRef, Registered);
-
-impl Script for Confirm {
-    type Output = ();
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
-        confirm_registration(cx, &self.0, &self.1)
-    }
-}
-
-fn log(line: &str) {
-    eprintln!("cotal-authd: {line}");
 }
 
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
@@ -95,7 +67,11 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
             (embedded.url.clone(), Some(embedded))
         }
     };
-    match register_and_serve(&args, &identity, &url).await {
+    let span = info_span!("up", space = %args.space, instance = %identity.instance);
+    match register_and_serve(&args, &identity, &url)
+        .instrument(span)
+        .await
+    {
         Ok((outcome, space)) => {
             let _ = space.client().drain().await;
             match (outcome, embedded) {
@@ -105,7 +81,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
             }
             Ok(match outcome {
                 Outcome::Stopped => ExitCode::SUCCESS,
-                Outcome::Fenced => ExitCode::FAILURE,
+                Outcome::Fenced => ExitCode::from(EXIT_FENCED),
             })
         }
         Err(why) => {
@@ -145,14 +121,14 @@ async fn register_and_serve(
         gate: gate.clone(),
         owner: identity.owner.clone(),
         principal,
-        contract: SelfContract::from_cluster(&auth_cluster()).map_err(|e| e.message.clone())?,
+        contract: SelfContract::auth().map_err(|e| e.message.clone())?,
         op_id: op_id.clone(),
     };
     let provisioned = drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &space)
         .await
         .map_err(|e| format!("publishing the auth cluster or provisioning the gate failed: {e}"))?;
     if provisioned {
-        log(&format!("provisioned gate {}", gate.key()));
+        info!(gate = %gate.key(), "provisioned the gate");
     }
 
     let register = RegisterServing {
@@ -165,14 +141,20 @@ async fn register_and_serve(
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let reg = serving.registered;
-    drive(&mut Replay::new(Confirm(gate.clone(), reg)), &space)
+    // The confirming read after the serving ceremony.
+    let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
+    drive(&mut Replay::new(confirm), &space)
         .await
         .map_err(|e| format!("registering the auth instance failed: {e}"))?;
     let round_trips = space.round_trips() - before;
-    log(&format!(
-        "registered auth instance {} (op {op_id}) in {round_trips} KV round trips",
-        identity.instance
-    ));
+    info!(
+        op_id = %op_id,
+        epoch = reg.process_epoch.0,
+        generation = reg.generation.0,
+        registration_revision = reg.registration_revision.0,
+        round_trips,
+        "registered the auth instance"
+    );
 
     let discovery = state::discovery_path(&args.state_dir);
     let doc = json!({
@@ -218,59 +200,59 @@ struct Signals {
     int: Signal,
 }
 
-/// Holds the registration: re-reads the gate every [`FENCE_POLL`] until its epoch moves away
-/// from `epoch` (fenced) or a SIGINT/SIGTERM arrives (stopped).
+/// Holds the registration until a SIGINT/SIGTERM (stopped) or until the core's host fence
+/// resolves (fenced), driven by [`hold_fence`]: one leader read of the gate every
+/// [`FENCE_POLL`], or at once when this plane writes it, and a stop with an error once no read
+/// has succeeded for [`UNREACHABLE_LIMIT`].
+///
+/// Fenced means what [`host_fenced`](cotal_core::host::host_fenced) says: the gate is gone, at
+/// another epoch, or not `open`. A frozen gate at this plane's own epoch counts: a barrier won
+/// the gate (F21: a successor's registration of this instance, a retirement, or a reconciler),
+/// nothing is minted at this plane's coordinate while it stands (F22), and none of them reopens
+/// it at this registration again (a re-registration reopens at the next epoch, F69; an
+/// abort-reopen at the next generation, F52), so a plane that waited would only claim to serve
+/// what it no longer can. The watch is armed only after the confirming read saw the gate open
+/// at this start's committed epoch and registration revision, so it never sees this start's
+/// own freeze.
 async fn watch(
     space: &Space,
     gate: &GateRef,
     epoch: ProcessEpoch,
     mut signals: Signals,
 ) -> Result<Outcome, String> {
-    let mut tick = tokio::time::interval(FENCE_POLL);
-    let mut last_ok = Instant::now();
-    let mut frozen_seen = false;
-    loop {
-        tokio::select! {
-            _ = signals.term.recv() => { log("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
-            _ = signals.int.recv() => { log("SIGINT: stopping"); return Ok(Outcome::Stopped) }
-            _ = tick.tick() => {}
-        }
-        match drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space).await {
-            Ok(Some(seen)) if seen.gate.process_epoch() == epoch => {
-                last_ok = Instant::now();
-                let frozen = seen.gate.state() == GateState::Frozen;
-                if frozen && !frozen_seen {
-                    log(&format!(
-                        "gate {} is frozen by another operation",
-                        gate.key()
-                    ));
-                }
-                frozen_seen = frozen;
-            }
-            Ok(Some(seen)) => {
-                log(&format!(
-                    "fenced: gate {} moved from epoch {epoch} to epoch {} (generation {}, {}); \
-                     a successor registered, exiting",
-                    gate.key(),
-                    seen.gate.process_epoch(),
-                    seen.gate.generation(),
-                    seen.gate.state().as_str()
-                ));
-                return Ok(Outcome::Fenced);
-            }
-            Ok(None) => {
-                log(&format!("fenced: gate {} is gone, exiting", gate.key()));
-                return Ok(Outcome::Fenced);
-            }
-            Err(e) if last_ok.elapsed() > UNREACHABLE_LIMIT => {
-                return Err(format!(
-                    "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer \
-                     be noticed",
-                    gate.key(),
-                    UNREACHABLE_LIMIT.as_secs()
-                ))
-            }
-            Err(_) => {}
+    let fence = AwaitHostFence::new(gate.clone(), epoch)
+        .map_err(|e| e.message.clone())?
+        .with_poll(FENCE_POLL);
+    let fenced = tokio::select! {
+        _ = signals.term.recv() => { info!("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
+        _ = signals.int.recv() => { info!("SIGINT: stopping"); return Ok(Outcome::Stopped) }
+        fenced = hold_fence(space, fence, UNREACHABLE_LIMIT) => fenced,
+    };
+    match fenced {
+        Ok(Some(seen)) if seen.gate.process_epoch() != epoch => warn!(
+            gate = %gate.key(),
+            epoch = seen.gate.process_epoch().0,
+            generation = seen.gate.generation().0,
+            state = seen.gate.state().as_str(),
+            "fenced: the gate moved from epoch {epoch}; a successor registered, exiting"
+        ),
+        Ok(Some(seen)) => warn!(
+            gate = %gate.key(),
+            generation = seen.gate.generation().0,
+            state = seen.gate.state().as_str(),
+            op = seen.gate.op().map(|op| format!("{}:{}", op.kind().as_str(), op.op_id())),
+            "fenced: the gate is not open at this plane's epoch {epoch}; a barrier holds it, \
+             exiting"
+        ),
+        Ok(None) => warn!(gate = %gate.key(), "fenced: the gate is gone, exiting"),
+        Err(e) => {
+            return Err(format!(
+                "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
+                 noticed",
+                gate.key(),
+                UNREACHABLE_LIMIT.as_secs()
+            ))
         }
     }
+    Ok(Outcome::Fenced)
 }

@@ -32,12 +32,20 @@ fn require_server() {
     );
 }
 
+/// The binary with no `NATS_URL` from the caller's environment: `--server` defaults to it, and
+/// these tests choose the server themselves.
+fn command() -> Command {
+    let mut command = Command::new(BIN);
+    command.env_remove("NATS_URL");
+    command
+}
+
 fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
+    command().args(args).output().unwrap()
 }
 
 fn up(state: &Path) -> Child {
-    Command::new(BIN)
+    command()
         .args(["up", "--space", "t1", "--state-dir"])
         .arg(state)
         .stdin(Stdio::null())
@@ -115,6 +123,9 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
         (vec!["up", "--space", "s", "--replicas", "2"], 2),
         (vec!["up", "--space", "a b"], 2),
         (vec!["up", "--space", "s", "--bogus"], 2),
+        (vec!["up", "--space", "s", "--space", "t"], 2),
+        (vec!["gate"], 2),
+        (vec!["bogus"], 2),
         (vec!["gate", "ls", "--space", "s"], 2),
         (
             vec![
@@ -144,6 +155,15 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
+    // `NATS_URL` stands in for `--server`.
+    let out = command()
+        .args(["gate", "ls", "--space", "s"])
+        .env("NATS_URL", "nats://127.0.0.1:1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().to_str().unwrap();
     for args in [
@@ -175,7 +195,7 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
 
 /// The whole life of a plane on one state dir: first registration at epoch 0; a successor
 /// started beside it re-registers the same instance (epoch +1, generation +1) and the
-/// predecessor exits 1 with its discovery file gone; after a `kill -9` the next start adopts
+/// predecessor exits 3 (fenced) with its discovery file gone; after a `kill -9` the next start adopts
 /// the embedded server and re-registers again; SIGTERM exits 0 and cleans up.
 #[test]
 fn successor_fences_predecessor_and_sigterm_exits_clean() {
@@ -207,7 +227,7 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
         "predecessor exited {:?} after the successor's discovery file appeared",
         reopened.elapsed()
     );
-    assert_eq!(status.code(), Some(1));
+    assert_eq!(status.code(), Some(3), "fenced by a successor exits 3");
     assert_eq!(discovery(&state).unwrap()["pid"], reaper.0[1].id());
 
     let ls = run(&["gate", "ls", "--space", "t1", "--server", &server, "--json"]);
@@ -281,4 +301,82 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
         !state.join("nats/server.json").exists(),
         "embedded server not stopped"
     );
+}
+
+#[test]
+fn help_and_version_print_to_stdout_and_exit_0() {
+    for args in [
+        vec![],
+        vec!["--help"],
+        vec!["help"],
+        vec!["up", "--help"],
+        vec!["gate", "ls", "--help"],
+        vec!["gate", "show", "-h"],
+    ] {
+        let out = run(&args);
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        assert!(text.contains("Usage: cotal-authd"), "{args:?}: {text}");
+        assert!(text.contains("3  fenced"), "{args:?}: {text}");
+    }
+    let up = String::from_utf8_lossy(&run(&["up", "--help"]).stdout).into_owned();
+    for flag in [
+        "--space",
+        "--server",
+        "--state-dir",
+        "--replicas",
+        "NATS_URL",
+        "RUST_LOG",
+    ] {
+        assert!(up.contains(flag), "{flag}: {up}");
+    }
+    let version = run(&["--version"]);
+    assert_eq!(version.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&version.stdout).starts_with("cotal-authd "));
+}
+
+/// A plane that can no longer read its gate stops claiming to serve: with its embedded server
+/// killed, it exits 1 once no gate read has succeeded for the unreachable limit (10 s), with one
+/// sentence naming the gate, and its discovery file is gone.
+#[test]
+fn a_plane_whose_gate_stays_unreadable_exits_1() {
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+    reaper.0.push(
+        command()
+            .args(["up", "--space", "t1", "--state-dir"])
+            .arg(&state)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    ready(&state, &mut reaper.0[0]);
+    let record: Value =
+        serde_json::from_slice(&fs::read(state.join("nats/server.json")).unwrap()).unwrap();
+    let server = Pid::from_raw(record["pid"].as_i64().unwrap() as i32).unwrap();
+    kill_process(server, Signal::KILL).unwrap();
+    let killed = Instant::now();
+
+    let status = exits(&mut reaper.0[0], Duration::from_secs(30));
+    eprintln!(
+        "the plane stopped {:?} after its server died",
+        killed.elapsed()
+    );
+    assert_eq!(status.code(), Some(1));
+    assert!(
+        killed.elapsed() >= Duration::from_secs(9),
+        "{:?}",
+        killed.elapsed()
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(reaper.0[0].stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("cannot read gate epgate.auth."), "{err}");
+    assert!(err.contains("for 10s"), "{err}");
+    assert!(!state.join("auth-service.json").exists());
 }

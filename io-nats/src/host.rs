@@ -1,6 +1,7 @@
 //! The host fence on NATS (DESIGN §5 item 3): [`await_host_fence`] runs the core's
 //! [`AwaitHostFence`] with leader-served reads, and cuts its poll sleep short the moment this
-//! plane itself writes the gate.
+//! plane itself writes the gate; [`hold_fence`] does the same for a long-lived process that
+//! outlives failed reads up to a bound (the daemon's own `auth` instance).
 //!
 //! Own writes are known without asking the server: every write a [`Space`] executes on an
 //! `epgate.*` key of the auth store that committed or may have committed is announced on the
@@ -10,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::AwaitHostFence;
@@ -127,6 +129,44 @@ pub async fn run_fence(
     mut fence: AwaitHostFence,
 ) -> Result<Option<GateObservation>, EpError> {
     let mut waiter = space.gate_writes().subscribe(&fence.gate().key());
+    step_fence(space, &mut fence, &mut waiter, || {}).await
+}
+
+/// Drives `fence` like [`run_fence`], for a process that must outlive a flaky server: a failed
+/// read does not end the wait. The fence is re-armed ([`AwaitHostFence::rearmed`]) after its
+/// poll (or this space's next write of the gate), and the wait rejects with the last read's
+/// error only once no read has shown the incarnation held for `unreachable_limit`, counted from
+/// the call: past that, a fence could no longer be noticed in time.
+///
+/// Round trips: one leader read per wake-up, failed reads included.
+pub async fn hold_fence(
+    space: &Space,
+    mut fence: AwaitHostFence,
+    unreachable_limit: Duration,
+) -> Result<Option<GateObservation>, EpError> {
+    let mut waiter = space.gate_writes().subscribe(&fence.gate().key());
+    let mut last_held = Instant::now();
+    loop {
+        // The fence sleeps only right after a read that saw the incarnation held.
+        let held = || last_held = Instant::now();
+        match step_fence(space, &mut fence, &mut waiter, held).await {
+            Ok(seen) => return Ok(seen),
+            Err(e) if last_held.elapsed() >= unreachable_limit => return Err(e),
+            Err(_) => {
+                wake(&mut waiter, fence.poll()).await;
+                fence = fence.rearmed();
+            }
+        }
+    }
+}
+
+/// Steps `fence` to its end; `held` runs at each sleep it asks for.
+async fn step_fence(
+    space: &Space,
+    fence: &mut AwaitHostFence,
+    waiter: &mut GateWriteWaiter<'_>,
+    mut held: impl FnMut(),
+) -> Result<Option<GateObservation>, EpError> {
     let mut observation = None;
     loop {
         observation = Some(match fence.step(observation.take()) {
@@ -136,9 +176,8 @@ pub async fn run_fence(
                 Observation::Kv(space.execute(&request).await)
             }
             Step::Effect(Effect::Sleep(duration)) => {
-                let woken = Box::pin(waiter.written());
-                let timer = Box::pin(tokio::time::sleep(duration));
-                future::select(woken, timer).await;
+                held();
+                wake(waiter, duration).await;
                 Observation::Slept
             }
             Step::Effect(other) => {
@@ -148,4 +187,11 @@ pub async fn run_fence(
             }
         });
     }
+}
+
+/// Waits `duration`, or less when this space writes the watched gate first.
+async fn wake(waiter: &mut GateWriteWaiter<'_>, duration: Duration) {
+    let woken = Box::pin(waiter.written());
+    let timer = Box::pin(tokio::time::sleep(duration));
+    future::select(woken, timer).await;
 }

@@ -6,8 +6,9 @@
 //!   [`KvRequest`](cotal_core::kv::KvRequest) executed on them with leader-served reads,
 //!   revision-pinned publishes and the outcome mapping of DESIGN §3 (CAS lost, unavailable,
 //!   ambiguous). Round trips are documented there and counted.
-//! * [`host`] — the host fence: [`host::await_host_fence`], woken at once by this space's own
-//!   gate writes and by polling for everyone else's.
+//! * [`host`] — the host fence: [`host::await_host_fence`] (and [`host::hold_fence`], which
+//!   outlives failed reads up to a bound), woken at once by this space's own gate writes and by
+//!   polling for everyone else's.
 //! * [`driver`] — the async driver: any core machine run against a [`Space`], evictions and
 //!   liveness probes answered by injectable async closures (fail-closed by default).
 

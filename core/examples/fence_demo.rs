@@ -1,10 +1,17 @@
-//! The `demo` command: a readable timeline of one endpoint gate's life on the in-memory KV model.
+//! A readable timeline of one endpoint gate's life on the in-memory KV model: provision, a
+//! registration barrier's freeze and reopen, serve mints refused under the freeze (F22) and
+//! released at the registered coordinate, then a re-registration that revokes the family and
+//! advances the epoch (F69), after which the predecessor's mint is refused.
 //!
 //! Every line is produced by running the real core machines against the model; nothing is
 //! scripted output. Entropy is fixed so the timeline is the same on every run.
+//!
+//! Run it with `cargo run -p cotal-core --example fence_demo`; `cargo test -p cotal-core` runs its
+//! test, which checks the timeline's outcomes.
 
 use std::fmt;
 use std::io::Write;
+use std::process::ExitCode;
 
 use cotal_core::barrier::{self, FreezeToken, ReopenGate};
 use cotal_core::driver::{drive, ModelWorld};
@@ -16,7 +23,7 @@ use cotal_core::issuance::{
     ServeGrant,
 };
 use cotal_core::kv::Store;
-use cotal_core::machine::{Ctx, Halt, Replay, Script};
+use cotal_core::machine::{script, Replay};
 use cotal_core::names::{
     ActorToken, CredentialId, EndpointName, InstanceId, OpId, OwnerToken, Principal, SourceMember,
     SpaceName,
@@ -25,7 +32,7 @@ use cotal_core::EpError;
 
 /// Why the demo stopped early.
 #[derive(Debug)]
-pub enum DemoError {
+enum DemoError {
     Io(std::io::Error),
     Core(EpError),
     /// A step did not turn out as the fence rules require.
@@ -51,28 +58,6 @@ impl From<std::io::Error> for DemoError {
 impl From<EpError> for DemoError {
     fn from(e: EpError) -> Self {
         DemoError::Core(e)
-    }
-}
-
-struct Observe(GateRef);
-
-impl Script for Observe {
-    type Output = Option<GateObservation>;
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
-        observe_gate(cx, &self.0)
-    }
-}
-
-struct Freeze {
-    gate: GateRef,
-    op: OpId,
-    observed: GateObservation,
-}
-
-impl Script for Freeze {
-    type Output = Option<FreezeToken>;
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
-        barrier::freeze(cx, &self.gate, &self.op, &self.observed)
     }
 }
 
@@ -103,8 +88,9 @@ impl<W: Write> Timeline<'_, W> {
     }
 
     fn observe(&mut self) -> Result<GateObservation, DemoError> {
+        let gate = self.gate.clone();
         drive(
-            &mut Replay::new(Observe(self.gate.clone())),
+            &mut Replay::new(script(move |cx| observe_gate(cx, &gate))),
             &mut self.world,
         )?
         .ok_or_else(|| DemoError::Unexpected("the gate vanished".into()))
@@ -112,12 +98,9 @@ impl<W: Write> Timeline<'_, W> {
 
     fn freeze(&mut self, op: &OpId) -> Result<FreezeToken, DemoError> {
         let observed = self.observe()?;
-        let script = Freeze {
-            gate: self.gate.clone(),
-            op: op.clone(),
-            observed,
-        };
-        drive(&mut Replay::new(script), &mut self.world)?
+        let (gate, op) = (self.gate.clone(), op.clone());
+        let freeze = script(move |cx| barrier::freeze(cx, &gate, &op, &observed));
+        drive(&mut Replay::new(freeze), &mut self.world)?
             .ok_or_else(|| DemoError::Unexpected("the freeze lost its pin".into()))
     }
 
@@ -173,10 +156,10 @@ fn refusal(result: Result<String, EpError>) -> Result<String, DemoError> {
 }
 
 /// Writes the timeline to `out`.
-pub fn run<W: Write>(out: &mut W) -> Result<(), DemoError> {
+fn run<W: Write>(out: &mut W) -> Result<(), DemoError> {
     writeln!(
         out,
-        "cotal-authd demo — the issuance-gate fence on the IN-MEMORY KV model (no NATS).\n\
+        "fence_demo — the issuance-gate fence on the IN-MEMORY KV model (no NATS).\n\
          Every step runs the real core machines; entropy is fixed so the run is reproducible.\n"
     )?;
     let gate = GateRef::new(
@@ -277,6 +260,16 @@ fn revoke_family<W: Write>(t: &mut Timeline<'_, W>) -> Result<usize, DemoError> 
         }
     }
     Ok(revoked)
+}
+
+fn main() -> ExitCode {
+    match run(&mut std::io::stdout()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fence_demo: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]
