@@ -7,7 +7,7 @@
 
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
-use crate::kv::{KvOutcome, KvRequest, Store};
+use crate::kv::{KeysOutcome, Store};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, EndpointName, InstanceId};
 use crate::service::{
@@ -38,22 +38,14 @@ impl Script for FreezeExpectedSet {
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<ExpectedInstance>, Halt> {
         let endpoint = &self.endpoint;
         let prefix = format!("svc.{}.", endpoint.token().as_str());
-        let listed = match cx.kv(KvRequest::Keys {
-            store: Store::Records,
-            prefix: prefix.clone(),
-        })? {
-            KvOutcome::Keys(keys) => keys,
-            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+        let listed = match cx.keys(Store::Records, prefix.as_str())? {
+            KeysOutcome::Keys(keys) => keys,
+            KeysOutcome::Unavailable(why) => {
                 return Err(EpError::failed_precondition(format!(
                     "the service registry of {endpoint} is unreadable ({why}); retry once the \
                      records bucket answers"
                 ))
                 .into())
-            }
-            other => {
-                return Err(
-                    EpError::internal(format!("listing {prefix}> answered {other:?}")).into(),
-                )
             }
         };
         let mut expected = Vec::new();

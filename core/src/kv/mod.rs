@@ -6,6 +6,7 @@
 //! must see. [`model::KvModel`] reproduces these semantics in memory.
 
 pub mod model;
+pub mod settle;
 
 use std::fmt;
 
@@ -204,7 +205,7 @@ pub enum WriteOutcome {
     /// The request was never sent (or refused before any effect): nothing was written.
     NotSent(String),
     /// The request went out unanswered: it may or may not have committed. Only a leader
-    /// read-back can tell.
+    /// read-back can tell ([`settle::settle_write`]).
     Ambiguous(String),
 }
 
