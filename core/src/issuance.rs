@@ -270,7 +270,9 @@ impl Script for FinalizeServeMint {
     }
 }
 
-/// Attempts a sibling commit makes while the only thing moving the gate is peers' touches.
+/// Attempts a sibling commit makes while the only thing moving the gate is peers' touches. Not a
+/// settle loop (so not [`crate::kv::settle::AMBIGUOUS_WRITE_ATTEMPTS`]): an unanswered touch is
+/// never re-sent, and each attempt re-pins to a peer's identical-bytes touch.
 pub const SIBLING_COMMIT_ATTEMPTS: usize = 64;
 
 /// Commits a credential minted beside the serve credential into the same `epcred` family (F43).
