@@ -97,3 +97,97 @@ pub fn settle_write<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kv::{KvOutcome, Store};
+    use crate::machine::{script, Effect, Machine, Observation, Replay, Step};
+
+    fn create() -> KvRequest {
+        KvRequest::Create {
+            store: Store::Auth,
+            key: "k".into(),
+            value: b"{}".to_vec(),
+        }
+    }
+
+    /// How a test settle ended, with what each read-back heard.
+    type Ended = Step<(Settled<()>, Vec<Heard>)>;
+
+    /// Drives a settle whose read-back always says "unmoved" through `answers`, recording what
+    /// each read-back heard; returns how it ended and the number of sends.
+    fn drive(answers: &[KvOutcome]) -> (Ended, usize) {
+        let mut m = Replay::new(script(|cx| {
+            let mut heard = Vec::new();
+            let settled = settle_write(cx, &create(), |_, h| {
+                heard.push(h.clone());
+                Ok(Verdict::Unmoved)
+            })?;
+            Ok((settled, heard))
+        }));
+        let mut sends = 0;
+        let mut step = m.step(None);
+        for answer in answers {
+            match step {
+                Step::Effect(Effect::Kv(ref r)) if *r == create() => sends += 1,
+                _ => break,
+            }
+            step = m.step(Some(Observation::Kv(answer.clone())));
+        }
+        (step, sends)
+    }
+
+    #[test]
+    fn an_unmoved_key_is_sent_again_at_most_the_bound() {
+        let unanswered = KvOutcome::Ambiguous("timed out".into());
+        let (step, sends) = drive(&vec![unanswered; AMBIGUOUS_WRITE_ATTEMPTS + 1]);
+        assert_eq!(sends, AMBIGUOUS_WRITE_ATTEMPTS);
+        match step {
+            Step::Done(Ok((Settled::Exhausted(last), heard))) => {
+                assert_eq!(last, Heard::Unanswered("timed out".into()));
+                assert_eq!(heard.len(), AMBIGUOUS_WRITE_ATTEMPTS);
+            }
+            other => panic!("expected an exhausted settle, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_later_loss_or_refusal_carries_the_earlier_unanswered_send() {
+        let (step, _) = drive(&[
+            KvOutcome::CasLost,
+            KvOutcome::Ambiguous("first".into()),
+            KvOutcome::Unavailable("down".into()),
+        ]);
+        match step {
+            Step::Done(Ok((Settled::Exhausted(last), heard))) => {
+                assert_eq!(
+                    heard,
+                    [
+                        Heard::Lost { earlier: None },
+                        Heard::Unanswered("first".into()),
+                        Heard::NotSent {
+                            why: "down".into(),
+                            earlier: Some("first".into())
+                        },
+                    ]
+                );
+                assert_eq!(last.last_unanswered(), Some("first"));
+            }
+            other => panic!("expected an exhausted settle, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_acknowledged_send_needs_no_read_back() {
+        let (step, sends) = drive(&[
+            KvOutcome::Ambiguous("lost".into()),
+            KvOutcome::Written(Revision(7)),
+        ]);
+        assert_eq!(sends, 2);
+        assert!(matches!(
+            step,
+            Step::Done(Ok((Settled::Written(Revision(7)), heard))) if heard.len() == 1
+        ));
+    }
+}
