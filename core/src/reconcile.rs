@@ -259,7 +259,7 @@ impl Script for ReconcileGate {
                 Completion::Raced => return Err(raced().into()),
                 Completion::NotCompleted => {
                     let mut at = frozen.coordinates();
-                    at.generation = Generation(at.generation.0.saturating_add(1));
+                    at.generation = at.generation.next()?;
                     if !barrier::reopen(cx, gate, &op_id, token, at)? {
                         return Err(raced().into());
                     }

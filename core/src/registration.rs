@@ -146,14 +146,7 @@ impl Script for RegisterInstance {
                     .with_note("the resumed registration's gate stays frozen for reconciliation")
                     .into())
             }
-            Err(cause) => {
-                let at = successor_at(
-                    frozen,
-                    frozen.registration_revision(),
-                    frozen.process_epoch(),
-                );
-                return abort_reopen(cx, &gate, &self.op_id, token, at, cause);
-            }
+            Err(cause) => return abort_reopen(cx, &gate, &self.op_id, token, frozen, cause),
         };
 
         let eviction = cx
@@ -192,11 +185,11 @@ impl Script for RegisterInstance {
 
         let re_registration = !matches!(authorized.current, RecordRead::Absent);
         let epoch = if re_registration {
-            ProcessEpoch(frozen.process_epoch().0.saturating_add(1))
+            frozen.process_epoch().next()?
         } else {
             frozen.process_epoch()
         };
-        let successor = successor_at(frozen, RegistrationRevision(spec_revision.0), epoch);
+        let successor = successor_at(frozen, RegistrationRevision(spec_revision.0), epoch)?;
         let incomplete = |why: String| {
             EpError::unavailable(format!(
                 "wrote the spec at revision {spec_revision} but the reopen did not complete \
@@ -314,19 +307,19 @@ impl RegisterInstance {
     }
 }
 
-/// The successor coordinate of a reopen from `frozen`: generation + 1, the name-authority
-/// revision carried forward.
+/// The successor coordinate of a reopen from `frozen`: generation + 1 (`internal` past
+/// `u64::MAX`), the name-authority revision carried forward.
 fn successor_at(
     frozen: &EndpointGate,
     registration_revision: RegistrationRevision,
     process_epoch: ProcessEpoch,
-) -> Coordinates {
-    Coordinates {
-        generation: Generation(frozen.generation().0.saturating_add(1)),
+) -> Result<Coordinates, EpError> {
+    Ok(Coordinates {
+        generation: frozen.generation().next()?,
         process_epoch,
         registration_revision,
         name_authority_revision: frozen.name_authority_revision(),
-    }
+    })
 }
 
 fn is_ours(gate: &EndpointGate, op_id: &OpId) -> bool {
@@ -362,18 +355,26 @@ fn blocked(gate: &GateRef, observed: &EndpointGate) -> EpError {
     .with_detail(detail.into())
 }
 
-/// Reopens after a Phase-1 failure at the unchanged coordinate (E2), then refuses with the
-/// original `cause`; if the reopen itself fails, the refusal says the gate stayed frozen. Never
-/// `Ok`: it only suspends or refuses.
+/// Reopens `frozen` after a Phase-1 failure at the unchanged coordinate (E2), then refuses with
+/// the original `cause`; if the reopen itself fails, the refusal says the gate stayed frozen.
+/// Never `Ok`: it only suspends or refuses.
 fn abort_reopen<T>(
     cx: &mut Ctx<'_>,
     gate: &GateRef,
     op_id: &OpId,
     token: FreezeToken,
-    at: Coordinates,
+    frozen: &EndpointGate,
     cause: EpError,
 ) -> Result<T, Halt> {
-    let refusal = match cx.recover(|cx| barrier::reopen(cx, gate, op_id, token, at))? {
+    let reopened = cx.recover(|cx| {
+        let at = successor_at(
+            frozen,
+            frozen.registration_revision(),
+            frozen.process_epoch(),
+        )?;
+        barrier::reopen(cx, gate, op_id, token, at)
+    })?;
+    let refusal = match reopened {
         Ok(true) => cause,
         Ok(false) => cause.with_note(
             "registration aborted and the issuance gate could not be reopened (it moved); \
@@ -563,9 +564,9 @@ pub fn complete_frozen_from_spec(
     let epoch = if frozen.registration_revision().0 == 0 {
         frozen.process_epoch()
     } else {
-        ProcessEpoch(frozen.process_epoch().0.saturating_add(1))
+        frozen.process_epoch().next()?
     };
-    let successor = successor_at(frozen, RegistrationRevision(revision.0), epoch);
+    let successor = successor_at(frozen, RegistrationRevision(revision.0), epoch)?;
     if !barrier::reopen(cx, gate, op_id, token, successor)? {
         return Ok(Completion::Raced);
     }
