@@ -20,6 +20,11 @@
 //! Every memo is tagged with the source location of the [`Ctx::call`], [`Ctx::sub`] or
 //! [`Ctx::once`] that recorded it (`#[track_caller]`), so a replay that reaches a memo recorded by
 //! another step fails as a divergence even when both steps return the same type.
+//!
+//! Effects come back typed: [`Ctx::get`], [`Ctx::keys`] and [`Ctx::write`] (with its per-kind
+//! helpers) answer only the outcomes their request kind can produce, and
+//! [`crate::kv::settle::settle_write`] settles a write whose answer was lost. [`Ctx::recover`]
+//! hands a step's refusal back as a value while a suspension still propagates.
 
 use std::any::Any;
 use std::fmt;
