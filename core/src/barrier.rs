@@ -15,7 +15,8 @@ use std::sync::Arc;
 use crate::error::EpError;
 use crate::gate::{Coordinates, EndpointGate, GateOp, GateState};
 use crate::issuance::{observe_gate, GateObservation, GateRef};
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
+use crate::kv::{KeysOutcome, KvRequest, Revision, Store};
 use crate::ledger::{self, CredState, LedgerRow, Revocation};
 use crate::machine::{Ctx, Halt, Replay, Script};
 use crate::names::OpId;
@@ -23,9 +24,6 @@ use crate::names::OpId;
 /// The gate revision a winning freeze produced: the fencing token the reopen is pinned to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FreezeToken(pub Revision);
-
-/// Times an ambiguous freeze or reopen that reads back as "not applied" is tried again.
-pub const AMBIGUOUS_WRITE_ATTEMPTS: usize = 3;
 
 /// Freezes an open gate under a registration intent `{opId, kind: "registration"}` (E1, G5).
 #[derive(Debug, Clone)]
@@ -68,40 +66,37 @@ pub fn freeze(
     observed: &GateObservation,
 ) -> Result<Option<FreezeToken>, Halt> {
     let frozen = observed.gate.frozen(GateOp::registration(op_id.clone()))?;
-    let bytes = frozen.to_bytes();
-    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
-        match cx.kv(KvRequest::Update {
-            store: Store::Auth,
-            key: gate.key(),
-            value: bytes.clone(),
-            expected: observed.revision,
-        })? {
-            KvOutcome::Written(revision) => return Ok(Some(FreezeToken(revision))),
-            KvOutcome::CasLost => return Ok(None),
-            KvOutcome::Ambiguous(_) => {}
-            KvOutcome::Unavailable(why) => {
-                return Err(EpError::unavailable(format!(
-                    "freezing gate {} failed before it was sent: {why}; nothing was written",
-                    gate.key()
-                ))
-                .into())
-            }
-            other => return Err(ledger::unexpected(&gate.key(), &other).into()),
-        }
-        match observe_gate(cx, gate)? {
+    let request = KvRequest::Update {
+        store: Store::Auth,
+        key: gate.key(),
+        value: frozen.to_bytes(),
+        expected: observed.revision,
+    };
+    let settled = settle_write(cx, &request, |cx, heard| match heard {
+        Heard::Lost { .. } => Ok(Verdict::Settled(None)),
+        Heard::NotSent { why, .. } => Err(EpError::unavailable(format!(
+            "freezing gate {} failed before it was sent: {why}; nothing was written",
+            gate.key()
+        ))
+        .into()),
+        Heard::Unanswered(_) => Ok(match observe_gate(cx, gate)? {
             Some(now) if is_frozen_by(&now.gate, op_id) => {
-                return Ok(Some(FreezeToken(now.revision)))
+                Verdict::Settled(Some(FreezeToken(now.revision)))
             }
-            Some(now) if now.revision == observed.revision => continue,
-            _ => return Ok(None),
-        }
+            Some(now) if now.revision == observed.revision => Verdict::Unmoved,
+            _ => Verdict::Settled(None),
+        }),
+    })?;
+    match settled {
+        Settled::Written(revision) => Ok(Some(FreezeToken(revision))),
+        Settled::Judged(token) => Ok(token),
+        Settled::Exhausted(_) => Err(EpError::unavailable(format!(
+            "freezing gate {} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} attempts; it did \
+             not commit as far as the gate shows",
+            gate.key()
+        ))
+        .into()),
     }
-    Err(EpError::unavailable(format!(
-        "freezing gate {} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} attempts; it did not \
-         commit as far as the gate shows",
-        gate.key()
-    ))
-    .into())
 }
 
 fn is_frozen_by(gate: &EndpointGate, op_id: &OpId) -> bool {
@@ -166,41 +161,42 @@ pub fn reopen(
         return Ok(false);
     }
     let reopened = current.gate.reopened(op_id, successor)?;
-    let bytes = reopened.to_bytes();
-    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
-        match cx.kv(KvRequest::Update {
-            store: Store::Auth,
-            key: gate.key(),
-            value: bytes.clone(),
-            expected: token.0,
-        })? {
-            KvOutcome::Written(_) => return Ok(true),
-            KvOutcome::CasLost => return Ok(false),
-            KvOutcome::Ambiguous(_) => {}
-            KvOutcome::Unavailable(why) => {
-                return Err(EpError::unavailable(format!(
-                    "reopening gate {} failed before it was sent: {why}; the gate stays frozen",
-                    gate.key()
-                ))
-                .into())
-            }
-            other => return Err(ledger::unexpected(&gate.key(), &other).into()),
-        }
+    let request = KvRequest::Update {
+        store: Store::Auth,
+        key: gate.key(),
+        value: reopened.to_bytes(),
+        expected: token.0,
+    };
+    let unknown = || {
+        EpError::unavailable(format!(
+            "reopening gate {} has an unknown outcome; it may have committed. Re-observe the gate \
+             before acting on it",
+            gate.key()
+        ))
+    };
+    let settled = settle_write(cx, &request, |cx, heard| match heard {
+        Heard::Lost { .. } => Ok(Verdict::Settled(false)),
+        Heard::NotSent { why, .. } => Err(EpError::unavailable(format!(
+            "reopening gate {} failed before it was sent: {why}; the gate stays frozen",
+            gate.key()
+        ))
+        .into()),
         // Only a reopen of this freeze can write generation g+1 (the freeze is op-pinned), so
         // our exact successor at g+1 is our write even if a later barrier froze it again.
-        match observe_gate(cx, gate)? {
-            Some(now) if now.revision == token.0 => continue,
-            Some(now) if now.gate.coordinates() == successor => return Ok(true),
-            Some(now) if now.gate.generation() > current.gate.generation() => return Ok(false),
-            _ => break,
-        }
+        Heard::Unanswered(_) => match observe_gate(cx, gate)? {
+            Some(now) if now.revision == token.0 => Ok(Verdict::Unmoved),
+            Some(now) if now.gate.coordinates() == successor => Ok(Verdict::Settled(true)),
+            Some(now) if now.gate.generation() > current.gate.generation() => {
+                Ok(Verdict::Settled(false))
+            }
+            _ => Err(unknown().into()),
+        },
+    })?;
+    match settled {
+        Settled::Written(_) => Ok(true),
+        Settled::Judged(reopened) => Ok(reopened),
+        Settled::Exhausted(_) => Err(unknown().into()),
     }
-    Err(EpError::unavailable(format!(
-        "reopening gate {} has an unknown outcome; it may have committed. Re-observe the gate \
-         before acting on it",
-        gate.key()
-    ))
-    .into())
 }
 
 /// One row of an enumerated credential family.
@@ -221,18 +217,14 @@ impl Script for EnumerateFamily {
     type Output = Vec<FamilyRow>;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
         let prefix = self.gate.family_prefix();
-        let listed = match cx.kv(KvRequest::Keys {
-            store: Store::Auth,
-            prefix: prefix.clone(),
-        })? {
-            KvOutcome::Keys(keys) => keys,
-            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+        let listed = match cx.keys(Store::Auth, prefix.as_str())? {
+            KeysOutcome::Keys(keys) => keys,
+            KeysOutcome::Unavailable(why) => {
                 return Err(EpError::unavailable(format!(
                     "listing the credential family {prefix}> failed: {why}"
                 ))
                 .into())
             }
-            other => return Err(ledger::unexpected(&prefix, &other).into()),
         };
         let mut rows = Vec::with_capacity(listed.len());
         for key in listed.into_iter().filter(|k| k.starts_with(&prefix)) {

@@ -14,9 +14,10 @@ use serde_json::{Map, Value};
 
 use crate::canon::{canonicalize, content_digest, parse_strict, Digest};
 use crate::error::EpError;
-use crate::kv::{KvOutcome, KvRequest, Store};
-use crate::ledger::{read, unexpected};
-use crate::machine::{Ctx, Effect, Halt, Observation};
+use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
+use crate::kv::{KvRequest, Store};
+use crate::ledger::read;
+use crate::machine::{ArtifactRead, Ctx, Halt};
 use crate::names::CommandToken;
 use crate::stored::safe_uint;
 
@@ -26,9 +27,6 @@ pub const MAX_ARTIFACT_BYTES: usize = 256 * 1024;
 /// The only trait URNs this revision governs (F65); every other trait is vocabulary.
 /// Sorted, so per-command governed sets come out sorted.
 pub const GOVERNED_TRAIT_URNS: [&str; 2] = ["ai.cotal.guarded", "ai.cotal.priced"];
-
-/// Attempts a publish makes while its create keeps coming back ambiguous and absent.
-pub const PUBLISH_ATTEMPTS: usize = 3;
 
 fn invalid(what: impl AsRef<str>) -> EpError {
     EpError::contract_invalid(format!(
@@ -574,14 +572,10 @@ impl ReadClosure {
 
 /// Fetches one artifact's bytes; `None` when nothing is published under `digest`.
 fn fetch(cx: &mut Ctx<'_>, digest: &Digest) -> Result<Option<Vec<u8>>, Halt> {
-    match cx.perform(Effect::ReadArtifact(*digest))? {
-        Observation::Artifact(bytes) => Ok(bytes),
-        Observation::ArtifactUnavailable(why) => Err(EpError::unavailable(format!(
+    match cx.read_artifact(*digest)? {
+        ArtifactRead::Bytes(bytes) => Ok(bytes),
+        ArtifactRead::Unavailable(why) => Err(EpError::unavailable(format!(
             "the contract store could not be read for artifact {digest}: {why}"
-        ))
-        .into()),
-        other => Err(EpError::internal(format!(
-            "the driver answered an artifact read of {digest} with {other:?}"
         ))
         .into()),
     }
@@ -643,49 +637,44 @@ pub fn publish_artifact(cx: &mut Ctx<'_>, bytes: &[u8]) -> Result<(Digest, bool)
     verify_artifact_bytes(bytes)?;
     let digest = Digest::of(bytes);
     let key = digest.hex();
-    for _ in 0..PUBLISH_ATTEMPTS {
-        let ambiguous = match cx.kv(KvRequest::CreateStrict {
-            store: Store::Contracts,
-            key: key.clone(),
-            value: bytes.to_vec(),
-        })? {
-            KvOutcome::Written(_) => return Ok((digest, true)),
-            KvOutcome::CasLost => false,
-            KvOutcome::Ambiguous(_) => true,
-            KvOutcome::Unavailable(why) => {
-                return Err(EpError::unavailable(format!(
-                    "publishing artifact {digest} failed before it was sent: {why}"
-                ))
-                .into())
-            }
-            other => return Err(unexpected(&key, &other).into()),
-        };
+    let request = KvRequest::CreateStrict {
+        store: Store::Contracts,
+        key: key.clone(),
+        value: bytes.to_vec(),
+    };
+    let settled = settle_write(cx, &request, |cx, heard| {
+        if let Heard::NotSent { why, .. } = heard {
+            return Err(EpError::unavailable(format!(
+                "publishing artifact {digest} failed before it was sent: {why}"
+            ))
+            .into());
+        }
         match read(cx, Store::Contracts, &key)? {
             Some(entry) if entry.is_put() => {
                 verify_stored(&entry.value, &digest)?;
-                return Ok((digest, false));
+                Ok(Verdict::Settled(()))
             }
-            Some(entry) => {
-                return Err(EpError::internal(format!(
-                    "artifact {digest} carries a {} marker; contract artifacts are never deleted",
-                    entry.operation.as_str()
-                ))
-                .into())
-            }
-            None if ambiguous => continue,
-            None => {
-                return Err(EpError::internal(format!(
-                    "the create of artifact {digest} was refused but nothing is recorded there"
-                ))
-                .into())
-            }
+            Some(entry) => Err(EpError::internal(format!(
+                "artifact {digest} carries a {} marker; contract artifacts are never deleted",
+                entry.operation.as_str()
+            ))
+            .into()),
+            None if matches!(heard, Heard::Unanswered(_)) => Ok(Verdict::Unmoved),
+            None => Err(EpError::internal(format!(
+                "the create of artifact {digest} was refused but nothing is recorded there"
+            ))
+            .into()),
         }
+    })?;
+    match settled {
+        Settled::Written(_) => Ok((digest, true)),
+        Settled::Judged(()) => Ok((digest, false)),
+        Settled::Exhausted(_) => Err(EpError::unavailable(format!(
+            "publishing artifact {digest} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} \
+             attempts; it may have committed"
+        ))
+        .into()),
     }
-    Err(EpError::unavailable(format!(
-        "publishing artifact {digest} stayed ambiguous across {PUBLISH_ATTEMPTS} attempts; it \
-         may have committed"
-    ))
-    .into())
 }
 
 /// Validates a cluster document, then publishes it and its manifest; returns the closure

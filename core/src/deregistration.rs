@@ -69,14 +69,14 @@ impl Script for Deregister {
         let status_key = keys::svc_status(&gate.endpoint, &gate.instance);
         let status_revision = match service::read_record(cx, &status_key)? {
             RecordRead::Live { revision, .. } => {
-                match superseded(service::delete_record(cx, &status_key, revision))? {
+                match delete_unless_superseded(cx, &status_key, revision)? {
                     Some(_) => Some(revision),
                     None => return Ok(Deregistration::NotRemoved(NotRemoved::Superseded)),
                 }
             }
             _ => None,
         };
-        match superseded(service::delete_record(cx, &spec_key, spec_revision))? {
+        match delete_unless_superseded(cx, &spec_key, spec_revision)? {
             Some(_) => Ok(Deregistration::Removed {
                 spec_revision,
                 status_revision,
@@ -86,11 +86,15 @@ impl Script for Deregister {
     }
 }
 
-/// A pinned delete whose pin was lost is "superseded", not a failure.
-fn superseded(result: Result<Revision, Halt>) -> Result<Option<Revision>, Halt> {
-    match result {
+/// Deletes `key` pinned to `revision`; a lost pin is "superseded" (`None`), not a failure.
+fn delete_unless_superseded(
+    cx: &mut Ctx<'_>,
+    key: &str,
+    revision: Revision,
+) -> Result<Option<Revision>, Halt> {
+    match cx.recover(|cx| service::delete_record(cx, key, revision))? {
         Ok(revision) => Ok(Some(revision)),
-        Err(Halt::Fail(e)) if e.code == crate::ErrorCode::Conflict => Ok(None),
-        Err(other) => Err(other),
+        Err(e) if e.code == crate::ErrorCode::Conflict => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }

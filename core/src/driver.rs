@@ -99,9 +99,9 @@ impl World for ModelWorld {
             Effect::Kv(request) => Observation::Kv(self.kv.execute(request)),
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders)),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder)),
-            // Artifacts live in the Contracts store at their digest hex. The read bypasses fault
-            // injection: an artifact observation has no unavailable outcome to report.
-            // Read through the model's request path so scheduled faults apply to artifact reads.
+            // Artifacts live in the Contracts store at their digest hex. The read goes through
+            // the model's request path, so scheduled faults apply to artifact reads too: an
+            // unserved read is `ArtifactUnavailable`.
             Effect::ReadArtifact(digest) => match self.kv.execute(&crate::kv::KvRequest::Get {
                 store: crate::kv::Store::Contracts,
                 key: digest.hex(),

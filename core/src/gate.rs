@@ -35,6 +35,24 @@ coordinate!(
     /// The instance's incarnation epoch; a re-registration advances it by exactly 1.
     ProcessEpoch
 );
+/// A coordinate that only ever advances by exactly one: its checked successor.
+macro_rules! advancing {
+    ($name:ident, $what:literal) => {
+        impl $name {
+            /// The value exactly one past this one; `internal` at `u64::MAX`, where a silent
+            /// saturation would repeat a coordinate the fences rely on never repeating.
+            pub fn next(self) -> Result<Self, EpError> {
+                self.0.checked_add(1).map($name).ok_or_else(|| {
+                    EpError::internal(concat!("the ", $what, " cannot advance past u64::MAX"))
+                })
+            }
+        }
+    };
+}
+
+advancing!(Generation, "gate generation");
+advancing!(ProcessEpoch, "process epoch");
+
 coordinate!(
     /// Store revision of the `svc…spec` key the gate was last reopened at (0 = never registered).
     RegistrationRevision
@@ -273,11 +291,16 @@ impl EndpointGate {
                 "an activation intent never freezes an open gate (F13)",
             ));
         }
-        Ok(EndpointGate {
+        let frozen = EndpointGate {
             state: GateState::Frozen,
             op: Some(op),
             ..self.clone()
-        })
+        };
+        debug_assert_eq!(
+            frozen.coordinates, self.coordinates,
+            "a freeze moves no coordinate"
+        );
+        Ok(frozen)
     }
 
     /// The row a reopen writes: `frozen → open` at `successor` (E2, E3, E5). Keeps F13 (a
@@ -307,6 +330,11 @@ impl EndpointGate {
             ));
         }
         check_successor(&self.coordinates, &successor)?;
+        debug_assert_eq!(
+            self.coordinates.generation.next().ok(),
+            Some(successor.generation),
+            "a reopen advances the generation by exactly 1 (Q-13)"
+        );
         Ok(EndpointGate {
             state: GateState::Open,
             coordinates: successor,
@@ -403,8 +431,7 @@ fn require_real_owner(principal: &Principal) -> Result<(), EpError> {
 }
 
 fn check_successor(current: &Coordinates, next: &Coordinates) -> Result<(), EpError> {
-    let expected_generation = current.generation.0.checked_add(1);
-    if Some(next.generation.0) != expected_generation {
+    if current.generation.next().ok() != Some(next.generation) {
         return Err(EpError::internal(format!(
             "a reopen must advance generation by exactly 1 (Q-13): frozen at {}, successor {}",
             current.generation, next.generation
@@ -423,4 +450,21 @@ fn check_successor(current: &Coordinates, next: &Coordinates) -> Result<(), EpEr
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_advancing_coordinate_steps_by_one_and_refuses_past_the_range() {
+        assert_eq!(Generation(4).next().ok(), Some(Generation(5)));
+        assert_eq!(ProcessEpoch(0).next().ok(), Some(ProcessEpoch(1)));
+        let e = Generation(u64::MAX).next().unwrap_err();
+        assert_eq!(e.code, crate::ErrorCode::Internal);
+        assert!(e.message.contains("gate generation"), "{e}");
+        let e = ProcessEpoch(u64::MAX).next().unwrap_err();
+        assert_eq!(e.code, crate::ErrorCode::Internal);
+        assert!(e.message.contains("process epoch"), "{e}");
+    }
 }

@@ -31,7 +31,7 @@ use serde_json::{json, Map, Value};
 use crate::error::{EpError, ErrorCode};
 use crate::gate::Generation;
 use crate::issuance::{observe_gate, GateRef};
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::kv::{KvRequest, Revision, Store, WriteOutcome};
 use crate::ledger;
 use crate::machine::{Ctx, Halt};
 use crate::names::{keys, CommandToken, EndpointName, InstanceId, SpaceName};
@@ -313,14 +313,14 @@ pub fn slot_stance<'h>(
     Ok(SlotStance::OwnOrphan)
 }
 
-/// Writes `head` created (fenced against any marker) or pinned to `pin`. `Ok(Err(outcome))`
-/// carries a write that did not certainly commit: a CAS loss, an ambiguous or an unsent write.
+/// Writes `head` created (fenced against any marker) or pinned to `pin`. Not settled here:
+/// every caller decides from a re-read of the head (or aborts), and none re-sends the write.
 fn write_head(
     cx: &mut Ctx<'_>,
     endpoint: &EndpointName,
     head: &GovernanceHead,
     pin: Option<Revision>,
-) -> Result<Result<Revision, KvOutcome>, Halt> {
+) -> Result<WriteOutcome, Halt> {
     let (store, key, value) = (Store::Records, keys::govern(endpoint), head.to_bytes());
     let request = match pin {
         None => KvRequest::CreateStrict { store, key, value },
@@ -331,20 +331,16 @@ fn write_head(
             expected,
         },
     };
-    match cx.kv(request)? {
-        KvOutcome::Written(revision) => Ok(Ok(revision)),
-        lost @ (KvOutcome::CasLost | KvOutcome::Ambiguous(_) | KvOutcome::Unavailable(_)) => {
-            Ok(Err(lost))
-        }
-        other => Err(ledger::unexpected(&keys::govern(endpoint), &other).into()),
-    }
+    cx.write(request)
 }
 
 /// Why a head write did not certainly commit, for messages.
-fn why(outcome: &KvOutcome) -> String {
+fn why(outcome: &WriteOutcome) -> String {
     match outcome {
-        KvOutcome::Ambiguous(why) | KvOutcome::Unavailable(why) => why.clone(),
-        _ => "the head moved under the write".to_owned(),
+        WriteOutcome::Ambiguous(why) | WriteOutcome::NotSent(why) => why.clone(),
+        WriteOutcome::CasLost | WriteOutcome::Written(_) => {
+            "the head moved under the write".to_owned()
+        }
     }
 }
 
@@ -354,10 +350,9 @@ fn read_back(
     endpoint: &EndpointName,
     failure: impl Fn(String) -> EpError,
 ) -> Result<GovernanceHead, Halt> {
-    match read_governance(cx, endpoint) {
+    match cx.recover(|cx| read_governance(cx, endpoint))? {
         Ok((head, _)) => Ok(head),
-        Err(Halt::Fail(e)) => Err(failure(format!("the read-back failed too: {e}")).into()),
-        Err(suspend) => Err(suspend),
+        Err(e) => Err(failure(format!("the read-back failed too: {e}")).into()),
     }
 }
 
@@ -377,20 +372,19 @@ pub fn take_slot(
         provisional: Some(slot),
     };
     let refusal = match write_head(cx, endpoint, &taken, revision)? {
-        Ok(revision) => return Ok(revision),
-        Err(KvOutcome::CasLost) => EpError::conflict(format!(
+        WriteOutcome::Written(revision) => return Ok(revision),
+        WriteOutcome::CasLost => EpError::conflict(format!(
             "a concurrent registration for endpoint \"{endpoint}\" took the governance slot first \
              (a definite no-write CAS loss); re-read and re-decide (F64)"
         )),
-        Err(KvOutcome::Unavailable(why)) => EpError::unavailable(format!(
+        WriteOutcome::NotSent(why) => EpError::unavailable(format!(
             "the governance slot-take for endpoint \"{endpoint}\" failed before it was sent \
              ({why}); nothing was written and the registration aborts"
         )),
-        Err(other) => EpError::unavailable(format!(
-            "the governance slot-take for endpoint \"{endpoint}\" is ambiguous ({}); the \
+        WriteOutcome::Ambiguous(why) => EpError::unavailable(format!(
+            "the governance slot-take for endpoint \"{endpoint}\" is ambiguous ({why}); the \
              registration aborts before any spec write and the gate reopens, so a \
-             committed-but-unacked slot self-orphans at the reopened generation (F64)",
-            why(&other)
+             committed-but-unacked slot self-orphans at the reopened generation (F64)"
         )),
     };
     Err(refusal.into())
@@ -426,8 +420,9 @@ pub fn promote_held(
         commands: head.commands.merged(&slot.commands),
         provisional: Some(slot),
     };
-    let Err(lost) = write_head(cx, endpoint, &promoted, Some(pin))? else {
-        return Ok(());
+    let lost = match write_head(cx, endpoint, &promoted, Some(pin))? {
+        WriteOutcome::Written(_) => return Ok(()),
+        lost => lost,
     };
     let incomplete = |detail: String| {
         EpError::unavailable(format!(
@@ -465,6 +460,8 @@ pub fn release_held(
     instance: &InstanceId,
     generation: Generation,
 ) -> Result<SlotRelease, Halt> {
+    // Two passes, not a settle loop: each pass re-reads the head and re-pins to it, and a second
+    // failure leaves a slot that is harmless behind the reopened gate.
     for _ in 0..2 {
         let (head, revision) = read_governance(cx, endpoint)?;
         if !head.held_by(instance, generation) {
@@ -475,8 +472,9 @@ pub fn release_held(
             commands: head.commands,
             provisional: None,
         };
-        let Err(lost) = write_head(cx, endpoint, &cleared, Some(pin))? else {
-            return Ok(SlotRelease::Released);
+        let lost = match write_head(cx, endpoint, &cleared, Some(pin))? {
+            WriteOutcome::Written(_) => return Ok(SlotRelease::Released),
+            lost => lost,
         };
         let again = read_back(cx, endpoint, |e| {
             EpError::unavailable(format!(
@@ -566,12 +564,11 @@ pub fn observe_holder_generation(
     holder: &InstanceId,
 ) -> Result<HolderGeneration, Halt> {
     let gate = GateRef::new(space.clone(), endpoint.clone(), holder.clone());
-    Ok(match observe_gate(cx, &gate) {
+    Ok(match cx.recover(|cx| observe_gate(cx, &gate))? {
         Ok(Some(observed)) => HolderGeneration::Live(observed.gate.generation()),
         Ok(None) => HolderGeneration::Unreadable(format!("gate {} is absent", gate.key())),
-        Err(Halt::Fail(e)) if e.code == ErrorCode::Internal => HolderGeneration::Garbled(e.message),
-        Err(Halt::Fail(e)) => HolderGeneration::Unreadable(e.to_string()),
-        Err(suspend) => return Err(suspend),
+        Err(e) if e.code == ErrorCode::Internal => HolderGeneration::Garbled(e.message),
+        Err(e) => HolderGeneration::Unreadable(e.to_string()),
     })
 }
 

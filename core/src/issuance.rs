@@ -10,7 +10,7 @@ use crate::error::EpError;
 use crate::gate::{
     EndpointGate, GateState, NameAuthorityRevision, ProcessEpoch, RegistrationRevision,
 };
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::kv::{Revision, Store, WriteOutcome};
 use crate::ledger::{self, LedgerRow};
 use crate::machine::{Ctx, Halt, Replay, Script};
 use crate::names::{
@@ -239,38 +239,40 @@ impl Script for FinalizeServeMint {
         .map_err(EpError::stored)?;
         let row_key = stage(cx, &row)?;
         match touch(cx, &self.gate, &observed)? {
-            Touch::Won(gate_revision) => Ok(Release {
+            WriteOutcome::Written(gate_revision) => Ok(Release {
                 row_key,
                 gate_revision,
             }),
-            Touch::Lost => Err(revoke_then_refuse(
+            WriteOutcome::CasLost => revoke_then_refuse(
                 cx,
                 &row_key,
                 EpError::expired(
                     "the issuance gate advanced during mint; the credential was not released \
                      (F20)",
                 ),
-            )),
-            Touch::Unknown(why) => Err(revoke_then_refuse(
+            ),
+            WriteOutcome::Ambiguous(why) => revoke_then_refuse(
                 cx,
                 &row_key,
                 EpError::unavailable(format!(
                     "the gate commit's outcome is unknown ({why}); the mint fails closed and \
                      the credential was not released"
                 )),
-            )),
-            Touch::NotSent(why) => Err(revoke_then_refuse(
+            ),
+            WriteOutcome::NotSent(why) => revoke_then_refuse(
                 cx,
                 &row_key,
                 EpError::unavailable(format!(
                     "the gate commit could not be sent ({why}); the credential was not released"
                 )),
-            )),
+            ),
         }
     }
 }
 
-/// Attempts a sibling commit makes while the only thing moving the gate is peers' touches.
+/// Attempts a sibling commit makes while the only thing moving the gate is peers' touches. Not a
+/// settle loop (so not [`crate::kv::settle::AMBIGUOUS_WRITE_ATTEMPTS`]): an unanswered touch is
+/// never re-sent, and each attempt re-pins to a peer's identical-bytes touch.
 pub const SIBLING_COMMIT_ATTEMPTS: usize = 64;
 
 /// Commits a credential minted beside the serve credential into the same `epcred` family (F43).
@@ -320,116 +322,109 @@ impl Script for CommitSibling {
         let mut pin = self.observed.clone();
         for _ in 0..SIBLING_COMMIT_ATTEMPTS {
             match touch(cx, &self.gate, &pin)? {
-                Touch::Won(gate_revision) => {
+                WriteOutcome::Written(gate_revision) => {
                     return Ok(Release {
                         row_key,
                         gate_revision,
                     })
                 }
-                Touch::Unknown(why) => {
-                    return Err(revoke_then_refuse(
+                WriteOutcome::Ambiguous(why) => {
+                    return revoke_then_refuse(
                         cx,
                         &row_key,
                         EpError::unavailable(format!(
                             "the sibling commit's outcome is unknown ({why}); it fails closed"
                         )),
-                    ))
+                    )
                 }
-                Touch::NotSent(why) => {
-                    return Err(revoke_then_refuse(
+                WriteOutcome::NotSent(why) => {
+                    return revoke_then_refuse(
                         cx,
                         &row_key,
                         EpError::unavailable(format!(
                             "the sibling commit could not be sent ({why}); nothing was released"
                         )),
-                    ))
+                    )
                 }
-                Touch::Lost => {}
+                WriteOutcome::CasLost => {}
             }
-            let now = match observe_gate(cx, &self.gate) {
+            let now = match cx.recover(|cx| observe_gate(cx, &self.gate))? {
                 Ok(now) => now,
-                Err(Halt::Fail(e)) => return Err(revoke_then_refuse(cx, &row_key, e)),
-                Err(suspend) => return Err(suspend),
+                Err(e) => return revoke_then_refuse(cx, &row_key, e),
             };
             match now {
                 None => {
-                    return Err(revoke_then_refuse(
+                    return revoke_then_refuse(
                         cx,
                         &row_key,
                         EpError::expired("the issuance gate vanished during the sibling mint"),
-                    ))
+                    )
                 }
-                Some(now) if now.gate != self.observed.gate => return Err(revoke_then_refuse(
+                Some(now) if now.gate != self.observed.gate => return revoke_then_refuse(
                     cx,
                     &row_key,
                     EpError::expired(
                         "a barrier moved the issuance gate during the sibling mint (frozen, or \
                              reopened at a successor coordinate); nothing was released (F43)",
                     ),
-                )),
+                ),
                 Some(now) => pin = now,
             }
         }
-        Err(revoke_then_refuse(
+        revoke_then_refuse(
             cx,
             &row_key,
             EpError::unavailable(format!(
                 "the issuance gate stayed contended across {SIBLING_COMMIT_ATTEMPTS} sibling \
                  commit attempts"
             )),
-        ))
+        )
     }
 }
 
-/// How a revision-pinned touch ended.
-enum Touch {
-    Won(Revision),
-    Lost,
-    /// Sent, unanswered: identical bytes make a read-back unable to tell who wrote.
-    Unknown(String),
-    /// Refused before it was sent: the gate is untouched, but nothing was committed either.
-    NotSent(String),
-}
-
-/// Rewrites the observed gate bytes at the observed revision: the mint's commit CAS (M).
-fn touch(cx: &mut Ctx<'_>, gate: &GateRef, observed: &GateObservation) -> Result<Touch, Halt> {
-    match cx.kv(KvRequest::Update {
-        store: Store::Auth,
-        key: gate.key(),
-        value: observed.raw.clone(),
-        expected: observed.revision,
-    })? {
-        KvOutcome::Written(revision) => Ok(Touch::Won(revision)),
-        KvOutcome::CasLost => Ok(Touch::Lost),
-        KvOutcome::Ambiguous(why) => Ok(Touch::Unknown(why)),
-        KvOutcome::Unavailable(why) => Ok(Touch::NotSent(why)),
-        other => Err(ledger::unexpected(&gate.key(), &other).into()),
-    }
+/// Rewrites the observed gate bytes at the observed revision: the mint's commit CAS (M). An
+/// unanswered touch cannot be settled by a read-back: its bytes equal the gate's, so the read
+/// cannot tell who wrote.
+fn touch(
+    cx: &mut Ctx<'_>,
+    gate: &GateRef,
+    observed: &GateObservation,
+) -> Result<WriteOutcome, Halt> {
+    cx.update(
+        Store::Auth,
+        gate.key(),
+        observed.raw.clone(),
+        observed.revision,
+    )
 }
 
 /// Stages a ledger row (create-only, byte-idempotent, F29). If staging failed after a write may
 /// have landed, the row is revoked if it is there, so a refused mint never leaves an active row.
 fn stage(cx: &mut Ctx<'_>, row: &LedgerRow) -> Result<String, Halt> {
     let key = row.key();
-    match ledger::create_byte_idempotent(cx, Store::Auth, &key, &row.to_bytes(), "ledger row") {
+    let staged = cx.recover(|cx| {
+        ledger::create_byte_idempotent(cx, Store::Auth, &key, &row.to_bytes(), "ledger row")
+    })?;
+    match staged {
         Ok(_) => Ok(key),
-        Err(Halt::Fail(e)) if e.code == crate::ErrorCode::Unavailable => {
-            Err(match ledger::read(cx, Store::Auth, &key) {
+        Err(e) if e.code == crate::ErrorCode::Unavailable => {
+            match cx.recover(|cx| ledger::read(cx, Store::Auth, &key))? {
                 Ok(Some(entry)) if entry.is_put() && entry.value == row.to_bytes() => {
                     revoke_then_refuse(cx, &key, e)
                 }
-                Ok(_) => Halt::Fail(e),
-                Err(Halt::Fail(read_error)) => Halt::Fail(e.with_note(format!(
-                    "the staged row {key} may exist active and could not be read back: \
-                     {read_error}; it is reconciliation debt"
-                ))),
-                Err(suspend) => suspend,
-            })
+                Ok(_) => Err(e.into()),
+                Err(read_error) => Err(e
+                    .with_note(format!(
+                        "the staged row {key} may exist active and could not be read back: \
+                         {read_error}; it is reconciliation debt"
+                    ))
+                    .into()),
+            }
         }
         // Our own row, already revoked: an ambiguous stage committed and a barrier revoked the
         // row before the read-back. Nothing may be released; say why precisely.
-        Err(Halt::Fail(e)) if e.code == crate::ErrorCode::Conflict => {
-            match ledger::read(cx, Store::Auth, &key) {
+        Err(e) if e.code == crate::ErrorCode::Conflict => {
+            match cx.recover(|cx| ledger::read(cx, Store::Auth, &key))? {
                 Ok(Some(entry)) if entry.is_put() && entry.value == row.revoked().to_bytes() => {
                     Err(EpError::expired(format!(
                         "a barrier revoked this mint's staged row {key} before the mint could \
@@ -437,24 +432,23 @@ fn stage(cx: &mut Ctx<'_>, row: &LedgerRow) -> Result<String, Halt> {
                     ))
                     .into())
                 }
-                Err(suspend @ Halt::Suspend(_)) => Err(suspend),
-                _ => Err(Halt::Fail(e)),
+                _ => Err(e.into()),
             }
         }
-        Err(other) => Err(other),
+        Err(e) => Err(e.into()),
     }
 }
 
 /// Revokes the staged row, then refuses with `refusal`; a revoke failure is appended to the
-/// message as reconciliation debt, never swallowed.
-fn revoke_then_refuse(cx: &mut Ctx<'_>, row_key: &str, refusal: EpError) -> Halt {
-    match ledger::revoke_row(cx, row_key) {
-        Ok(_) => Halt::Fail(refusal),
-        Err(Halt::Fail(e)) => Halt::Fail(refusal.with_note(format!(
+/// message as reconciliation debt, never swallowed. Never `Ok`: it only suspends or refuses.
+fn revoke_then_refuse<T>(cx: &mut Ctx<'_>, row_key: &str, refusal: EpError) -> Result<T, Halt> {
+    let refusal = match cx.recover(|cx| ledger::revoke_row(cx, row_key))? {
+        Ok(_) => refusal,
+        Err(e) => refusal.with_note(format!(
             "revoking the staged row {row_key} also failed ({e}); it is reconciliation debt"
-        ))),
-        Err(suspend) => suspend,
-    }
+        )),
+    };
+    Err(refusal.into())
 }
 
 /// `expired` for a gate that is not open, with the reference's lifecycle-blocked detail.

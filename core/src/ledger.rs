@@ -6,7 +6,8 @@
 //! never re-binds to other content (F29); every released credential resolves to a row (F22).
 
 use crate::error::EpError;
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
+use crate::kv::{KvRequest, ReadOutcome, Revision, Store, WriteOutcome};
 use crate::machine::{Ctx, Halt};
 use crate::names::{
     keys, CredentialId, EndpointName, InstanceId, LifecycleUid, Principal, SourceMember,
@@ -238,8 +239,68 @@ impl LedgerRow {
     }
 }
 
-/// Attempts a byte-idempotent create makes when its write keeps coming back ambiguous.
-pub const CREATE_ATTEMPTS: usize = 3;
+/// How a create-only write of exact bytes ended ([`create_identical`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdenticalCreate {
+    /// A send was acknowledged: this call created the key.
+    Created(Revision),
+    /// Our exact bytes are there. `unanswered`: they were found after a send went unanswered,
+    /// so they may be that send's; otherwise a create lost to them, so they were already there.
+    Found {
+        revision: Revision,
+        unanswered: bool,
+    },
+    /// The send never went out: nothing was written.
+    NotSent(String),
+    /// The key holds other content (or a marker): a staged name never re-binds (F29).
+    Foreign,
+    /// A create lost its create-only condition, yet the key reads back absent.
+    LostAbsent,
+    /// Every send went unanswered and the key kept reading back absent; it may still commit.
+    Exhausted,
+}
+
+/// Create-only write of `bytes` at `key`, settled by content (F29): the bytes identify the
+/// writer, so a lost or unanswered create reads the key back and finds our bytes, other
+/// content, or nothing; nothing after an unanswered send is sent again (bounded by
+/// [`AMBIGUOUS_WRITE_ATTEMPTS`]). Callers word the refusals.
+pub fn create_identical(
+    cx: &mut Ctx<'_>,
+    store: Store,
+    key: &str,
+    bytes: &[u8],
+) -> Result<IdenticalCreate, Halt> {
+    let request = KvRequest::Create {
+        store,
+        key: key.to_owned(),
+        value: bytes.to_vec(),
+    };
+    let settled = settle_write(cx, &request, |cx, heard| {
+        let unanswered = match heard {
+            Heard::NotSent { why, .. } => {
+                return Ok(Verdict::Settled(IdenticalCreate::NotSent(why.clone())))
+            }
+            Heard::Unanswered(_) => true,
+            Heard::Lost { .. } => false,
+        };
+        Ok(match read(cx, store, key)? {
+            Some(entry) if entry.is_put() && entry.value == bytes => {
+                Verdict::Settled(IdenticalCreate::Found {
+                    revision: entry.revision,
+                    unanswered,
+                })
+            }
+            Some(_) => Verdict::Settled(IdenticalCreate::Foreign),
+            None if unanswered => Verdict::Unmoved,
+            None => Verdict::Settled(IdenticalCreate::LostAbsent),
+        })
+    })?;
+    Ok(match settled {
+        Settled::Written(revision) => IdenticalCreate::Created(revision),
+        Settled::Judged(created) => created,
+        Settled::Exhausted(_) => IdenticalCreate::Exhausted,
+    })
+}
 
 /// Create-only write that succeeds again only for byte-identical content (F29).
 ///
@@ -254,67 +315,36 @@ pub fn create_byte_idempotent(
     bytes: &[u8],
     what: &str,
 ) -> Result<Revision, Halt> {
-    for _ in 0..CREATE_ATTEMPTS {
-        let ambiguity = match cx.kv(KvRequest::Create {
-            store,
-            key: key.to_owned(),
-            value: bytes.to_vec(),
-        })? {
-            KvOutcome::Written(revision) => return Ok(revision),
-            KvOutcome::CasLost => None,
-            KvOutcome::Ambiguous(why) => Some(why),
-            KvOutcome::Unavailable(why) => {
-                return Err(EpError::unavailable(format!(
-                    "creating {what} {key} failed before it was sent: {why}; nothing was written"
-                ))
-                .into())
-            }
-            other => return Err(unexpected(key, &other).into()),
-        };
-        match read(cx, store, key)? {
-            Some(entry) if entry.is_put() && entry.value == bytes => return Ok(entry.revision),
-            Some(_) => {
-                return Err(EpError::conflict(format!(
-                    "{what} {key} exists with foreign content; a staged name never re-binds (F29)"
-                ))
-                .into())
-            }
-            None if ambiguity.is_some() => continue,
-            None => {
-                return Err(EpError::conflict(format!(
-                    "creating {what} {key} lost its create-only condition but the key reads back \
-                     absent; re-read and retry"
-                ))
-                .into())
-            }
+    let refusal = match create_identical(cx, store, key, bytes)? {
+        IdenticalCreate::Created(revision) | IdenticalCreate::Found { revision, .. } => {
+            return Ok(revision)
         }
-    }
-    Err(EpError::unavailable(format!(
-        "creating {what} {key} stayed ambiguous across {CREATE_ATTEMPTS} attempts; it may have \
-         committed"
-    ))
-    .into())
+        IdenticalCreate::NotSent(why) => EpError::unavailable(format!(
+            "creating {what} {key} failed before it was sent: {why}; nothing was written"
+        )),
+        IdenticalCreate::Foreign => EpError::conflict(format!(
+            "{what} {key} exists with foreign content; a staged name never re-binds (F29)"
+        )),
+        IdenticalCreate::LostAbsent => EpError::conflict(format!(
+            "creating {what} {key} lost its create-only condition but the key reads back absent; \
+             re-read and retry"
+        )),
+        IdenticalCreate::Exhausted => EpError::unavailable(format!(
+            "creating {what} {key} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} attempts; it \
+             may have committed"
+        )),
+    };
+    Err(refusal.into())
 }
 
 /// A leader-served read; `None` when the key has no message.
 pub fn read(cx: &mut Ctx<'_>, store: Store, key: &str) -> Result<Option<crate::kv::Entry>, Halt> {
-    match cx.kv(KvRequest::Get {
-        store,
-        key: key.to_owned(),
-    })? {
-        KvOutcome::Entry(entry) => Ok(entry),
-        KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+    match cx.get(store, key)? {
+        ReadOutcome::Entry(entry) => Ok(entry),
+        ReadOutcome::Unavailable(why) => {
             Err(EpError::unavailable(format!("reading {key} failed: {why}")).into())
         }
-        other => Err(unexpected(key, &other).into()),
     }
-}
-
-pub(crate) fn unexpected(key: &str, outcome: &KvOutcome) -> EpError {
-    EpError::internal(format!(
-        "the KV driver answered a request on {key} with {outcome:?}, which that request cannot \
-         produce"
-    ))
 }
 
 /// What a revoke found.
@@ -326,7 +356,10 @@ pub enum Revocation {
     AlreadyRevoked,
 }
 
-/// CAS attempts a revoke makes before it reports the row as contended.
+/// CAS attempts a revoke makes before it reports the row as contended. Not a settle loop (so
+/// not [`AMBIGUOUS_WRITE_ATTEMPTS`]): every attempt re-reads the row and re-pins to whatever
+/// moved it, and an ambiguous attempt needs no read-back of its own, since a revoked row is the
+/// goal whoever wrote it.
 pub const REVOKE_ATTEMPTS: usize = 4;
 
 /// Moves the row at `key` to `revoked` (F26): idempotent on an already-revoked row; an absent
@@ -361,22 +394,16 @@ pub fn revoke_row(cx: &mut Ctx<'_>, key: &str) -> Result<Revocation, Halt> {
                 Revocation::AlreadyRevoked
             });
         }
-        match cx.kv(KvRequest::Update {
-            store: Store::Auth,
-            key: key.to_owned(),
-            value: row.revoked().to_bytes(),
-            expected: entry.revision,
-        })? {
-            KvOutcome::Written(_) => return Ok(Revocation::Revoked),
-            KvOutcome::CasLost => {}
-            KvOutcome::Ambiguous(_) => wrote_ambiguously = true,
-            KvOutcome::Unavailable(why) => {
+        match cx.update(Store::Auth, key, row.revoked().to_bytes(), entry.revision)? {
+            WriteOutcome::Written(_) => return Ok(Revocation::Revoked),
+            WriteOutcome::CasLost => {}
+            WriteOutcome::Ambiguous(_) => wrote_ambiguously = true,
+            WriteOutcome::NotSent(why) => {
                 return Err(EpError::unavailable(format!(
                     "revoking ledger row {key} failed before it was sent: {why}"
                 ))
                 .into())
             }
-            other => return Err(unexpected(key, &other).into()),
         }
     }
     Err(EpError::unavailable(format!(

@@ -30,6 +30,10 @@
 //! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
 //! * [`host`] — host incarnations and the host fence.
 
+// The purity rules listed in core/clippy.toml (no clocks, no random keys, no hash-ordered
+// collections, no interior mutability) are errors here, not style warnings.
+#![deny(clippy::disallowed_types, clippy::disallowed_methods)]
+
 pub mod actors;
 pub mod authority;
 pub mod barrier;

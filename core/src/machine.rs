@@ -16,16 +16,26 @@
 //! loops over whole credential families. [`Ctx::call`] bounds it: a sub-script runs in its own
 //! frame, and once it finishes its result is memoized in the caller's frame as one entry, so
 //! later replays of the caller skip the sub-script's effects entirely.
+//!
+//! Every memo is tagged with the source location of the [`Ctx::call`], [`Ctx::sub`] or
+//! [`Ctx::once`] that recorded it (`#[track_caller]`), so a replay that reaches a memo recorded by
+//! another step fails as a divergence even when both steps return the same type.
+//!
+//! Effects come back typed: [`Ctx::get`], [`Ctx::keys`] and [`Ctx::write`] (with its per-kind
+//! helpers) answer only the outcomes their request kind can produce, and
+//! [`crate::kv::settle::settle_write`] settles a write whose answer was lost. [`Ctx::recover`]
+//! hands a step's refusal back as a value while a suspension still propagates.
 
 use std::any::Any;
 use std::fmt;
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::actors::{ActorsOutcome, ActorsRequest, DurablesOutcome, DurablesRequest};
 use crate::canon::Digest;
 use crate::error::EpError;
-use crate::kv::{KvOutcome, KvRequest};
+use crate::kv::{KeysOutcome, KvOutcome, KvRequest, ReadOutcome, Revision, Store, WriteOutcome};
 use crate::names::Principal;
 
 /// What a machine needs from the world next.
@@ -127,22 +137,25 @@ impl From<EpError> for Halt {
     }
 }
 
+/// The source location of the memoizing call that recorded a memo.
+type Site = &'static Location<'static>;
+
 /// One recorded step of a frame.
 enum Entry {
     /// An effect with the observation that answered it.
     Io(Effect, Observation),
-    /// A finished sub-script's output (an `Arc<T>` behind `Any`).
-    Returned(Arc<dyn Any + Send + Sync>),
-    /// A finished sub-script's refusal.
-    Failed(EpError),
+    /// A finished sub-script's output (an `Arc<T>` behind `Any`), and where it was memoized.
+    Returned(Site, Arc<dyn Any + Send + Sync>),
+    /// A finished sub-script's refusal, and where it was memoized.
+    Failed(Site, EpError),
 }
 
 impl fmt::Debug for Entry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Entry::Io(effect, observation) => write!(f, "Io({effect:?}, {observation:?})"),
-            Entry::Returned(_) => f.write_str("Returned(..)"),
-            Entry::Failed(e) => write!(f, "Failed({e})"),
+            Entry::Returned(site, _) => write!(f, "Returned(at {site}, ..)"),
+            Entry::Failed(site, e) => write!(f, "Failed(at {site}, {e})"),
         }
     }
 }
@@ -182,6 +195,10 @@ fn diverged(at: usize, now: &dyn fmt::Debug, recorded: &dyn fmt::Debug) -> Halt 
 impl Ctx<'_> {
     /// Performs an effect: returns its recorded observation, or suspends the script.
     pub fn perform(&mut self, effect: Effect) -> Result<Observation, Halt> {
+        debug_assert!(
+            self.cursor <= self.frame.entries.len(),
+            "the replay cursor passed the frame's entries"
+        );
         match self.frame.entries.get(self.cursor) {
             None => Err(Halt::Suspend(effect)),
             Some(Entry::Io(recorded, observation)) => {
@@ -198,12 +215,21 @@ impl Ctx<'_> {
     /// Runs `script` as a sub-script in its own frame and memoizes its result: replays of this
     /// script after the sub-script finished return the memo without replaying its effects.
     /// Use it around loops whose iterations each perform effects.
+    #[track_caller]
     pub fn call<S>(&mut self, script: &S) -> Result<Arc<S::Output>, Halt>
     where
         S: Script,
         S::Output: Send + Sync + 'static,
     {
-        if let Some(memo) = self.memo("a sub-script call") {
+        self.call_at(Location::caller(), script)
+    }
+
+    fn call_at<S>(&mut self, site: Site, script: &S) -> Result<Arc<S::Output>, Halt>
+    where
+        S: Script,
+        S::Output: Send + Sync + 'static,
+    {
+        if let Some(memo) = self.memo(site, "a sub-script call") {
             return memo;
         }
         let child = self.frame.child.get_or_insert_with(Box::default);
@@ -213,24 +239,41 @@ impl Ctx<'_> {
         });
         let entry = match outcome {
             Err(suspend @ Halt::Suspend(_)) => return Err(suspend),
-            Ok(output) => Entry::Returned(Arc::new(output)),
-            Err(Halt::Fail(error)) => Entry::Failed(error),
+            Ok(output) => Entry::Returned(site, Arc::new(output)),
+            Err(Halt::Fail(error)) => Entry::Failed(site, error),
         };
         self.frame.child = None;
         self.frame.entries.push(entry);
         // Read the memo back through the replay path, so a live run and a replay return the
         // very same value.
-        self.call(script)
+        self.call_at(site, script)
     }
 
-    /// The recorded end of the memoized step at the cursor (`what`), if an earlier run of this
-    /// script already finished it; `None` when the step has not run yet.
-    fn memo<T: Send + Sync + 'static>(&mut self, what: &str) -> Option<Result<Arc<T>, Halt>> {
+    /// The recorded end of the memoized step at the cursor (`what`, called at `site`), if an
+    /// earlier run of this script already finished it; `None` when the step has not run yet. A
+    /// memo recorded at another call site, or of another type, is a divergence: handing it out
+    /// would answer this step with another step's result.
+    fn memo<T: Send + Sync + 'static>(
+        &mut self,
+        site: Site,
+        what: &str,
+    ) -> Option<Result<Arc<T>, Halt>> {
+        debug_assert!(
+            self.cursor <= self.frame.entries.len(),
+            "the replay cursor passed the frame's entries"
+        );
         let result = match self.frame.entries.get(self.cursor)? {
-            Entry::Returned(memo) => Arc::clone(memo)
+            Entry::Returned(recorded, _) | Entry::Failed(recorded, _) if *recorded != site => {
+                Err(diverged(
+                    self.cursor,
+                    &format!("{what} at {site}"),
+                    &format!("a memo from {recorded}"),
+                ))
+            }
+            Entry::Returned(_, memo) => Arc::clone(memo)
                 .downcast::<T>()
                 .map_err(|_| diverged(self.cursor, &format!("{what} of another type"), &"a memo")),
-            Entry::Failed(error) => Err(Halt::Fail(error.clone())),
+            Entry::Failed(_, error) => Err(Halt::Fail(error.clone())),
             io @ Entry::Io(..) => return Some(Err(diverged(self.cursor, &what, io))),
         };
         self.cursor += 1;
@@ -240,42 +283,169 @@ impl Ctx<'_> {
     /// [`Ctx::call`] for a closure: runs `step` as a memoized sub-script. Use it around steps
     /// whose replay is costly (parsing or serializing rows, verifying artifacts), so the
     /// enclosing script's later replays return the memo instead of redoing the work.
+    #[track_caller]
     pub fn sub<T, F>(&mut self, step: F) -> Result<Arc<T>, Halt>
     where
         T: Send + Sync + 'static,
         F: Fn(&mut Ctx<'_>) -> Result<T, Halt>,
     {
-        self.call(&Closure(step))
+        self.call_at(Location::caller(), &Closure(step))
     }
 
     /// Runs an effect-free computation once and memoizes its result like a finished sub-script:
     /// replays return the memo. Use it for costly pure steps between effects (signing JWTs),
     /// which a replay would otherwise redo after every later effect.
+    #[track_caller]
     pub fn once<T, F>(&mut self, compute: F) -> Result<Arc<T>, Halt>
     where
         T: Send + Sync + 'static,
         F: FnOnce() -> Result<T, EpError>,
     {
-        if let Some(memo) = self.memo("a memoized computation") {
+        let site = Location::caller();
+        if let Some(memo) = self.memo(site, "a memoized computation") {
             return memo;
         }
         let (entry, result) = match compute() {
             Ok(output) => {
                 let output = Arc::new(output);
-                (Entry::Returned(output.clone()), Ok(output))
+                (Entry::Returned(site, output.clone()), Ok(output))
             }
-            Err(error) => (Entry::Failed(error.clone()), Err(Halt::Fail(error))),
+            Err(error) => (Entry::Failed(site, error.clone()), Err(Halt::Fail(error))),
         };
         self.frame.entries.push(entry);
         self.cursor += 1;
         result
     }
 
-    /// Performs one KV request.
+    /// Runs `body` and hands its refusal back as a value, while a suspension still propagates:
+    /// the one place that tells the two halts apart, for callers that act on a refusal (revoke
+    /// then refuse, relabel, fall back). `cx.recover(|cx| step(cx))?` is `Ok(result)` or
+    /// `Ok(Err(refusal))`.
+    ///
+    /// Not memoized: `body` replays inline, exactly as the hand-written `match` it replaces did,
+    /// so an enclosing script's replay cost is unchanged, and `body` may capture mutable state
+    /// (a memo would need an `Fn` body and an `Arc` output). A costly body memoizes inside it:
+    /// `cx.recover(|cx| cx.sub(step))`.
+    pub fn recover<T>(
+        &mut self,
+        body: impl FnOnce(&mut Self) -> Result<T, Halt>,
+    ) -> Result<Result<T, EpError>, Halt> {
+        match body(self) {
+            Ok(output) => Ok(Ok(output)),
+            Err(Halt::Fail(refusal)) => Ok(Err(refusal)),
+            Err(suspend @ Halt::Suspend(_)) => Err(suspend),
+        }
+    }
+
+    /// Performs one KV request. Prefer the typed helpers ([`Ctx::get`], [`Ctx::write`], …),
+    /// whose outcomes hold only what their request kind can produce.
     pub fn kv(&mut self, request: KvRequest) -> Result<KvOutcome, Halt> {
         match self.perform(Effect::Kv(request))? {
             Observation::Kv(outcome) => Ok(outcome),
             other => Err(mismatch("a KV outcome", &other)),
+        }
+    }
+
+    /// A leader-served read of `key`'s last message.
+    pub fn get(&mut self, store: Store, key: impl Into<String>) -> Result<ReadOutcome, Halt> {
+        let key = key.into();
+        let outcome = self.kv(KvRequest::Get {
+            store,
+            key: key.clone(),
+        })?;
+        ReadOutcome::from_outcome(outcome).map_err(|other| impossible(&key, &other))
+    }
+
+    /// Every key under `prefix` that still has a message, markers included (sorted).
+    pub fn keys(&mut self, store: Store, prefix: impl Into<String>) -> Result<KeysOutcome, Halt> {
+        let prefix = prefix.into();
+        let outcome = self.kv(KvRequest::Keys {
+            store,
+            prefix: prefix.clone(),
+        })?;
+        KeysOutcome::from_outcome(outcome).map_err(|other| impossible(&prefix, &other))
+    }
+
+    /// Performs one write request (`Create`, `CreateStrict`, `Update` or `Delete`). A read
+    /// request is refused `internal` before anything is sent.
+    pub fn write(&mut self, request: KvRequest) -> Result<WriteOutcome, Halt> {
+        if !request.is_write() {
+            return Err(EpError::internal(format!(
+                "a {:?} request on {} was sent as a write",
+                request.op(),
+                request.key()
+            ))
+            .into());
+        }
+        let key = request.key().to_owned();
+        let outcome = self.kv(request)?;
+        WriteOutcome::from_outcome(outcome).map_err(|other| impossible(&key, &other))
+    }
+
+    /// Create-only write that also succeeds over a DEL or PURGE marker (`KvRequest::Create`).
+    pub fn create(
+        &mut self,
+        store: Store,
+        key: impl Into<String>,
+        value: Vec<u8>,
+    ) -> Result<WriteOutcome, Halt> {
+        self.write(KvRequest::Create {
+            store,
+            key: key.into(),
+            value,
+        })
+    }
+
+    /// Create-only write refused over any marker (`KvRequest::CreateStrict`).
+    pub fn create_strict(
+        &mut self,
+        store: Store,
+        key: impl Into<String>,
+        value: Vec<u8>,
+    ) -> Result<WriteOutcome, Halt> {
+        self.write(KvRequest::CreateStrict {
+            store,
+            key: key.into(),
+            value,
+        })
+    }
+
+    /// Write pinned to the key's last revision `expected` (`KvRequest::Update`).
+    pub fn update(
+        &mut self,
+        store: Store,
+        key: impl Into<String>,
+        value: Vec<u8>,
+        expected: Revision,
+    ) -> Result<WriteOutcome, Halt> {
+        self.write(KvRequest::Update {
+            store,
+            key: key.into(),
+            value,
+            expected,
+        })
+    }
+
+    /// DEL marker pinned to the key's last revision `expected` (`KvRequest::Delete`).
+    pub fn delete(
+        &mut self,
+        store: Store,
+        key: impl Into<String>,
+        expected: Revision,
+    ) -> Result<WriteOutcome, Halt> {
+        self.write(KvRequest::Delete {
+            store,
+            key: key.into(),
+            expected,
+        })
+    }
+
+    /// Reads a contract artifact's bytes (`None` when nothing is published under `digest`).
+    pub fn read_artifact(&mut self, digest: Digest) -> Result<ArtifactRead, Halt> {
+        match self.perform(Effect::ReadArtifact(digest))? {
+            Observation::Artifact(bytes) => Ok(ArtifactRead::Bytes(bytes)),
+            Observation::ArtifactUnavailable(why) => Ok(ArtifactRead::Unavailable(why)),
+            other => Err(mismatch("an artifact read", &other)),
         }
     }
 
@@ -299,6 +469,23 @@ impl Ctx<'_> {
             other => Err(mismatch("a liveness verdict", &other)),
         }
     }
+}
+
+/// How the contract store answered an artifact read ([`Ctx::read_artifact`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactRead {
+    /// The stored bytes (unverified), or `None` when nothing is published at the digest.
+    Bytes(Option<Vec<u8>>),
+    /// The store could not be read: neither presence nor absence is known.
+    Unavailable(String),
+}
+
+/// `internal`: the KV driver answered a request with an outcome its kind cannot produce.
+fn impossible(key: &str, outcome: &KvOutcome) -> Halt {
+    Halt::Fail(EpError::internal(format!(
+        "the KV driver answered a request on {key} with {outcome:?}, which that request cannot \
+         produce"
+    )))
 }
 
 impl Ctx<'_> {
@@ -390,11 +577,21 @@ impl<S: Script> Machine for Replay<S> {
             }
             (None, None) => {}
         }
+        debug_assert!(!self.finished, "a finished machine's script was run again");
         let mut cx = Ctx {
             frame: &mut self.frame,
             cursor: 0,
         };
-        match self.script.run(&mut cx) {
+        let outcome = self.script.run(&mut cx);
+        // A deterministic script replays every step it recorded before it can finish; one that
+        // finished short of its history took another path on this replay.
+        debug_assert!(
+            outcome.is_err() || cx.cursor == cx.frame.entries.len(),
+            "a script finished before replaying all {} recorded steps (stopped at {})",
+            cx.frame.entries.len(),
+            cx.cursor
+        );
+        match outcome {
             Err(Halt::Suspend(effect)) => {
                 self.pending = Some(effect.clone());
                 Step::Effect(effect)
@@ -413,6 +610,10 @@ impl<S: Script> Machine for Replay<S> {
 
 #[cfg(test)]
 mod tests {
+    // Test scripts count their runs through a `Cell`: the replay is exactly what is under test,
+    // so the purity rule's ban on interior mutability does not apply here.
+    #![allow(clippy::disallowed_types)]
+
     use std::cell::Cell;
 
     use super::*;
@@ -573,9 +774,8 @@ mod tests {
     impl Script for Recovers {
         type Output = String;
         fn run(&self, cx: &mut Ctx<'_>) -> Result<String, Halt> {
-            let refused = match cx.call(&FailingInner) {
-                Err(Halt::Fail(e)) => e.message,
-                Err(suspend) => return Err(suspend),
+            let refused = match cx.recover(|cx| cx.call(&FailingInner))? {
+                Err(e) => e.message,
                 Ok(_) => "accepted".into(),
             };
             cx.kv(get("after"))?;
@@ -589,5 +789,120 @@ mod tests {
         m.step(None);
         assert!(matches!(m.step(Some(absent())), Step::Effect(Effect::Kv(r)) if r == get("after")));
         assert!(matches!(m.step(Some(absent())), Step::Done(Ok(msg)) if msg == "inner refused"));
+    }
+
+    #[test]
+    fn a_recovered_sub_script_still_suspends_on_its_effects() {
+        let mut m = Replay::new(Recovers);
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("x")));
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("x")));
+    }
+
+    /// Memoizes a number at one call site on the first run and at another on every replay.
+    struct SiteSwap {
+        runs: Cell<u32>,
+        by_sub: bool,
+    }
+
+    impl Script for SiteSwap {
+        type Output = u32;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<u32, Halt> {
+            let first = self.runs.get() == 0;
+            self.runs.set(self.runs.get() + 1);
+            let value = match (self.by_sub, first) {
+                (false, true) => cx.once(|| Ok(1u32))?,
+                (false, false) => cx.once(|| Ok(2u32))?,
+                (true, true) => cx.sub(|_| Ok(1u32))?,
+                (true, false) => cx.sub(|_| Ok(2u32))?,
+            };
+            cx.kv(get("after"))?;
+            Ok(*value)
+        }
+    }
+
+    #[test]
+    fn a_replay_reaching_a_memo_of_the_same_type_from_another_site_diverges() {
+        for by_sub in [false, true] {
+            let mut m = Replay::new(SiteSwap {
+                runs: Cell::new(0),
+                by_sub,
+            });
+            assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("after")));
+            match m.step(Some(absent())) {
+                Step::Done(Err(e)) => {
+                    assert_eq!(e.code, crate::ErrorCode::Internal, "{e}");
+                    assert!(e.message.contains("not deterministic"), "{e}");
+                    assert!(e.message.contains("machine.rs"), "names the sites: {e}");
+                }
+                other => panic!("expected a divergence failure, got {other:?}"),
+            }
+        }
+    }
+
+    /// Reads each key in a memoized sub-script called at one site inside a loop.
+    struct Looped<'c>(&'c Cell<u32>);
+
+    impl Script for Looped<'_> {
+        type Output = Vec<bool>;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<bool>, Halt> {
+            let mut found = Vec::new();
+            for key in ["a", "b", "c"] {
+                let present = cx.sub(|cx| {
+                    self.0.set(self.0.get() + 1);
+                    Ok(matches!(
+                        cx.get(Store::Auth, key)?,
+                        ReadOutcome::Entry(Some(_))
+                    ))
+                })?;
+                found.push(*present);
+            }
+            Ok(found)
+        }
+    }
+
+    #[test]
+    fn one_call_site_in_a_loop_memoizes_each_iteration_on_its_own() {
+        let runs = Cell::new(0);
+        let mut m = Replay::new(Looped(&runs));
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
+        assert!(matches!(m.step(Some(present("a"))), Step::Effect(Effect::Kv(r)) if r == get("b")));
+        assert!(matches!(m.step(Some(absent())), Step::Effect(Effect::Kv(r)) if r == get("c")));
+        match m.step(Some(present("c"))) {
+            Step::Done(Ok(found)) => assert_eq!(found, [true, false, true]),
+            other => panic!("expected the three reads, got {other:?}"),
+        }
+        // Each iteration's body ran on the pass that suspended on its read and on the pass its
+        // observation arrived, then never again: 2 runs × 3 iterations.
+        assert_eq!(runs.get(), 6);
+    }
+
+    /// Writes one key and reports the typed outcome.
+    struct WriteOnce;
+
+    impl Script for WriteOnce {
+        type Output = WriteOutcome;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<WriteOutcome, Halt> {
+            cx.create(Store::Auth, "k", b"{}".to_vec())
+        }
+    }
+
+    #[test]
+    fn a_write_answered_with_a_read_outcome_is_internal() {
+        let mut m = Replay::new(WriteOnce);
+        m.step(None);
+        match m.step(Some(absent())) {
+            Step::Done(Err(e)) => {
+                assert_eq!(e.code, crate::ErrorCode::Internal, "{e}");
+                assert!(e.message.contains("cannot produce"), "{e}");
+            }
+            other => panic!("expected an internal refusal, got {other:?}"),
+        }
+        let mut m = Replay::new(WriteOnce);
+        m.step(None);
+        let unanswered = Observation::Kv(KvOutcome::Ambiguous("timed out".into()));
+        assert!(matches!(
+            m.step(Some(unanswered)),
+            Step::Done(Ok(WriteOutcome::Ambiguous(why))) if why == "timed out"
+        ));
     }
 }

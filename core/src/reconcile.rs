@@ -17,9 +17,7 @@ use crate::gate::{Coordinates, GateState, Generation, OpKind};
 use crate::issuance::{observe_gate, GateRef};
 use crate::machine::{Ctx, Halt, Liveness, Script};
 use crate::names::{OpId, Principal};
-use crate::registration::{
-    best_effort, complete_frozen_from_spec, evict_all, Completion, EVICT_PRINCIPALS_MAX,
-};
+use crate::registration::{complete_frozen_from_spec, evict_all, Completion, EVICT_PRINCIPALS_MAX};
 use crate::repair;
 
 /// The detail kind a reconcile refusal carries.
@@ -138,17 +136,17 @@ impl Script for ReconcileGate {
     /// F53 (the cursor discipline), F68 (whole-family revoke and verified eviction) and Q-13.
     fn run(&self, cx: &mut Ctx<'_>) -> Result<ReconcileReport, Halt> {
         let gate = &self.gate;
-        let observed = match observe_gate(cx, gate) {
+        let observed = match cx.recover(|cx| observe_gate(cx, gate))? {
             Ok(Some(observed)) => observed,
             Ok(None) => {
                 return Err(ReconcileCondition::NoGate
                     .refuse(format!("gate {} does not exist", gate.key()))
                     .into())
             }
-            Err(Halt::Fail(e)) if e.code == ErrorCode::FailedPrecondition => {
+            Err(e) if e.code == ErrorCode::FailedPrecondition => {
                 return Err(ReconcileCondition::NoGate.refuse(e.message).into())
             }
-            Err(other) => return Err(other),
+            Err(e) => return Err(e.into()),
         };
         let frozen = &observed.gate;
         let token = FreezeToken(observed.revision);
@@ -227,9 +225,11 @@ impl Script for ReconcileGate {
             .map(|r| r.row.holder_principal().clone())
             .collect();
         holders.push(holder.clone());
-        let eviction = match evict_all(cx, gate, &op_id, token, holders, EVICT_PRINCIPALS_MAX) {
+        let evicted =
+            cx.recover(|cx| evict_all(cx, gate, &op_id, token, holders, EVICT_PRINCIPALS_MAX))?;
+        let eviction = match evicted {
             Ok(eviction) => eviction,
-            Err(Halt::Fail(e)) => {
+            Err(e) => {
                 return Err(ReconcileCondition::EvictionUnverified
                     .refuse(format!(
                         "{}; the gate stays frozen and a retry resumes from the cursor",
@@ -237,7 +237,6 @@ impl Script for ReconcileGate {
                     ))
                     .into())
             }
-            Err(suspend) => return Err(suspend),
         };
 
         let raced = || {
@@ -260,7 +259,7 @@ impl Script for ReconcileGate {
                 Completion::Raced => return Err(raced().into()),
                 Completion::NotCompleted => {
                     let mut at = frozen.coordinates();
-                    at.generation = Generation(at.generation.0.saturating_add(1));
+                    at.generation = at.generation.next()?;
                     if !barrier::reopen(cx, gate, &op_id, token, at)? {
                         return Err(raced().into());
                     }
@@ -269,9 +268,9 @@ impl Script for ReconcileGate {
             };
         let repair_cursor_cleanup = match eviction.cursor_revision {
             None => CursorCleanup::None,
-            Some(revision) => match best_effort(repair::delete_cursor(cx, gate, revision))? {
-                Some(()) => CursorCleanup::Deleted,
-                None => CursorCleanup::Retained,
+            Some(revision) => match cx.recover(|cx| repair::delete_cursor(cx, gate, revision))? {
+                Ok(()) => CursorCleanup::Deleted,
+                Err(_) => CursorCleanup::Retained,
             },
         };
         Ok(ReconcileReport {

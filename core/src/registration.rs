@@ -139,26 +139,19 @@ impl Script for RegisterInstance {
             }
         }
 
-        let authorized = match self.authorize(cx, &gate, frozen, resuming) {
+        let authorized = match cx.recover(|cx| self.authorize(cx, &gate, frozen, resuming))? {
             Ok(authorized) => authorized,
-            Err(Halt::Fail(cause)) if resuming => {
+            Err(cause) if resuming => {
                 return Err(cause
                     .with_note("the resumed registration's gate stays frozen for reconciliation")
                     .into())
             }
-            Err(Halt::Fail(cause)) => {
-                let at = successor_at(
-                    frozen,
-                    frozen.registration_revision(),
-                    frozen.process_epoch(),
-                );
-                return Err(abort_reopen(cx, &gate, &self.op_id, token, at, cause));
-            }
-            Err(suspend) => return Err(suspend),
+            Err(cause) => return abort_reopen(cx, &gate, &self.op_id, token, frozen, cause),
         };
 
-        let eviction = contain(cx, &gate, &self.op_id, token, self.evict_max)
-            .map_err(|h| left_frozen(h, "could not revoke + verify-evict the credential family"))?;
+        let eviction = cx
+            .recover(|cx| contain(cx, &gate, &self.op_id, token, self.evict_max))?
+            .map_err(|e| left_frozen(e, "could not revoke + verify-evict the credential family"))?;
 
         // Only this operation can move a gate it froze, but one op id may have two live
         // executors (a restart resuming beside a partitioned predecessor). If the other one
@@ -177,45 +170,47 @@ impl Script for RegisterInstance {
             }
         }
         let spec_revision = publish_spec(cx, &gate, &self.spec, &authorized.current)?;
-        govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation()).map_err(
-            |h| {
-                left_frozen(
-                    h,
-                    &format!(
-                        "spec published at revision {spec_revision} but the governance promote \
-                         did not complete"
-                    ),
-                )
-            },
-        )?;
+        cx.recover(|cx| {
+            govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation())
+        })?
+        .map_err(|e| {
+            left_frozen(
+                e,
+                &format!(
+                    "spec published at revision {spec_revision} but the governance promote did \
+                     not complete"
+                ),
+            )
+        })?;
 
         let re_registration = !matches!(authorized.current, RecordRead::Absent);
         let epoch = if re_registration {
-            ProcessEpoch(frozen.process_epoch().0.saturating_add(1))
+            frozen.process_epoch().next()?
         } else {
             frozen.process_epoch()
         };
-        let successor = successor_at(frozen, RegistrationRevision(spec_revision.0), epoch);
+        let successor = successor_at(frozen, RegistrationRevision(spec_revision.0), epoch)?;
         let incomplete = |why: String| {
             EpError::unavailable(format!(
                 "wrote the spec at revision {spec_revision} but the reopen did not complete \
                  ({why}); the gate is left frozen for reconciliation"
             ))
         };
-        match barrier::reopen(cx, &gate, &self.op_id, token, successor) {
+        match cx.recover(|cx| barrier::reopen(cx, &gate, &self.op_id, token, successor))? {
             Ok(true) => {}
             Ok(false) => return Err(incomplete("the gate left the freeze token".into()).into()),
-            Err(Halt::Fail(e)) => return Err(incomplete(e.to_string()).into()),
-            Err(suspend) => return Err(suspend),
+            Err(e) => return Err(incomplete(e.to_string()).into()),
         }
-        best_effort(govern::release_held(
-            cx,
-            &gate.endpoint,
-            &self.instance,
-            frozen.generation(),
-        ))?;
+        // Best effort: a slot left behind the reopened gate is harmless (F64).
+        cx.recover(|cx| {
+            govern::release_held(cx, &gate.endpoint, &self.instance, frozen.generation())
+        })?
+        .ok();
         if let Some(revision) = eviction.cursor_revision {
-            best_effort(repair::delete_cursor(cx, &gate, revision))?;
+            // Best effort: a cursor is bound to one freeze token and any later freeze has
+            // another.
+            cx.recover(|cx| repair::delete_cursor(cx, &gate, revision))?
+                .ok();
         }
         Ok(Registered {
             registration_revision: successor.registration_revision,
@@ -312,19 +307,19 @@ impl RegisterInstance {
     }
 }
 
-/// The successor coordinate of a reopen from `frozen`: generation + 1, the name-authority
-/// revision carried forward.
+/// The successor coordinate of a reopen from `frozen`: generation + 1 (`internal` past
+/// `u64::MAX`), the name-authority revision carried forward.
 fn successor_at(
     frozen: &EndpointGate,
     registration_revision: RegistrationRevision,
     process_epoch: ProcessEpoch,
-) -> Coordinates {
-    Coordinates {
-        generation: Generation(frozen.generation().0.saturating_add(1)),
+) -> Result<Coordinates, EpError> {
+    Ok(Coordinates {
+        generation: frozen.generation().next()?,
         process_epoch,
         registration_revision,
         name_authority_revision: frozen.name_authority_revision(),
-    }
+    })
 }
 
 fn is_ours(gate: &EndpointGate, op_id: &OpId) -> bool {
@@ -360,27 +355,36 @@ fn blocked(gate: &GateRef, observed: &EndpointGate) -> EpError {
     .with_detail(detail.into())
 }
 
-/// Reopens after a Phase-1 failure at the unchanged coordinate (E2) and returns the original
-/// refusal; if the reopen itself fails, the refusal says the gate stayed frozen.
-fn abort_reopen(
+/// Reopens `frozen` after a Phase-1 failure at the unchanged coordinate (E2), then refuses with
+/// the original `cause`; if the reopen itself fails, the refusal says the gate stayed frozen.
+/// Never `Ok`: it only suspends or refuses.
+fn abort_reopen<T>(
     cx: &mut Ctx<'_>,
     gate: &GateRef,
     op_id: &OpId,
     token: FreezeToken,
-    at: Coordinates,
+    frozen: &EndpointGate,
     cause: EpError,
-) -> Halt {
-    match barrier::reopen(cx, gate, op_id, token, at) {
-        Ok(true) => Halt::Fail(cause),
-        Ok(false) => Halt::Fail(cause.with_note(
+) -> Result<T, Halt> {
+    let reopened = cx.recover(|cx| {
+        let at = successor_at(
+            frozen,
+            frozen.registration_revision(),
+            frozen.process_epoch(),
+        )?;
+        barrier::reopen(cx, gate, op_id, token, at)
+    })?;
+    let refusal = match reopened {
+        Ok(true) => cause,
+        Ok(false) => cause.with_note(
             "registration aborted and the issuance gate could not be reopened (it moved); \
              reconcile the gate",
-        )),
-        Err(Halt::Fail(e)) => Halt::Fail(cause.with_note(format!(
+        ),
+        Err(e) => cause.with_note(format!(
             "registration aborted and the issuance gate could not be reopened: {e}"
-        ))),
-        Err(suspend) => suspend,
-    }
+        )),
+    };
+    Err(refusal.into())
 }
 
 /// Phase 2 (F68): revoke every active row of the family, then verify-evict every distinct holder
@@ -494,16 +498,18 @@ fn publish_spec(
     let key = keys::svc_spec(&gate.endpoint, &gate.instance);
     let bytes = spec.to_bytes();
     let (written, prior) = match current {
-        RecordRead::Absent => (service::create_record(cx, &key, &bytes), Revision(0)),
+        RecordRead::Absent => (
+            cx.recover(|cx| service::create_record(cx, &key, &bytes))?,
+            Revision(0),
+        ),
         RecordRead::Deleted { revision, .. } | RecordRead::Live { revision, .. } => (
-            service::update_record(cx, &key, &bytes, *revision),
+            cx.recover(|cx| service::update_record(cx, &key, &bytes, *revision))?,
             *revision,
         ),
     };
     let cause = match written {
         Ok(revision) => return Ok(revision),
-        Err(Halt::Fail(e)) => e,
-        Err(suspend) => return Err(suspend),
+        Err(e) => e,
     };
     let ambiguous = |detail: String| {
         Halt::Fail(EpError::unavailable(format!(
@@ -512,13 +518,12 @@ fn publish_spec(
             cause.message
         )))
     };
-    match service::read_record(cx, &key) {
+    match cx.recover(|cx| service::read_record(cx, &key))? {
         Ok(RecordRead::Live { value, revision }) if revision != prior && value == bytes => {
             Ok(revision)
         }
         Ok(_) => Err(ambiguous("the read-back does not show this write".into())),
-        Err(Halt::Fail(e)) => Err(ambiguous(format!("the read-back failed: {e}"))),
-        Err(suspend) => Err(suspend),
+        Err(e) => Err(ambiguous(format!("the read-back failed: {e}"))),
     }
 }
 
@@ -559,18 +564,15 @@ pub fn complete_frozen_from_spec(
     let epoch = if frozen.registration_revision().0 == 0 {
         frozen.process_epoch()
     } else {
-        ProcessEpoch(frozen.process_epoch().0.saturating_add(1))
+        frozen.process_epoch().next()?
     };
-    let successor = successor_at(frozen, RegistrationRevision(revision.0), epoch);
+    let successor = successor_at(frozen, RegistrationRevision(revision.0), epoch)?;
     if !barrier::reopen(cx, gate, op_id, token, successor)? {
         return Ok(Completion::Raced);
     }
-    best_effort(govern::release_held(
-        cx,
-        &gate.endpoint,
-        &gate.instance,
-        frozen.generation(),
-    ))?;
+    // Best effort: a slot left behind the reopened gate is harmless (F64).
+    cx.recover(|cx| govern::release_held(cx, &gate.endpoint, &gate.instance, frozen.generation()))?
+        .ok();
     Ok(Completion::Completed(Registered {
         registration_revision: successor.registration_revision,
         process_epoch: successor.process_epoch,
@@ -581,31 +583,23 @@ pub fn complete_frozen_from_spec(
 /// Deletes a leftover repair cursor after a completed resume; a failure is harmless (a cursor
 /// is bound to one freeze token and any later freeze has another).
 fn clear_cursor(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<(), Halt> {
-    if let Some(stored) = best_effort(repair::load_cursor(cx, gate))?.flatten() {
-        best_effort(repair::delete_cursor(cx, gate, stored.revision))?;
+    if let Some(stored) = cx
+        .recover(|cx| repair::load_cursor(cx, gate))?
+        .ok()
+        .flatten()
+    {
+        cx.recover(|cx| repair::delete_cursor(cx, gate, stored.revision))?
+            .ok();
     }
     Ok(())
 }
 
-/// Runs a cleanup step whose failure is harmless: a refusal becomes `None`, a suspension still
-/// suspends.
-pub(crate) fn best_effort<T>(result: Result<T, Halt>) -> Result<Option<T>, Halt> {
-    match result {
-        Ok(value) => Ok(Some(value)),
-        Err(Halt::Fail(_)) => Ok(None),
-        Err(suspend) => Err(suspend),
-    }
-}
-
 /// A failure from Phase 2 on: `unavailable`, saying what did not complete and that the gate is
 /// left frozen (E4).
-fn left_frozen(halt: Halt, what: &str) -> Halt {
-    match halt {
-        Halt::Fail(e) => Halt::Fail(EpError::unavailable(format!(
-            "{what}; the gate is left frozen for reconciliation: {e}"
-        ))),
-        suspend => suspend,
-    }
+fn left_frozen(e: EpError, what: &str) -> EpError {
+    EpError::unavailable(format!(
+        "{what}; the gate is left frozen for reconciliation: {e}"
+    ))
 }
 
 /// Observes the gate's current process epoch: the fresh epoch read the serve grant and the

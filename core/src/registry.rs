@@ -9,7 +9,7 @@
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
 use crate::issuance::{GateObservation, GateRef, ObserveGate};
-use crate::kv::{KvOutcome, KvRequest, Store};
+use crate::kv::{KeysOutcome, Store};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, EndpointName, InstanceId, SpaceName};
 use crate::service::{
@@ -40,22 +40,14 @@ impl Script for FreezeExpectedSet {
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<ExpectedInstance>, Halt> {
         let endpoint = &self.endpoint;
         let prefix = format!("svc.{}.", endpoint.token().as_str());
-        let listed = match cx.kv(KvRequest::Keys {
-            store: Store::Records,
-            prefix: prefix.clone(),
-        })? {
-            KvOutcome::Keys(keys) => keys,
-            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+        let listed = match cx.keys(Store::Records, prefix.as_str())? {
+            KeysOutcome::Keys(keys) => keys,
+            KeysOutcome::Unavailable(why) => {
                 return Err(EpError::failed_precondition(format!(
                     "the service registry of {endpoint} is unreadable ({why}); retry once the \
                      records bucket answers"
                 ))
                 .into())
-            }
-            other => {
-                return Err(
-                    EpError::internal(format!("listing {prefix}> answered {other:?}")).into(),
-                )
             }
         };
         let mut expected = Vec::new();
@@ -140,22 +132,14 @@ impl Script for ListGates {
     type Output = Vec<ListedGate>;
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<ListedGate>, Halt> {
-        let listed = match cx.kv(KvRequest::Keys {
-            store: Store::Auth,
-            prefix: GATE_PREFIX.to_owned(),
-        })? {
-            KvOutcome::Keys(keys) => keys,
-            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+        let listed = match cx.keys(Store::Auth, GATE_PREFIX)? {
+            KeysOutcome::Keys(keys) => keys,
+            KeysOutcome::Unavailable(why) => {
                 return Err(EpError::unavailable(format!(
                     "listing the gates of space {} failed: {why}",
                     self.space
                 ))
                 .into())
-            }
-            other => {
-                return Err(
-                    EpError::internal(format!("listing {GATE_PREFIX}> answered {other:?}")).into(),
-                )
             }
         };
         let mut rows = Vec::with_capacity(listed.len());
@@ -163,7 +147,7 @@ impl Script for ListGates {
             let (endpoint, instance) = keys::parse_epgate(&key)?;
             let gate = GateRef::new(self.space.clone(), endpoint, instance);
             // Each read is its own memoized sub-script, so a long listing stays cheap to replay.
-            match cx.call(&ObserveGate { gate: gate.clone() }) {
+            match cx.recover(|cx| cx.call(&ObserveGate { gate: gate.clone() }))? {
                 Ok(seen) => {
                     if let Some(seen) = seen.as_ref() {
                         rows.push(ListedGate::Read {
@@ -172,8 +156,7 @@ impl Script for ListGates {
                         });
                     }
                 }
-                Err(Halt::Fail(error)) => rows.push(ListedGate::Unreadable { gate, error }),
-                Err(suspend) => return Err(suspend),
+                Err(error) => rows.push(ListedGate::Unreadable { gate, error }),
             }
         }
         Ok(rows)

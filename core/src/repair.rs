@@ -7,7 +7,7 @@
 
 use crate::error::EpError;
 use crate::issuance::GateRef;
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
+use crate::kv::{Revision, Store, WriteOutcome};
 use crate::ledger;
 use crate::machine::{Ctx, Halt};
 use crate::names::{keys, OpId, Principal};
@@ -200,18 +200,15 @@ pub fn save_cursor(
     let Some(expected) = expected else {
         return ledger::create_byte_idempotent(cx, Store::Auth, &key, &bytes, "repair cursor");
     };
-    match cx.kv(KvRequest::Update {
-        store: Store::Auth,
-        key: key.clone(),
-        value: bytes.clone(),
-        expected,
-    })? {
-        KvOutcome::Written(revision) => Ok(revision),
-        KvOutcome::CasLost => Err(EpError::conflict(format!(
+    // One send and one read-back, not a settle loop: the repair re-observes the cursor before it
+    // skips any holder, so an unsettled save is refused rather than re-sent.
+    match cx.update(Store::Auth, key.as_str(), bytes.clone(), expected)? {
+        WriteOutcome::Written(revision) => Ok(revision),
+        WriteOutcome::CasLost => Err(EpError::conflict(format!(
             "repair cursor {key} moved since it was read; re-observe it before skipping any holder"
         ))
         .into()),
-        KvOutcome::Ambiguous(why) => match ledger::read(cx, Store::Auth, &key)? {
+        WriteOutcome::Ambiguous(why) => match ledger::read(cx, Store::Auth, &key)? {
             Some(entry) if entry.is_put() && entry.value == bytes && entry.revision != expected => {
                 Ok(entry.revision)
             }
@@ -220,11 +217,10 @@ pub fn save_cursor(
             ))
             .into()),
         },
-        KvOutcome::Unavailable(why) => Err(EpError::unavailable(format!(
+        WriteOutcome::NotSent(why) => Err(EpError::unavailable(format!(
             "saving repair cursor {key} failed before it was sent: {why}"
         ))
         .into()),
-        other => Err(ledger::unexpected(&key, &other).into()),
     }
 }
 
@@ -232,27 +228,22 @@ pub fn save_cursor(
 /// back (a marker past the pin means it committed).
 pub fn delete_cursor(cx: &mut Ctx<'_>, gate: &GateRef, expected: Revision) -> Result<(), Halt> {
     let key = keys::eprepair(&gate.endpoint, &gate.instance);
-    match cx.kv(KvRequest::Delete {
-        store: Store::Auth,
-        key: key.clone(),
-        expected,
-    })? {
-        KvOutcome::Written(_) => Ok(()),
-        KvOutcome::CasLost => Err(EpError::conflict(format!(
+    match cx.delete(Store::Auth, key.as_str(), expected)? {
+        WriteOutcome::Written(_) => Ok(()),
+        WriteOutcome::CasLost => Err(EpError::conflict(format!(
             "repair cursor {key} moved since it was read; it was not deleted"
         ))
         .into()),
-        KvOutcome::Ambiguous(why) => match ledger::read(cx, Store::Auth, &key)? {
+        WriteOutcome::Ambiguous(why) => match ledger::read(cx, Store::Auth, &key)? {
             Some(entry) if !entry.is_put() && entry.revision != expected => Ok(()),
             _ => Err(EpError::unavailable(format!(
                 "deleting repair cursor {key} has an unknown outcome ({why})"
             ))
             .into()),
         },
-        KvOutcome::Unavailable(why) => Err(EpError::unavailable(format!(
+        WriteOutcome::NotSent(why) => Err(EpError::unavailable(format!(
             "deleting repair cursor {key} failed before it was sent: {why}"
         ))
         .into()),
-        other => Err(ledger::unexpected(&key, &other).into()),
     }
 }

@@ -13,8 +13,9 @@ use crate::canon::Digest;
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateRef};
-use crate::kv::{KvOutcome, KvRequest, Operation, Revision, Store};
-use crate::ledger::{self, unexpected};
+use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
+use crate::kv::{KvRequest, Operation, Revision, Store};
+use crate::ledger;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, EndpointName, InstanceId, OwnerToken};
 use crate::stored::{self, safe_uint};
@@ -34,10 +35,6 @@ pub enum RecordRead {
     /// A live value.
     Live { value: Vec<u8>, revision: Revision },
 }
-
-/// Attempts a records write makes when its outcome keeps coming back ambiguous and the
-/// read-back shows it did not commit.
-pub const RECORD_WRITE_ATTEMPTS: usize = 3;
 
 /// Leader-served read of a records key; a marker is reported, never read as absence.
 pub fn read_record(cx: &mut Ctx<'_>, key: &str) -> Result<RecordRead, Halt> {
@@ -124,17 +121,19 @@ fn write_settled(
 ) -> Result<Revision, Halt> {
     let key = request.key().to_owned();
     let is_delete = matches!(request, KvRequest::Delete { .. });
-    let mut ambiguity: Option<String> = None;
-    for _ in 0..RECORD_WRITE_ATTEMPTS {
-        let resend_lost = match (cx.kv(request.clone())?, &ambiguity) {
-            (KvOutcome::Written(revision), _) => return Ok(revision),
-            (KvOutcome::CasLost, None) => return Err(lost().into()),
-            (KvOutcome::CasLost, Some(_)) => true,
-            (KvOutcome::Ambiguous(why), _) => {
-                ambiguity = Some(why);
-                false
-            }
-            (KvOutcome::Unavailable(why), earlier) => {
+    let unknown = |heard: &Heard| {
+        EpError::unavailable(format!(
+            "the outcome of writing {key} is unknown ({}) and the read-back cannot attribute \
+             what is stored now; the write may have committed, re-read before deciding",
+            heard.last_unanswered().unwrap_or("no answer")
+        ))
+    };
+    let settled = settle_write(cx, &request, |cx, heard| {
+        let resend_lost = match heard {
+            Heard::Lost { earlier: None } => return Err(lost().into()),
+            Heard::Lost { earlier: Some(_) } => true,
+            Heard::Unanswered(_) => false,
+            Heard::NotSent { why, earlier } => {
                 let outcome = match earlier {
                     None => "nothing was written".to_owned(),
                     Some(e) => format!("an earlier unanswered attempt ({e}) may have committed"),
@@ -144,13 +143,12 @@ fn write_settled(
                 ))
                 .into());
             }
-            (other, _) => return Err(unexpected(&key, &other).into()),
         };
         let unmoved = match read_record(cx, &key)? {
             RecordRead::Live { value, revision }
                 if !is_delete && value == bytes && revision > pin =>
             {
-                return Ok(revision)
+                return Ok(Verdict::Settled(revision))
             }
             RecordRead::Absent => pin == Revision(0),
             RecordRead::Live { revision, .. } | RecordRead::Deleted { revision, .. } => {
@@ -158,20 +156,19 @@ fn write_settled(
             }
         };
         if resend_lost || !unmoved {
-            return Err(EpError::unavailable(format!(
-                "the outcome of writing {key} is unknown ({}) and the read-back cannot attribute \
-                 what is stored now; the write may have committed, re-read before deciding",
-                ambiguity.as_deref().unwrap_or("no answer")
-            ))
-            .into());
+            return Err(unknown(heard).into());
         }
+        Ok(Verdict::Unmoved)
+    })?;
+    match settled {
+        Settled::Written(revision) | Settled::Judged(revision) => Ok(revision),
+        Settled::Exhausted(heard) => Err(EpError::unavailable(format!(
+            "writing {key} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} attempts ({}); it \
+             may have committed",
+            heard.last_unanswered().unwrap_or("no answer")
+        ))
+        .into()),
     }
-    Err(EpError::unavailable(format!(
-        "writing {key} stayed ambiguous across {RECORD_WRITE_ATTEMPTS} attempts ({}); it may \
-         have committed",
-        ambiguity.as_deref().unwrap_or("no answer")
-    ))
-    .into())
 }
 
 // ---- value validation -----------------------------------------------------------------------

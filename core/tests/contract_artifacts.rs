@@ -15,6 +15,7 @@ use cotal_core::canon::{content_digest, Digest};
 use cotal_core::contract::*;
 use cotal_core::driver::ModelWorld;
 use cotal_core::kv::model::{Fault, Trigger};
+use cotal_core::kv::settle::AMBIGUOUS_WRITE_ATTEMPTS;
 use cotal_core::kv::{KvOp, Store};
 use cotal_core::machine::{Ctx, Effect};
 use cotal_core::names::CommandToken;
@@ -743,7 +744,7 @@ fn an_ambiguous_publish_is_settled_by_read_back() {
     );
     // Never settles: `unavailable`, saying it may have committed.
     let mut world = ModelWorld::default();
-    for _ in 0..PUBLISH_ATTEMPTS {
+    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
         world.kv.inject(trigger(), ambiguous(false));
     }
     let e = publish(&mut world, bytes.clone()).unwrap_err();

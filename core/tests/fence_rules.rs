@@ -16,6 +16,7 @@ use cotal_core::driver::ModelWorld;
 use cotal_core::gate::{EndpointGate, GateOp, GateState, OpKind};
 use cotal_core::issuance::{FinalizeServeMint, ProvisionGate};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
+use cotal_core::kv::settle::AMBIGUOUS_WRITE_ATTEMPTS;
 use cotal_core::kv::{KvOp, KvRequest, Revision, Store};
 use cotal_core::ledger::{self, CredState, Revocation};
 use cotal_core::machine::{Ctx, Effect};
@@ -766,7 +767,7 @@ fn ambiguous_touch_fails_closed_revoking_the_staged_row() {
 fn stage_that_stays_ambiguous_fails_closed_and_revokes_a_late_landing_write() {
     let family_prefix = gate_ref().family_prefix();
     let mut world = registered_world(7);
-    for _ in 0..ledger::CREATE_ATTEMPTS {
+    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Create, family_prefix.clone()),
             Fault::AmbiguousNotApplied,
@@ -781,13 +782,13 @@ fn stage_that_stays_ambiguous_fails_closed_and_revokes_a_late_landing_write() {
 
     // Same, but the last lost publish lands late, right after the last read-back missed it.
     let mut world = registered_world(7);
-    for _ in 0..ledger::CREATE_ATTEMPTS {
+    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS {
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Create, family_prefix.clone()),
             Fault::AmbiguousNotApplied,
         );
     }
-    for _ in 0..ledger::CREATE_ATTEMPTS - 1 {
+    for _ in 0..AMBIGUOUS_WRITE_ATTEMPTS - 1 {
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Get, family_prefix.clone()),
             Fault::After(Box::new(|_| {})),

@@ -535,6 +535,9 @@ fn keys_of(v: &Value) -> Vec<String> {
 /// closed key set and credentials {driver, mediator}, no seed". Round trips: gate, admission,
 /// revocation marker, run status = 4.
 #[test]
+// Caller-held keys drawn fresh, as a caller would; core's purity rules bind the machines, not
+// the test harness.
+#[allow(clippy::disallowed_methods)]
 fn the_first_attempt_is_one_one_and_gets_exactly_a_driver_and_a_mediator() {
     let mut world = admitted_world();
     // Real keys: the response is signed by the data account for caller-held user nkeys.

@@ -6,6 +6,7 @@
 //! must see. [`model::KvModel`] reproduces these semantics in memory.
 
 pub mod model;
+pub mod settle;
 
 use std::fmt;
 
@@ -173,4 +174,79 @@ pub enum KvOutcome {
     /// The request went out but no answer came back: the write may or may not have committed.
     /// Only a leader read-back can tell.
     Ambiguous(String),
+}
+
+/// How a driver answered a `Get`: the typed view [`crate::machine::Ctx::get`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// The key's last message, or `None` when its subject has none.
+    Entry(Option<Entry>),
+    /// The read was not served (never sent, or no answer came back): nothing is known.
+    Unavailable(String),
+}
+
+/// How a driver answered a `Keys`: the typed view [`crate::machine::Ctx::keys`] returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeysOutcome {
+    /// Every key under the prefix that still has a message, markers included (sorted).
+    Keys(Vec<String>),
+    /// The listing was not served: nothing is known.
+    Unavailable(String),
+}
+
+/// How a driver answered a write (`Create`, `CreateStrict`, `Update`, `Delete`): the typed view
+/// [`crate::machine::Ctx::write`] and its per-kind helpers return.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The write committed at this revision.
+    Written(Revision),
+    /// The revision pin (or create-only condition) did not hold: nothing was written.
+    CasLost,
+    /// The request was never sent (or refused before any effect): nothing was written.
+    NotSent(String),
+    /// The request went out unanswered: it may or may not have committed. Only a leader
+    /// read-back can tell ([`settle::settle_write`]).
+    Ambiguous(String),
+}
+
+impl ReadOutcome {
+    /// The read view of `outcome`; `Err` hands back an outcome a read cannot produce. A read
+    /// that went out unanswered changed nothing, so it is as unavailable as one never sent.
+    pub fn from_outcome(outcome: KvOutcome) -> Result<Self, KvOutcome> {
+        match outcome {
+            KvOutcome::Entry(entry) => Ok(ReadOutcome::Entry(entry)),
+            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+                Ok(ReadOutcome::Unavailable(why))
+            }
+            other @ (KvOutcome::Written(_) | KvOutcome::CasLost | KvOutcome::Keys(_)) => Err(other),
+        }
+    }
+}
+
+impl KeysOutcome {
+    /// The listing view of `outcome`; `Err` hands back an outcome a listing cannot produce.
+    pub fn from_outcome(outcome: KvOutcome) -> Result<Self, KvOutcome> {
+        match outcome {
+            KvOutcome::Keys(keys) => Ok(KeysOutcome::Keys(keys)),
+            KvOutcome::Unavailable(why) | KvOutcome::Ambiguous(why) => {
+                Ok(KeysOutcome::Unavailable(why))
+            }
+            other @ (KvOutcome::Written(_) | KvOutcome::CasLost | KvOutcome::Entry(_)) => {
+                Err(other)
+            }
+        }
+    }
+}
+
+impl WriteOutcome {
+    /// The write view of `outcome`; `Err` hands back an outcome a write cannot produce.
+    pub fn from_outcome(outcome: KvOutcome) -> Result<Self, KvOutcome> {
+        match outcome {
+            KvOutcome::Written(revision) => Ok(WriteOutcome::Written(revision)),
+            KvOutcome::CasLost => Ok(WriteOutcome::CasLost),
+            KvOutcome::Unavailable(why) => Ok(WriteOutcome::NotSent(why)),
+            KvOutcome::Ambiguous(why) => Ok(WriteOutcome::Ambiguous(why)),
+            other @ (KvOutcome::Entry(_) | KvOutcome::Keys(_)) => Err(other),
+        }
+    }
 }

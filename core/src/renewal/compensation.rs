@@ -24,8 +24,9 @@ use crate::gate::{
     Coordinates, GateState, Generation, NameAuthorityRevision, ProcessEpoch, RegistrationRevision,
 };
 use crate::issuance::{observe_gate, GateObservation, GateRef};
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
-use crate::ledger::{self, CredState, LedgerRow};
+use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
+use crate::kv::{KvRequest, Revision, Store, WriteOutcome};
+use crate::ledger::{self, CredState, IdenticalCreate, LedgerRow};
 use crate::machine::{Ctx, Halt};
 use crate::manager::{RequestId, UserKey};
 use crate::names::{CredentialId, EndpointName, InstanceId, Principal, SourceMember};
@@ -36,11 +37,9 @@ pub fn intent_key(instance: &InstanceId) -> String {
     format!("renewclean.manager.{instance}")
 }
 
-/// Attempts an intent write makes while its outcome keeps coming back ambiguous and unmoved.
-pub const INTENT_WRITE_ATTEMPTS: usize = 3;
-
 /// Attempts a family member's touch makes while only peers' identical-bytes touches move the
-/// gate (the sibling rule of F43).
+/// gate (the sibling rule of F43). Not a settle loop (so not [`AMBIGUOUS_WRITE_ATTEMPTS`]): a
+/// touch is never re-sent after an unanswered attempt, only re-pinned after a peer's.
 pub const TOUCH_ATTEMPTS: usize = 16;
 
 /// The three endpoint-family roles, in release order.
@@ -474,64 +473,71 @@ fn put_intent(
     expected: Option<Revision>,
 ) -> Result<Revision, Halt> {
     let bytes = intent.to_bytes();
-    let mut ambiguous = None;
-    for _ in 0..INTENT_WRITE_ATTEMPTS {
-        let request = match expected {
-            None => KvRequest::Create {
-                store: Store::Auth,
-                key: key.to_owned(),
-                value: bytes.clone(),
-            },
-            Some(expected) => KvRequest::Update {
-                store: Store::Auth,
-                key: key.to_owned(),
-                value: bytes.clone(),
-                expected,
-            },
-        };
-        let why = match cx.kv(request)? {
-            KvOutcome::Written(revision) => return Ok(revision),
-            KvOutcome::CasLost if ambiguous.is_none() => {
+    let request = match expected {
+        None => KvRequest::Create {
+            store: Store::Auth,
+            key: key.to_owned(),
+            value: bytes.clone(),
+        },
+        Some(expected) => KvRequest::Update {
+            store: Store::Auth,
+            key: key.to_owned(),
+            value: bytes.clone(),
+            expected,
+        },
+    };
+    let settled = settle_write(cx, &request, |cx, heard| {
+        let why = match heard {
+            Heard::Unanswered(why) => why,
+            Heard::Lost { earlier: None } => {
                 return Err(EpError::conflict(format!(
                     "the manager renewal cleanup intent {key} moved: another operation on this \
                      manager instance is in flight; retry"
                 ))
                 .into())
             }
-            // A re-send after an ambiguous attempt lost: the earlier attempt may have landed.
-            KvOutcome::CasLost => String::from("a re-send lost its pin"),
-            KvOutcome::Ambiguous(why) => why,
-            KvOutcome::Unavailable(why) if ambiguous.is_none() => {
+            Heard::Lost { earlier: Some(_) } => RESEND_LOST,
+            Heard::NotSent { why, earlier: None } => {
                 return Err(EpError::unavailable(format!(
                     "writing the manager renewal cleanup intent {key} failed before it was \
                      sent: {why}"
                 ))
                 .into())
             }
-            KvOutcome::Unavailable(why) => why,
-            other => return Err(ledger::unexpected(key, &other).into()),
+            Heard::NotSent { why, .. } => why,
         };
         match ledger::read(cx, Store::Auth, key)? {
-            Some(entry) if entry.is_put() && entry.value == bytes => return Ok(entry.revision),
-            Some(entry) if Some(entry.revision) == expected => {}
-            None if expected.is_none() => {}
-            _ => {
-                return Err(EpError::unavailable(format!(
-                    "writing the manager renewal cleanup intent {key} came back ambiguous \
-                     ({why}) and the intent moved; the write may have committed"
-                ))
-                .into())
+            Some(entry) if entry.is_put() && entry.value == bytes => {
+                Ok(Verdict::Settled(entry.revision))
             }
+            Some(entry) if Some(entry.revision) == expected => Ok(Verdict::Unmoved),
+            None if expected.is_none() => Ok(Verdict::Unmoved),
+            _ => Err(EpError::unavailable(format!(
+                "writing the manager renewal cleanup intent {key} came back ambiguous ({why}) \
+                 and the intent moved; the write may have committed"
+            ))
+            .into()),
         }
-        ambiguous = Some(why);
+    })?;
+    match settled {
+        Settled::Written(revision) | Settled::Judged(revision) => Ok(revision),
+        Settled::Exhausted(heard) => {
+            let why = match &heard {
+                Heard::Unanswered(why) | Heard::NotSent { why, .. } => why,
+                Heard::Lost { .. } => RESEND_LOST,
+            };
+            Err(EpError::unavailable(format!(
+                "writing the manager renewal cleanup intent {key} stayed ambiguous across \
+                 {AMBIGUOUS_WRITE_ATTEMPTS} attempts ({why}); it may have committed"
+            ))
+            .into())
+        }
     }
-    Err(EpError::unavailable(format!(
-        "writing the manager renewal cleanup intent {key} stayed ambiguous across \
-         {INTENT_WRITE_ATTEMPTS} attempts ({}); it may have committed",
-        ambiguous.unwrap_or_default()
-    ))
-    .into())
 }
+
+/// Why a re-send after an unanswered intent write is itself unsettled when it lost its pin: the
+/// earlier attempt may have landed.
+const RESEND_LOST: &str = "a re-send lost its pin";
 
 /// Stages `row` create-only and learns who owns it. `after` is the revision of the intent write
 /// that recorded this participant: an ambiguous create that reads back our bytes above it is
@@ -539,55 +545,34 @@ fn put_intent(
 /// reuse; over anything else `conflict` (F29).
 pub fn stage_owned(cx: &mut Ctx<'_>, row: &LedgerRow, after: Revision) -> Result<Ownership, Halt> {
     let key = row.key();
-    let bytes = row.to_bytes();
-    for _ in 0..ledger::CREATE_ATTEMPTS {
-        let ambiguous = match cx.kv(KvRequest::Create {
-            store: Store::Auth,
-            key: key.clone(),
-            value: bytes.clone(),
-        })? {
-            KvOutcome::Written(_) => return Ok(Ownership::Created),
-            KvOutcome::CasLost => false,
-            KvOutcome::Ambiguous(_) => true,
-            KvOutcome::Unavailable(why) => {
-                return Err(EpError::unavailable(format!(
-                    "staging ledger row {key} failed before it was sent: {why}; nothing was \
-                     written"
-                ))
-                .into())
-            }
-            other => return Err(ledger::unexpected(&key, &other).into()),
-        };
-        match ledger::read(cx, Store::Auth, &key)? {
-            Some(entry) if entry.is_put() && entry.value == bytes => {
-                return Ok(if ambiguous && entry.revision > after {
-                    Ownership::Created
-                } else {
-                    Ownership::Reused
-                });
-            }
-            Some(_) => {
-                return Err(EpError::conflict(format!(
-                    "ledger row {key} exists with other content; a staged name never re-binds \
-                     (F29)"
-                ))
-                .into())
-            }
-            None if ambiguous => {}
-            None => {
-                return Err(EpError::conflict(format!(
-                    "staging ledger row {key} lost its create-only condition but the key reads \
-                     back absent; retry"
-                ))
-                .into())
-            }
+    let refusal = match ledger::create_identical(cx, Store::Auth, &key, &row.to_bytes())? {
+        IdenticalCreate::Created(_) => return Ok(Ownership::Created),
+        IdenticalCreate::Found {
+            revision,
+            unanswered,
+        } => {
+            return Ok(if unanswered && revision > after {
+                Ownership::Created
+            } else {
+                Ownership::Reused
+            })
         }
-    }
-    Err(EpError::unavailable(format!(
-        "staging ledger row {key} stayed ambiguous across {} attempts; it may have committed",
-        ledger::CREATE_ATTEMPTS
-    ))
-    .into())
+        IdenticalCreate::NotSent(why) => EpError::unavailable(format!(
+            "staging ledger row {key} failed before it was sent: {why}; nothing was written"
+        )),
+        IdenticalCreate::Foreign => EpError::conflict(format!(
+            "ledger row {key} exists with other content; a staged name never re-binds (F29)"
+        )),
+        IdenticalCreate::LostAbsent => EpError::conflict(format!(
+            "staging ledger row {key} lost its create-only condition but the key reads back \
+             absent; retry"
+        )),
+        IdenticalCreate::Exhausted => EpError::unavailable(format!(
+            "staging ledger row {key} stayed ambiguous across {AMBIGUOUS_WRITE_ATTEMPTS} \
+             attempts; it may have committed"
+        )),
+    };
+    Err(refusal.into())
 }
 
 /// Rewrites the pinned gate bytes at the pinned revision (the mint's commit CAS). A lost touch
@@ -596,31 +581,25 @@ pub fn stage_owned(cx: &mut Ctx<'_>, row: &LedgerRow, after: Revision) -> Result
 /// unanswered touch cannot be settled (its bytes equal the gate's), so it fails closed.
 fn touch(cx: &mut Ctx<'_>, gate: &GateRef, pin: &mut GateObservation) -> Result<(), Halt> {
     for _ in 0..TOUCH_ATTEMPTS {
-        match cx.kv(KvRequest::Update {
-            store: Store::Auth,
-            key: gate.key(),
-            value: pin.raw.clone(),
-            expected: pin.revision,
-        })? {
-            KvOutcome::Written(revision) => {
+        match cx.update(Store::Auth, gate.key(), pin.raw.clone(), pin.revision)? {
+            WriteOutcome::Written(revision) => {
                 pin.revision = revision;
                 return Ok(());
             }
-            KvOutcome::CasLost => {}
-            KvOutcome::Ambiguous(why) => {
+            WriteOutcome::CasLost => {}
+            WriteOutcome::Ambiguous(why) => {
                 return Err(EpError::unavailable(format!(
                     "the gate commit's outcome is unknown ({why}); the renewal fails closed and \
                      releases nothing"
                 ))
                 .into())
             }
-            KvOutcome::Unavailable(why) => {
+            WriteOutcome::NotSent(why) => {
                 return Err(EpError::unavailable(format!(
                     "the gate commit could not be sent ({why}); nothing was released"
                 ))
                 .into())
             }
-            other => return Err(ledger::unexpected(&gate.key(), &other).into()),
         }
         match observe_gate(cx, gate)? {
             Some(now) if now.gate == pin.gate => *pin = now,
@@ -682,10 +661,9 @@ pub fn release_family(
     let key = intent_key(&gate.instance);
     let mut progress = Progress::default();
     begin(cx, &key, observed, request_id, &mut progress)?;
-    match release(cx, gate, observed, &key, members, fault, &mut progress) {
+    match cx.recover(|cx| release(cx, gate, observed, &key, members, fault, &mut progress))? {
         Ok(()) => Ok(members.iter().map(|m| (m.role, m.jwt.clone())).collect()),
-        Err(Halt::Fail(primary)) => Err(compensate(cx, &key, request_id, &progress, primary)),
-        Err(suspend) => Err(suspend),
+        Err(primary) => Err(compensate(cx, &key, request_id, &progress, primary)?.into()),
     }
 }
 
@@ -726,25 +704,24 @@ fn begin(
         }
     }
     let intent = CleanupIntent::pending(request_id.clone());
-    let revision = write_intent(cx, key, &intent, pin).map_err(|h| {
-        annotate(
-            h,
-            "persisting the manager renewal cleanup intent failed before any endpoint \
-             credential was finalized",
-        )
-    })?;
+    let revision = cx
+        .recover(|cx| write_intent(cx, key, &intent, pin))?
+        .map_err(|e| {
+            annotate(
+                e,
+                "persisting the manager renewal cleanup intent failed before any endpoint \
+                 credential was finalized",
+            )
+        })?;
     progress.current = Some(LoadedIntent { revision, intent });
     Ok(())
 }
 
 /// Prefixes a failure's message with what was being done.
-fn annotate(halt: Halt, what: &str) -> Halt {
-    match halt {
-        Halt::Fail(e) => Halt::Fail(EpError {
-            message: format!("{what}: {}", e.message),
-            ..e
-        }),
-        suspend => suspend,
+fn annotate(e: EpError, what: &str) -> EpError {
+    EpError {
+        message: format!("{what}: {}", e.message),
+        ..e
     }
 }
 
@@ -791,52 +768,56 @@ fn release(
             state: ParticipantState::Prepared,
             row: member.row.clone(),
         });
-        checkpoint(cx, key, progress, intent).map_err(|h| {
-            annotate(
-                h,
-                &format!(
-                    "persisting manager renewal {role} cleanup metadata failed before the row \
+        cx.recover(|cx| checkpoint(cx, key, progress, intent))?
+            .map_err(|e| {
+                annotate(
+                    e,
+                    &format!(
+                        "persisting manager renewal {role} cleanup metadata failed before the row \
                      was staged"
-                ),
-            )
-        })?;
+                    ),
+                )
+            })?;
         let after = progress
             .current
             .as_ref()
             .map_or(Revision(0), |c| c.revision);
-        let ownership = match stage_owned(cx, &ledger_row, after) {
+        let ownership = match cx.recover(|cx| stage_owned(cx, &ledger_row, after))? {
             Ok(ownership) => ownership,
             // A definitive refusal staged nothing: drop the marker so cleanup has no debt. An
             // `unavailable` stage may have landed; its marker stays for reconciliation.
-            Err(Halt::Fail(e)) if e.code != ErrorCode::Unavailable => {
+            Err(e) if e.code != ErrorCode::Unavailable => {
                 let mut intent = current_intent(progress)?;
                 intent.participants.retain(|p| p.role != role);
-                return Err(match checkpoint(cx, key, progress, intent) {
-                    Ok(()) => Halt::Fail(e),
-                    Err(Halt::Fail(w)) => Halt::Fail(EpError::unavailable(format!(
+                return Err(
+                    match cx.recover(|cx| checkpoint(cx, key, progress, intent))? {
+                        Ok(()) => e,
+                        Err(w) => EpError::unavailable(format!(
                         "{}; ALSO clearing the un-staged manager renewal {role} marker failed, so \
                          reconciliation must conserve the row: {}",
                         e.message, w.message
-                    ))),
-                    Err(suspend) => suspend,
-                });
+                    )),
+                    }
+                    .into(),
+                );
             }
-            Err(other) => return Err(other),
+            Err(e) => return Err(e.into()),
         };
         progress.volatile.insert(role, ownership);
         let mut intent = current_intent(progress)?;
         for p in intent.participants.iter_mut().filter(|p| p.role == role) {
             p.ownership = ownership;
         }
-        checkpoint(cx, key, progress, intent).map_err(|h| {
-            annotate(
-                h,
-                &format!(
-                    "manager renewal {role} row was staged but its ownership checkpoint could \
+        cx.recover(|cx| checkpoint(cx, key, progress, intent))?
+            .map_err(|e| {
+                annotate(
+                    e,
+                    &format!(
+                        "manager renewal {role} row was staged but its ownership checkpoint could \
                      not be persisted; reconciliation must conserve the row"
-                ),
-            )
-        })?;
+                    ),
+                )
+            })?;
         touch(cx, gate, &mut pin)?;
         probe(fault, role.after_finalize())?;
     }
@@ -881,13 +862,9 @@ fn cleanup(
             continue;
         };
         let key = row.key();
-        let entry = match ledger::read(cx, Store::Auth, &key) {
-            Ok(entry) => entry,
-            Err(Halt::Fail(_)) => {
-                failed.push(p.role);
-                continue;
-            }
-            Err(suspend) => return Err(suspend),
+        let Ok(entry) = cx.recover(|cx| ledger::read(cx, Store::Auth, &key))? else {
+            failed.push(p.role);
+            continue;
         };
         let unresolved = ownership.is_none();
         let (stored, revision) = match entry {
@@ -912,10 +889,8 @@ fn cleanup(
             failed.push(p.role);
             continue;
         }
-        match ledger::revoke_row(cx, &key) {
-            Ok(_) => {}
-            Err(Halt::Fail(_)) => failed.push(p.role),
-            Err(suspend) => return Err(suspend),
+        if cx.recover(|cx| ledger::revoke_row(cx, &key))?.is_err() {
+            failed.push(p.role);
         }
     }
     Ok(failed)
@@ -937,50 +912,52 @@ fn with_debt(primary: EpError, failed: &[Role]) -> EpError {
 /// Undoes this request's half-finished family after `primary`: re-reads the intent (an
 /// ambiguous or failed checkpoint may have left its revision unknown), and if it is still this
 /// request's and pending, revokes exactly the rows this request created and marks it complete.
-/// Always ends in `primary`, with any cleanup debt appended.
+/// Always ends in `primary` (returned, to refuse with), with any cleanup debt appended.
 fn compensate(
     cx: &mut Ctx<'_>,
     key: &str,
     request_id: &RequestId,
     progress: &Progress,
     primary: EpError,
-) -> Halt {
-    let loaded = match load_intent(cx, key) {
+) -> Result<EpError, Halt> {
+    let loaded = match cx.recover(|cx| load_intent(cx, key))? {
         Ok(Some(loaded))
             if loaded.intent.request_id == *request_id
                 && loaded.intent.state == IntentState::Pending =>
         {
             loaded
         }
-        Ok(_) => return Halt::Fail(primary),
-        Err(Halt::Fail(e)) => {
-            return Halt::Fail(primary.with_note(format!(
+        Ok(_) => return Ok(primary),
+        Err(e) => {
+            return Ok(primary.with_note(format!(
                 "ALSO reading the renewal cleanup intent back failed ({e}); the next renewal of \
                  this instance settles it first"
             )))
         }
-        Err(suspend) => return suspend,
     };
-    let failed = match cleanup(
-        cx,
-        &loaded.intent,
-        loaded.revision,
-        None,
-        &progress.volatile,
-    ) {
+    let cleaned = cx.recover(|cx| {
+        cleanup(
+            cx,
+            &loaded.intent,
+            loaded.revision,
+            None,
+            &progress.volatile,
+        )
+    })?;
+    let failed = match cleaned {
         Ok(failed) => failed,
-        Err(Halt::Fail(e)) => return Halt::Fail(primary.with_note(e.message)),
-        Err(suspend) => return suspend,
+        Err(e) => return Ok(primary.with_note(e.message)),
     };
     if !failed.is_empty() {
-        return Halt::Fail(with_debt(primary, &failed));
+        return Ok(with_debt(primary, &failed));
     }
-    match write_intent(cx, key, &loaded.intent.completed(), Some(loaded.revision)) {
-        Ok(_) => Halt::Fail(primary),
-        Err(Halt::Fail(e)) => Halt::Fail(primary.with_note(format!(
+    let completed =
+        cx.recover(|cx| write_intent(cx, key, &loaded.intent.completed(), Some(loaded.revision)))?;
+    Ok(match completed {
+        Ok(_) => primary,
+        Err(e) => primary.with_note(format!(
             "ALSO renewal compensation revoked every created row but clearing its durable cleanup \
              intent failed; the next renewal of this instance settles it first: {e}"
-        ))),
-        Err(suspend) => suspend,
-    }
+        )),
+    })
 }

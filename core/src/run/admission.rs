@@ -9,16 +9,14 @@ use serde_json::{json, Map, Value};
 use crate::canon;
 use crate::error::EpError;
 use crate::journal::RunId;
-use crate::kv::{KvOutcome, KvRequest, Revision, Store};
-use crate::ledger::{self, unexpected};
+use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
+use crate::kv::{KvRequest, Revision, Store};
+use crate::ledger;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, SpaceName};
 use crate::stored::safe_uint;
 
 use super::issued::{closed, text, IssuedGeneration, IssuedRef, ShapeError, SubjectPermissions};
-
-/// Create attempts when the outcome keeps coming back ambiguous and the read-back shows nothing.
-pub const ADMISSION_WRITE_ATTEMPTS: usize = 3;
 
 /// `admission.v1.<endpointToken>.<runId>`.
 pub fn admission_key(endpoint: &EndpointName, run: &RunId) -> String {
@@ -452,32 +450,30 @@ pub(crate) fn create_settled(cx: &mut Ctx<'_>, key: &str, bytes: &[u8]) -> Resul
         key: key.to_owned(),
         value: bytes.to_vec(),
     };
-    let mut ambiguity = None;
-    for _ in 0..ADMISSION_WRITE_ATTEMPTS {
-        match cx.kv(request.clone())? {
-            KvOutcome::Written(revision) => return Ok(Created::Written(revision)),
-            KvOutcome::CasLost => {}
-            KvOutcome::Ambiguous(why) => ambiguity = Some(why),
-            KvOutcome::Unavailable(why) => {
-                let committed = ambiguity
-                    .map(|a| format!("; an earlier unanswered attempt ({a}) may have committed"))
-                    .unwrap_or_default();
-                return Err(EpError::unavailable(format!(
-                    "create of {key} failed: {why}{committed}"
-                ))
-                .into());
-            }
-            other => return Err(unexpected(key, &other).into()),
+    let settled = settle_write(cx, &request, |cx, heard| {
+        if let Heard::NotSent { why, earlier } = heard {
+            let committed = earlier
+                .as_ref()
+                .map(|a| format!("; an earlier unanswered attempt ({a}) may have committed"))
+                .unwrap_or_default();
+            return Err(
+                EpError::unavailable(format!("create of {key} failed: {why}{committed}")).into(),
+            );
         }
-        if let Some(found) = read_leader(cx, key)? {
-            return Ok(Created::Found(found));
-        }
+        Ok(match read_leader(cx, key)? {
+            Some(found) => Verdict::Settled(found),
+            None => Verdict::Unmoved,
+        })
+    })?;
+    match settled {
+        Settled::Written(revision) => Ok(Created::Written(revision)),
+        Settled::Judged(found) => Ok(Created::Found(found)),
+        Settled::Exhausted(_) => Err(EpError::unavailable(format!(
+            "create of {key} stayed ambiguous after {AMBIGUOUS_WRITE_ATTEMPTS} attempts and the \
+             read-back found nothing; it may still commit"
+        ))
+        .into()),
     }
-    Err(EpError::unavailable(format!(
-        "create of {key} stayed ambiguous after {ADMISSION_WRITE_ATTEMPTS} attempts and the \
-         read-back found nothing; it may still commit"
-    ))
-    .into())
 }
 
 /// Writes the revocation marker (F88): create-only and idempotent — an existing marker (ours

@@ -16,7 +16,7 @@ mod subject;
 
 pub use admission::{
     admission_key, read_run_admission, revocation_key, AdmissionView, Provenance, RevokeRun,
-    RunAdmission, RunCaller, RunRevocation, ADMISSION_WRITE_ATTEMPTS,
+    RunAdmission, RunCaller, RunRevocation,
 };
 pub use admit::{AdmissionOutcome, AdmitRun, AuthorizeRunAdmission, AuthorizedAdmission};
 pub use attempt::{

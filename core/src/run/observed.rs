@@ -3,7 +3,7 @@
 //! a request the broker really carried — and each forward only once. Pure and clock-free: the
 //! NATS adapter records what its subscription delivers and passes `now` in.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::Value;
 
@@ -97,7 +97,7 @@ struct Slot {
 /// Observations keyed by exact subject, in insertion order. Each is consumed at most once.
 #[derive(Debug, Default)]
 pub struct ObservedRunRequests {
-    slots: HashMap<String, Slot>,
+    slots: BTreeMap<String, Slot>,
     /// `(seq, subject)` in insertion order; stale pairs (re-inserted or taken subjects) are
     /// skipped when pruning.
     order: VecDeque<(u64, String)>,
