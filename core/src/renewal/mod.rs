@@ -56,13 +56,16 @@ pub const MANAGER_URN: &str = "ai.cotal.manager";
 // ---- Inputs ---------------------------------------------------------------------------------
 
 /// One manager-service authority request, ready to issue. `now_ms` is the injected clock (unix
-/// millis); `fault` is a test probe (production passes `None`).
+/// millis).
 #[derive(Debug, Clone)]
 pub struct ManagerAuthority {
     pub host: ManagerHost,
     pub holder: Supervisor,
     pub request: ManagerAuthorityRequest,
     pub now_ms: u64,
+    /// A test probe that fails the release at one point; it exists only with the
+    /// `fault-probes` feature, so a production build cannot inject one.
+    #[cfg(feature = "fault-probes")]
     pub fault: Option<RenewalFault>,
 }
 
@@ -78,8 +81,17 @@ impl ManagerAuthority {
             holder,
             request,
             now_ms,
+            #[cfg(feature = "fault-probes")]
             fault: None,
         }
+    }
+
+    /// The injected test fault, if any (always none without `fault-probes`).
+    fn fault(&self) -> Option<RenewalFault> {
+        #[cfg(feature = "fault-probes")]
+        return self.fault;
+        #[cfg(not(feature = "fault-probes"))]
+        None
     }
 
     fn now(&self) -> UnixSeconds {
@@ -556,7 +568,7 @@ fn release(
         observed,
         &call.request.envelope.request_id,
         &members,
-        call.fault,
+        call.fault(),
     )?;
     Ok(released
         .into_iter()
