@@ -535,6 +535,7 @@ impl fmt::Display for SourceMember {
 pub mod keys {
     use super::{quote, CredentialId, EndpointName, EndpointToken, InstanceId};
     use crate::error::EpError;
+    use crate::journal::RunId;
 
     pub fn epgate(e: &EndpointName, i: &InstanceId) -> String {
         format!("epgate.{}.{i}", e.token())
@@ -564,6 +565,26 @@ pub mod keys {
 
     pub fn govern(e: &EndpointName) -> String {
         format!("govern.{}", e.token())
+    }
+
+    /// `renewclean.manager.<instanceId>`: a manager instance's renewal cleanup intent.
+    pub fn renewal_intent(i: &InstanceId) -> String {
+        format!("renewclean.manager.{i}")
+    }
+
+    /// `admission.v1.<endpointToken>.<runId>`.
+    pub fn run_admission(e: &EndpointName, run: &RunId) -> String {
+        format!("admission.v1.{}.{}", e.token(), run.as_str())
+    }
+
+    /// `revoked.v1.<endpointToken>.<runId>`.
+    pub fn run_revocation(e: &EndpointName, run: &RunId) -> String {
+        format!("revoked.v1.{}.{}", e.token(), run.as_str())
+    }
+
+    /// `run.<endpointToken>.<runId>.status`.
+    pub fn run_status(e: &EndpointName, run: &RunId) -> String {
+        format!("run.{}.{}.status", e.token(), run.as_str())
     }
 
     /// Refuses `key` as a whole, carrying the inner grammar refusal (if any) as the reason.

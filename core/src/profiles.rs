@@ -30,10 +30,11 @@ use sha2::{Digest as _, Sha256};
 
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
+use crate::host::AUTH_ENDPOINT;
 use crate::issuance::ServeGrant;
 use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity};
 use crate::names::{
-    admission_bucket, auth_bucket, contract_stream, records_bucket, space_prefix, ActorToken,
+    admission_bucket, auth_bucket, contract_stream, keys, records_bucket, space_prefix, ActorToken,
     CommandToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
 };
 
@@ -77,8 +78,8 @@ pub const REGISTRATION_EXECUTOR: &str = "endpoint-serve-executor";
 
 /// The reserved command every endpoint serves; derived, never registered (SPEC §13.7).
 const DESCRIBE: &str = "describe";
-/// The endpoint the plane itself registers and the command its retirement rail serves.
-const AUTH_ENDPOINT: &str = "auth";
+/// The command the plane's retirement rail serves (on the plane's own endpoint,
+/// [`AUTH_ENDPOINT`]).
 const RETIRE_LIFECYCLE: &str = "retire-lifecycle";
 /// The endpoint hosting managers, runs and their records.
 const MANAGER_ENDPOINT: &str = "manager";
@@ -726,10 +727,11 @@ pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
     let holder = Principal::new(b.owner.clone(), actor);
     let manager = sp.bucket("manager");
     let presence = sp.bucket("presence");
+    let manager_endpoint = EndpointName::parse(MANAGER_ENDPOINT)?;
     let record_keys = [
-        format!("svc.{MANAGER_ENDPOINT}.{i}.spec"),
-        format!("svc.{MANAGER_ENDPOINT}.{i}.status"),
-        format!("govern.{MANAGER_ENDPOINT}"),
+        keys::svc_spec(&manager_endpoint, i),
+        keys::svc_status(&manager_endpoint, i),
+        keys::govern(&manager_endpoint),
     ];
     let mut publish = vec![
         "$JS.API.INFO".to_owned(),
@@ -1300,9 +1302,9 @@ pub fn registration_executor(b: &RegistrationExecutorBinding) -> Result<Profile,
     let (p, auth, rec) = (&sp.p, &sp.auth, &sp.records);
     let (e, i) = (b.endpoint.token(), &b.instance);
     let record_keys = [
-        format!("svc.{e}.{i}.spec"),
-        format!("svc.{e}.{i}.status"),
-        format!("govern.{e}"),
+        keys::svc_spec(&b.endpoint, i),
+        keys::svc_status(&b.endpoint, i),
+        keys::govern(&b.endpoint),
     ];
     let mut publish = vec![
         "$JS.API.INFO".to_owned(),

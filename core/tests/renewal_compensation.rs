@@ -21,7 +21,7 @@ use cotal_core::ledger::CredState;
 use cotal_core::machine::{Machine, Observation, Replay, Step};
 use cotal_core::manager::current_registration_proof;
 use cotal_core::names::InstanceId;
-use cotal_core::renewal::{intent_key, CleanupIntent, RenewalFault};
+use cotal_core::renewal::{CleanupIntent, RenewalFault};
 use cotal_core::{EpError, ErrorCode};
 use renewal_support::*;
 
@@ -85,7 +85,7 @@ fn renew_at(
 }
 
 fn intent(world: &ModelWorld) -> CleanupIntent {
-    let key = intent_key(&InstanceId::parse(IID).unwrap());
+    let key = cotal_core::names::keys::renewal_intent(&InstanceId::parse(IID).unwrap());
     CleanupIntent::parse(&world.kv.get(Store::Auth, &key).unwrap().value, &key).unwrap()
 }
 
@@ -264,7 +264,7 @@ fn cleanup_debt_blocks_then_the_next_renewal_settles_it() {
 #[test]
 fn an_ambiguous_applied_intent_write_is_settled_by_read_back() {
     let (mut world, _) = activated();
-    let key = intent_key(&InstanceId::parse(IID).unwrap());
+    let key = cotal_core::names::keys::renewal_intent(&InstanceId::parse(IID).unwrap());
     for _ in 0..4 {
         world.kv.inject(
             Trigger::new(Store::Auth, KvOp::Update, key.clone()),
@@ -286,7 +286,7 @@ fn an_ambiguous_applied_intent_write_is_settled_by_read_back() {
 #[test]
 fn an_ambiguous_unapplied_intent_write_is_resent() {
     let (mut world, _) = activated();
-    let key = intent_key(&InstanceId::parse(IID).unwrap());
+    let key = cotal_core::names::keys::renewal_intent(&InstanceId::parse(IID).unwrap());
     world.kv.inject(
         Trigger::new(Store::Auth, KvOp::Create, key.clone()),
         Fault::AmbiguousNotApplied,
@@ -369,7 +369,7 @@ fn an_ambiguous_gate_touch_fails_closed_and_revokes_the_created_row() {
 fn the_cleanup_intent_is_byte_compatible_and_closed() {
     let (mut world, _) = activated();
     renew_at(&mut world, 1, T0 + 1_000, None).unwrap();
-    let key = intent_key(&InstanceId::parse(IID).unwrap());
+    let key = cotal_core::names::keys::renewal_intent(&InstanceId::parse(IID).unwrap());
     let bytes = world.kv.get(Store::Auth, &key).unwrap().value;
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(

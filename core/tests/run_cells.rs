@@ -16,8 +16,8 @@ use cotal_core::kv::{KvOp, Store};
 use cotal_core::machine::Ctx;
 use cotal_core::profiles::StandingTtl;
 use cotal_core::run::{
-    admission_key, read_run_admission, revocation_key, sign_attempt, AttemptGrant, Provenance,
-    RevokeRun, RunAdmission, RunAttempt, RunRevocation, RunState,
+    read_run_admission, sign_attempt, AttemptGrant, Provenance, RevokeRun, RunAdmission,
+    RunAttempt, RunRevocation, RunState,
 };
 use cotal_core::{EpError, ErrorCode};
 use run_fixtures::*;
@@ -57,7 +57,7 @@ fn f88_admission_is_written_create_only_with_issued_provenance_and_the_callers_c
     let mut world = manager_world(OWNER, false);
     let out = admit_standard(&mut world, 'd');
     assert!(out.created);
-    let key = admission_key(&manager(), &rid('d'));
+    let key = cotal_core::names::keys::run_admission(&manager(), &rid('d'));
     assert_eq!(key, format!("admission.v1.manager.{}", run_id('d')));
     let stored = world.kv.get(Store::Admission, &key).unwrap();
     assert_eq!(stored.revision, out.revision);
@@ -107,7 +107,10 @@ fn f88_an_exact_retry_returns_the_admission_already_written() {
     assert_eq!(
         world
             .kv
-            .history(Store::Admission, &admission_key(&manager(), &rid('d')))
+            .history(
+                Store::Admission,
+                &cotal_core::names::keys::run_admission(&manager(), &rid('d'))
+            )
             .len(),
         1
     );
@@ -119,7 +122,7 @@ fn f88_an_exact_retry_returns_the_admission_already_written() {
 fn f88_create_only_another_caller_or_generation_is_conflict() {
     let mut world = manager_world(OWNER, false);
     admit_standard(&mut world, 'd');
-    let key = admission_key(&manager(), &rid('d'));
+    let key = cotal_core::names::keys::run_admission(&manager(), &rid('d'));
     let before = world.kv.get(Store::Admission, &key).unwrap();
     refused(
         admit_with(
@@ -375,7 +378,7 @@ fn an_ambiguous_admission_create_is_settled_by_read_back() {
         );
         let out = admit_standard(&mut world, 'd');
         assert!(out.created);
-        let key = admission_key(&manager(), &rid('d'));
+        let key = cotal_core::names::keys::run_admission(&manager(), &rid('d'));
         let history = world.kv.history(Store::Admission, &key);
         assert_eq!(history.len(), 1, "exactly one admission committed");
         assert_eq!(history[0].0, out.revision);
@@ -446,7 +449,7 @@ fn f88_missing_unreadable_or_mismatched_admission_never_continues() {
     admit_standard(&mut world, 'd');
     let view = read(&mut world, 'd').unwrap();
     assert_eq!(view.revoked, None);
-    let key = admission_key(&manager(), &rid('d'));
+    let key = cotal_core::names::keys::run_admission(&manager(), &rid('d'));
     let good = world.kv.get(Store::Admission, &key).unwrap().value;
 
     let mut garbled = manager_world(OWNER, false);
@@ -458,7 +461,7 @@ fn f88_missing_unreadable_or_mismatched_admission_never_continues() {
     );
 
     let mut moved = manager_world(OWNER, false);
-    let other_key = admission_key(&manager(), &rid('e'));
+    let other_key = cotal_core::names::keys::run_admission(&manager(), &rid('e'));
     moved.kv.put(Store::Admission, &other_key, &good);
     refused(
         read(&mut moved, 'e'),
@@ -484,7 +487,7 @@ fn f88_revocation_is_create_only_and_idempotent() {
     admit_standard(&mut world, 'd');
     revoke(&mut world, 'd', "ops").unwrap();
     revoke(&mut world, 'd', "someone-else").unwrap();
-    let key = revocation_key(&manager(), &rid('d'));
+    let key = cotal_core::names::keys::run_revocation(&manager(), &rid('d'));
     assert_eq!(key, format!("revoked.v1.manager.{}", run_id('d')));
     assert_eq!(world.kv.history(Store::Admission, &key).len(), 1);
     let view = read(&mut world, 'd').unwrap();
@@ -760,7 +763,7 @@ fn attempt_refusals() {
     }
     // Admitted on another instance: the record names OTHER_IID.
     let mut world = manager_world(OWNER, false);
-    let key = admission_key(&manager(), &rid('d'));
+    let key = cotal_core::names::keys::run_admission(&manager(), &rid('d'));
     let bytes = admitted_world()
         .kv
         .get(Store::Admission, &key)

@@ -18,8 +18,7 @@ use cotal_core::machine::Ctx;
 use cotal_core::manager::UserKey;
 use cotal_core::names::{EndpointName, InstanceId};
 use cotal_core::run::{
-    observe_hosted_run, run_holds_fence, run_status_key, write_run_status, HostedRunStatus,
-    RunState,
+    observe_hosted_run, run_holds_fence, write_run_status, HostedRunStatus, RunState,
 };
 use cotal_core::ErrorCode;
 
@@ -94,7 +93,7 @@ fn the_status_record_is_byte_compatible_and_round_trips() {
     );
     assert_eq!(String::from_utf8(s.to_bytes()).unwrap(), expected);
     assert_eq!(
-        run_status_key(&manager(), &run_id()),
+        cotal_core::names::keys::run_status(&manager(), &run_id()),
         format!("run.manager.{}.status", run_id().as_str())
     );
     let mut world = ModelWorld::default();
@@ -108,7 +107,7 @@ fn the_status_record_is_byte_compatible_and_round_trips() {
 
 #[test]
 fn a_garbled_or_open_status_is_internal_and_a_marker_is_failed_precondition() {
-    let key = run_status_key(&manager(), &run_id());
+    let key = cotal_core::names::keys::run_status(&manager(), &run_id());
     let good = String::from_utf8(status(SUPERVISOR, RunState::Running, 1, 1).to_bytes()).unwrap();
     for bad in [
         "nope".to_owned(),

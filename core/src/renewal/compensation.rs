@@ -29,13 +29,8 @@ use crate::kv::{KvRequest, Revision, Store, WriteOutcome};
 use crate::ledger::{self, CredState, IdenticalCreate, LedgerRow};
 use crate::machine::{Ctx, Halt};
 use crate::manager::{RequestId, UserKey};
-use crate::names::{CredentialId, EndpointName, InstanceId, Principal, SourceMember};
+use crate::names::{keys, CredentialId, EndpointName, InstanceId, Principal, SourceMember};
 use crate::stored::{self, ObjectWriter};
-
-/// The intent's auth-bucket key for one manager instance.
-pub fn intent_key(instance: &InstanceId) -> String {
-    format!("renewclean.manager.{instance}")
-}
 
 /// Attempts a family member's touch makes while only peers' identical-bytes touches move the
 /// gate (the sibling rule of F43). Not a settle loop (so not [`AMBIGUOUS_WRITE_ATTEMPTS`]): a
@@ -658,7 +653,7 @@ pub fn release_family(
         ))
         .into());
     }
-    let key = intent_key(&gate.instance);
+    let key = keys::renewal_intent(&gate.instance);
     let mut progress = Progress::default();
     begin(cx, &key, observed, request_id, &mut progress)?;
     match cx.recover(|cx| release(cx, gate, observed, &key, members, fault, &mut progress))? {

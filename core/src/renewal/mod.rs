@@ -46,8 +46,8 @@ use crate::service::{self, RecordRead, ServiceSpec};
 use crate::stored::ObjectWriter;
 
 pub use compensation::{
-    intent_key, release_family, CleanupIntent, FamilyMember, IntentRow, IntentState, Ownership,
-    Participant, ParticipantState, RenewalFault, Role,
+    release_family, CleanupIntent, FamilyMember, IntentRow, IntentState, Ownership, Participant,
+    ParticipantState, RenewalFault, Role,
 };
 
 /// The cluster type URN of the manager's command surface.

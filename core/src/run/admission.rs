@@ -13,20 +13,12 @@ use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_A
 use crate::kv::{KvRequest, Revision, Store};
 use crate::ledger;
 use crate::machine::{Ctx, Halt, Script};
-use crate::names::{ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, SpaceName};
+use crate::names::{
+    keys, ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, SpaceName,
+};
 use crate::stored::safe_uint;
 
 use super::issued::{closed, text, IssuedGeneration, IssuedRef, ShapeError, SubjectPermissions};
-
-/// `admission.v1.<endpointToken>.<runId>`.
-pub fn admission_key(endpoint: &EndpointName, run: &RunId) -> String {
-    format!("admission.v1.{}.{}", endpoint.token(), run.as_str())
-}
-
-/// `revoked.v1.<endpointToken>.<runId>`.
-pub fn revocation_key(endpoint: &EndpointName, run: &RunId) -> String {
-    format!("revoked.v1.{}.{}", endpoint.token(), run.as_str())
-}
 
 /// The caller a run was admitted for: the issued triple with its generation, or an operator's
 /// principal (no generation).
@@ -380,7 +372,7 @@ pub fn read_run_admission(
     endpoint: &EndpointName,
     run: &RunId,
 ) -> Result<AdmissionView, Halt> {
-    let key = admission_key(endpoint, run);
+    let key = keys::run_admission(endpoint, run);
     let Some((value, revision, _)) = read_leader(cx, &key)? else {
         return Err(EpError::permission_denied(format!(
             "run {run} has no admission record on endpoint {endpoint}; a run with no admission \
@@ -408,7 +400,7 @@ pub fn read_run_admission(
         ))
         .into());
     }
-    let revoked = match read_leader(cx, &revocation_key(endpoint, run))? {
+    let revoked = match read_leader(cx, &keys::run_revocation(endpoint, run))? {
         None => None,
         Some((value, _, _)) => Some(
             value
@@ -491,7 +483,7 @@ impl Script for RevokeRun {
         if self.revocation.revoked_at == 0 {
             return Err(EpError::bad_request("a run revocation needs revokedAt > 0").into());
         }
-        let key = revocation_key(&self.endpoint, &self.revocation.run_id);
+        let key = keys::run_revocation(&self.endpoint, &self.revocation.run_id);
         match create_settled(cx, &key, &self.revocation.to_bytes()?)? {
             Created::Written(_) | Created::Found(_) => Ok(()),
         }

@@ -11,11 +11,9 @@ use crate::issuance::GateObservation;
 use crate::machine::{Ctx, Halt, Script};
 use crate::manager::door::{check_registered, Door, Knock, Presented, RUN_ADMISSION};
 use crate::manager::{ManagerHost, Supervisor};
-use crate::names::EndpointName;
+use crate::names::{keys, EndpointName};
 
-use super::admission::{
-    admission_key, create_settled, Created, Provenance, RunAdmission, RunCaller,
-};
+use super::admission::{create_settled, Created, Provenance, RunAdmission, RunCaller};
 use super::issued::IssuedEvidence;
 use super::observed::{ObservedRunRequest, RunRequestOperation};
 use super::request::{RegisteredRun, RunAdmissionRequest};
@@ -217,7 +215,7 @@ impl Script for AdmitRun {
             self.admitted_at,
         )?;
         let bytes = admission.to_bytes()?;
-        let key = admission_key(&a.endpoint, &r.run_id);
+        let key = keys::run_admission(&a.endpoint, &r.run_id);
         let (value, revision, found) = match create_settled(cx, &key, &bytes)? {
             Created::Written(revision) => {
                 return Ok(AdmissionOutcome {

@@ -15,8 +15,8 @@ mod status;
 mod subject;
 
 pub use admission::{
-    admission_key, read_run_admission, revocation_key, AdmissionView, Provenance, RevokeRun,
-    RunAdmission, RunCaller, RunRevocation,
+    read_run_admission, AdmissionView, Provenance, RevokeRun, RunAdmission, RunCaller,
+    RunRevocation,
 };
 pub use admit::{AdmissionOutcome, AdmitRun, AuthorizeRunAdmission, AuthorizedAdmission};
 pub use attempt::{
@@ -43,7 +43,6 @@ pub use served::{
     ServedCommand, EP_UNBOUND_CALLER_AUTHORITY,
 };
 pub use status::{
-    observe_hosted_run, run_holds_fence, run_status_key, write_run_status, HostedRunStatus,
-    RunState,
+    observe_hosted_run, run_holds_fence, write_run_status, HostedRunStatus, RunState,
 };
 pub use subject::{parse_request_subject, RequestSubject, Route, MAX_EP_SUBJECT_BYTES};

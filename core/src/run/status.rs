@@ -10,7 +10,7 @@ use crate::journal::{FencingToken, RunEpoch, RunHolder, RunId, TakeoverId};
 use crate::kv::Revision;
 use crate::machine::{Ctx, Halt};
 use crate::manager::UserKey;
-use crate::names::{EndpointName, InstanceId};
+use crate::names::{keys, EndpointName, InstanceId};
 use crate::service::{self, RecordRead};
 use crate::stored::{self, ObjectWriter};
 
@@ -25,11 +25,6 @@ const FIELDS: [&str; 8] = [
     "journalHigh",
     "at",
 ];
-
-/// `run.<endpointToken>.<runId>.status` in the records bucket.
-pub fn run_status_key(endpoint: &EndpointName, run: &RunId) -> String {
-    format!("run.{}.{}.status", endpoint.token(), run.as_str())
-}
 
 /// What a run is doing now. `released` (its driver stopped holding it, no result) and `failed`
 /// (the program failed, the journal has the result) are distinct on purpose.
@@ -171,7 +166,7 @@ pub fn observe_hosted_run(
     endpoint: &EndpointName,
     run: &RunId,
 ) -> Result<Option<HostedRunStatus>, Halt> {
-    let key = run_status_key(endpoint, run);
+    let key = keys::run_status(endpoint, run);
     match service::read_record(cx, &key)? {
         RecordRead::Absent => Ok(None),
         RecordRead::Deleted { operation, .. } => Err(EpError::failed_precondition(format!(
@@ -199,7 +194,7 @@ pub fn write_run_status(
     status: &HostedRunStatus,
     expected: Option<Revision>,
 ) -> Result<Revision, Halt> {
-    let key = run_status_key(endpoint, run);
+    let key = keys::run_status(endpoint, run);
     let bytes = status.to_bytes();
     match expected {
         None => service::create_record(cx, &key, &bytes),
