@@ -1,0 +1,110 @@
+//! Managed-agent enrollment and retirement preparation (reference §6.1–§6.4; F94–F97).
+//!
+//! A registered remote manager asks its host to enroll an agent it will run: the host checks the
+//! manager's current registration, writes the agent's managed ledger row at a lifecycle uid the
+//! host alone picks, and provisions the agent's broker durables. Retirement preparation tears the
+//! footprint down, then releases the row, so the terminal retirement can follow.
+//!
+//! **Serialization (§6.6).** Both machines read the alias's row and then write on that reading.
+//! Two of them interleaving on one `(owner, actor)` could enroll two uids or enroll over a
+//! retirement in flight, so both are [`crate::actors::AliasScript`]s: they run only inside a
+//! [`crate::actors::Serialized`], built from the guard of
+//! [`crate::actors::ActorLedger::lock_alias`] for their alias and holding it from the first step
+//! to the last. The file ledger's lock also excludes other processes sharing the ledger
+//! directory.
+//!
+//! Round trips, counted on the model: enrollment = 1 KV get (the manager gate) + 2 ledger ops
+//! (find, grant or envelope re-walk) + 1 durables op; retirement preparation = 1 KV get + 2
+//! ledger ops (find, revoke) + 1 durables op (0 + 0 when the row is gone or at another uid).
+
+mod enroll;
+mod request;
+mod retire;
+
+use crate::actors::ActorsOutcome;
+use crate::error::EpError;
+use crate::machine::{Ctx, Halt};
+use crate::manager::door::{check_registered, Door, Knock, Presented};
+use crate::manager::{ManagerHost, Supervisor};
+
+pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
+pub use request::{EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest};
+pub use retire::{PrepareManagedRetirement, PrepareRetirementResult};
+
+/// The wire kind of an enrollment request and result.
+pub const ENROLLMENT_KIND: &str = "manager-managed-agent-enrollment";
+/// The wire kind of a retirement preparation request and result.
+pub const PREPARE_RETIREMENT_KIND: &str = "manager-managed-agent-prepare-retirement";
+/// The bound on each enrollment list: wider is a configuration mistake or a body-size attack.
+pub const MAX_ENROLLMENT_LIST: usize = 64;
+
+const ENVELOPE_KEYS: [&str; 9] = [
+    "v",
+    "kind",
+    "space",
+    "actor",
+    "instanceId",
+    "managerLifecycleUid",
+    "requestId",
+    "registrationProof",
+    "serveEpoch",
+];
+
+/// F97: a plane that owns no host storage refuses both managed-agent kinds with `unimplemented`
+/// before anything else; any other kind is not this door's to refuse (`None`).
+pub fn refuse_without_host_storage(kind: &str) -> Option<EpError> {
+    (kind == ENROLLMENT_KIND || kind == PREPARE_RETIREMENT_KIND).then(|| {
+        EpError::new(
+            crate::ErrorCode::Unimplemented,
+            format!(
+                "{kind} must be handled by host platform interception: this plane owns no host \
+                 storage (no actor ledger)"
+            ),
+        )
+    })
+}
+
+/// The shared decision (reference §6.2): host space, then `supervise`, then (for prepare) the
+/// target owner and op id, then the current registration at the serve epoch (F94).
+fn authorize(
+    cx: &mut Ctx<'_>,
+    host: &ManagerHost,
+    caller: &Supervisor,
+    envelope: &ManagedEnvelope,
+    kind_what: &str,
+    door: &Door,
+    extra: impl FnOnce() -> Result<(), EpError>,
+) -> Result<(), Halt> {
+    if envelope.manager.space != host.space {
+        return Err(EpError::permission_denied(format!(
+            "{kind_what} request names space {}, not host space {}",
+            envelope.manager.space.as_str(),
+            host.space.as_str()
+        ))
+        .into());
+    }
+    caller.require_supervise(kind_what)?;
+    extra()?;
+    let knock = Knock {
+        envelope: &envelope.manager,
+        owner: caller.owner(),
+        account: None,
+        epoch: Some(envelope.serve_epoch),
+        proof: Presented::Current(&envelope.registration_proof),
+    };
+    check_registered(cx, door, host, &knock)?;
+    Ok(())
+}
+
+/// Maps a ledger failure to the caller's error: a refusal is `permission-denied` (the envelope
+/// or the row spaces forbid it), a broken row `internal`, an unreachable ledger `unavailable`.
+fn ledger_error(outcome: ActorsOutcome, wanted: &str) -> EpError {
+    match outcome {
+        ActorsOutcome::Refused(why) => EpError::permission_denied(why),
+        ActorsOutcome::Corrupt(why) => EpError::internal(why),
+        ActorsOutcome::Unavailable(why) => EpError::unavailable(format!("actor ledger: {why}")),
+        other => EpError::internal(format!(
+            "the actor ledger answered {other:?} where {wanted} was due"
+        )),
+    }
+}
