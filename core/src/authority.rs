@@ -10,7 +10,7 @@ use crate::error::EpError;
 use crate::gate::NameAuthorityRevision;
 use crate::machine::{Ctx, Halt};
 use crate::names::{EndpointName, OwnerToken};
-use crate::stored::MAX_SAFE_INTEGER;
+use crate::wire::MAX_SAFE_INTEGER;
 
 /// One authority answer, taken from a single read so `authorized` and `revision` agree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

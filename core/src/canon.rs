@@ -110,7 +110,7 @@ fn check_depth(depth: usize) -> Result<(), EpError> {
 /// JCS escaping is exactly `JSON.stringify`'s: only what JSON requires is escaped, so `/`,
 /// U+2028/2029 and all non-ASCII stay literal, and the short forms win where JSON has them.
 fn write_string(out: &mut String, s: &str) {
-    crate::stored::push_json_string(out, s);
+    crate::wire::push_json_string(out, s);
 }
 
 fn format_number(n: &Number) -> Result<String, EpError> {

@@ -19,7 +19,7 @@ use crate::kv::{KvRequest, Store};
 use crate::ledger::read;
 use crate::machine::{ArtifactRead, Ctx, Halt};
 use crate::names::CommandToken;
-use crate::stored::safe_uint;
+use crate::wire::safe_uint;
 
 /// One artifact rides one message, so documents above this are refused, never chunked.
 pub const MAX_ARTIFACT_BYTES: usize = 256 * 1024;

@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::error::EpError;
 use crate::names::{OpId, Principal};
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 macro_rules! coordinate {
     ($(#[$doc:meta])* $name:ident) => {
@@ -188,10 +188,10 @@ impl GateOp {
         let map = value
             .as_object()
             .ok_or_else(|| EpError::internal("stored gate op is not an object"))?;
-        stored::reject_unknown(map, &["opId", "kind", "successor"], "gate op")?;
+        wire::reject_unknown(map, &["opId", "kind", "successor"], "gate op")?;
         let op_id =
-            OpId::parse(stored::str_field(map, "opId", "gate op")?).map_err(EpError::stored)?;
-        let kind = OpKind::parse(stored::str_field(map, "kind", "gate op")?)
+            OpId::parse(wire::str_field(map, "opId", "gate op")?).map_err(EpError::stored)?;
+        let kind = OpKind::parse(wire::str_field(map, "kind", "gate op")?)
             .ok_or_else(|| EpError::internal("stored gate op kind is not one of the four kinds"))?;
         let successor = match map.get("successor") {
             None => None,
@@ -366,32 +366,32 @@ impl EndpointGate {
     /// Parses stored gate bytes with every rule of the closed schema; any violation is
     /// `internal` (the row is corrupt), never a panic.
     pub fn parse(bytes: &[u8]) -> Result<EndpointGate, EpError> {
-        let map = stored::parse_object(bytes, "endpoint gate")?;
+        let map = wire::parse_object(bytes, "endpoint gate")?;
         Self::from_map(&map)
     }
 
     fn from_map(map: &Map<String, Value>) -> Result<EndpointGate, EpError> {
         const WHAT: &str = "endpoint gate";
-        stored::reject_unknown(map, &GATE_FIELDS, WHAT)?;
-        let state = GateState::parse(stored::str_field(map, "state", WHAT)?).ok_or_else(|| {
+        wire::reject_unknown(map, &GATE_FIELDS, WHAT)?;
+        let state = GateState::parse(wire::str_field(map, "state", WHAT)?).ok_or_else(|| {
             EpError::internal("stored endpoint gate state is not open, frozen or retired")
         })?;
         let coordinates = Coordinates {
-            generation: Generation(stored::uint_field(map, "generation", WHAT)?),
-            process_epoch: ProcessEpoch(stored::uint_field(map, "processEpoch", WHAT)?),
-            registration_revision: RegistrationRevision(stored::uint_field(
+            generation: Generation(wire::uint_field(map, "generation", WHAT)?),
+            process_epoch: ProcessEpoch(wire::uint_field(map, "processEpoch", WHAT)?),
+            registration_revision: RegistrationRevision(wire::uint_field(
                 map,
                 "registrationRevision",
                 WHAT,
             )?),
-            name_authority_revision: NameAuthorityRevision(stored::uint_field(
+            name_authority_revision: NameAuthorityRevision(wire::uint_field(
                 map,
                 "nameAuthorityRevision",
                 WHAT,
             )?),
         };
-        let principal = Principal::parse(stored::str_field(map, "principal", WHAT)?)
-            .map_err(EpError::stored)?;
+        let principal =
+            Principal::parse(wire::str_field(map, "principal", WHAT)?).map_err(EpError::stored)?;
         require_real_owner(&principal).map_err(EpError::stored)?;
         let op = map.get("op").map(GateOp::parse).transpose()?;
         match (state, &op) {

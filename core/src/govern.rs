@@ -35,7 +35,7 @@ use crate::kv::{KvRequest, Revision, Store, WriteOutcome};
 use crate::ledger;
 use crate::machine::{Ctx, Halt};
 use crate::names::{keys, CommandToken, EndpointName, InstanceId, SpaceName};
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 const WHAT: &str = "governance head";
 
@@ -105,7 +105,7 @@ impl GovernedMap {
         let mut written: Vec<&(CommandToken, BTreeSet<String>)> =
             self.entries.iter().filter(|(_, u)| !u.is_empty()).collect();
         // Stable: non-index keys keep insertion order behind the ascending index keys.
-        written.sort_by_key(|(c, _)| stored::array_index(c.as_str()).map_or((1, 0), |n| (0, n)));
+        written.sort_by_key(|(c, _)| wire::array_index(c.as_str()).map_or((1, 0), |n| (0, n)));
         written
             .into_iter()
             .fold(ObjectWriter::new(), |w, (command, urns)| {
@@ -191,8 +191,8 @@ impl GovernanceHead {
     /// Parses stored head bytes with a closed schema; every violation is `internal`: garbled
     /// governance state never authorizes.
     pub fn parse(bytes: &[u8]) -> Result<GovernanceHead, EpError> {
-        let map = stored::parse_object(bytes, WHAT)?;
-        stored::reject_unknown(&map, &["commands", "provisional"], WHAT)?;
+        let map = wire::parse_object(bytes, WHAT)?;
+        wire::reject_unknown(&map, &["commands", "provisional"], WHAT)?;
         let commands = GovernedMap::parse(map.get("commands"), "binding")?;
         let provisional = match map.get("provisional") {
             None => None,
@@ -212,11 +212,11 @@ impl GovernanceHead {
 
 fn parse_slot(slot: &Map<String, Value>) -> Result<Slot, EpError> {
     const SLOT: &str = "governance slot";
-    stored::reject_unknown(slot, &["instanceId", "generation", "commands"], SLOT)?;
+    wire::reject_unknown(slot, &["instanceId", "generation", "commands"], SLOT)?;
     Ok(Slot {
-        instance: InstanceId::parse(stored::str_field(slot, "instanceId", SLOT)?)
+        instance: InstanceId::parse(wire::str_field(slot, "instanceId", SLOT)?)
             .map_err(EpError::stored)?,
-        generation: Generation(stored::uint_field(slot, "generation", SLOT)?),
+        generation: Generation(wire::uint_field(slot, "generation", SLOT)?),
         commands: GovernedMap::parse(slot.get("commands"), "provisional")?,
     })
 }

@@ -32,7 +32,7 @@ use crate::machine::{Ctx, Effect, Halt, Machine, Observation, Replay, Script, St
 use crate::names::{ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
 use crate::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use crate::service::ServiceSpec;
-use crate::stored::{safe_uint, MAX_SAFE_INTEGER};
+use crate::wire::{safe_uint, MAX_SAFE_INTEGER};
 
 /// How long [`AwaitHostFence`] sleeps between gate reads. It polls because no runtime credential
 /// may create a consumer on the auth bucket (SPEC 13.9); the NATS adapter cuts the sleep short

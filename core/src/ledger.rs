@@ -12,7 +12,7 @@ use crate::machine::{Ctx, Halt};
 use crate::names::{
     keys, CredentialId, EndpointName, InstanceId, LifecycleUid, Principal, SourceMember,
 };
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 /// Ledger state: monotonic, `active → revoked` only (F26).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -76,7 +76,7 @@ impl LedgerRow {
                 "a ledger row needs a non-empty source chain",
             ));
         }
-        if exp > stored::MAX_SAFE_INTEGER {
+        if exp > wire::MAX_SAFE_INTEGER {
             return Err(EpError::bad_request("exp must be a safe unsigned integer"));
         }
         Ok(LedgerRow {
@@ -165,28 +165,28 @@ impl LedgerRow {
     /// `endpoint`, `epcred.` rows must; the row's own identity must rebuild `key` exactly, so a
     /// row pointing at another key is refused. Every violation is `internal`.
     pub fn parse(bytes: &[u8], key: &str) -> Result<LedgerRow, EpError> {
-        let map = stored::parse_object(bytes, WHAT)?;
-        stored::reject_unknown(&map, &ROW_FIELDS, WHAT)?;
+        let map = wire::parse_object(bytes, WHAT)?;
+        wire::reject_unknown(&map, &ROW_FIELDS, WHAT)?;
         let endpoint_family = key.starts_with("epcred.");
         if !endpoint_family && !key.starts_with("cred.") {
             return Err(EpError::internal(format!(
                 "{key:?} is not a credential-ledger key (cred. or epcred.)"
             )));
         }
-        let credential_id = CredentialId::parse(stored::str_field(&map, "credentialId", WHAT)?)
+        let credential_id = CredentialId::parse(wire::str_field(&map, "credentialId", WHAT)?)
             .map_err(EpError::stored)?;
-        let holder_principal = Principal::parse(stored::str_field(&map, "holderPrincipal", WHAT)?)
+        let holder_principal = Principal::parse(wire::str_field(&map, "holderPrincipal", WHAT)?)
             .map_err(EpError::stored)?;
         if !holder_principal.owner().is_real_owner() {
             return Err(EpError::internal(format!(
                 "stored ledger row holder {holder_principal} has no real owner (F24)"
             )));
         }
-        let lifecycle_uid = LifecycleUid::parse(stored::str_field(&map, "lifecycleUid", WHAT)?)
+        let lifecycle_uid = LifecycleUid::parse(wire::str_field(&map, "lifecycleUid", WHAT)?)
             .map_err(EpError::stored)?;
         let endpoint = match (endpoint_family, map.get("endpoint")) {
             (true, Some(_)) => Some(
-                EndpointName::parse(stored::str_field(&map, "endpoint", WHAT)?)
+                EndpointName::parse(wire::str_field(&map, "endpoint", WHAT)?)
                     .map_err(EpError::stored)?,
             ),
             (true, None) => {
@@ -201,7 +201,7 @@ impl LedgerRow {
             }
             (false, None) => None,
         };
-        let source_chain = stored::str_array_field(&map, "sourceChain", WHAT)?
+        let source_chain = wire::str_array_field(&map, "sourceChain", WHAT)?
             .into_iter()
             .map(|m| SourceMember::parse(m).map_err(EpError::stored))
             .collect::<Result<Vec<_>, _>>()?;
@@ -210,7 +210,7 @@ impl LedgerRow {
                 "stored ledger row has an empty source chain",
             ));
         }
-        let state = match stored::str_field(&map, "state", WHAT)? {
+        let state = match wire::str_field(&map, "state", WHAT)? {
             "active" => CredState::Active,
             "revoked" => CredState::Revoked,
             other => {
@@ -219,7 +219,7 @@ impl LedgerRow {
                 )))
             }
         };
-        let exp = stored::uint_field(&map, "exp", WHAT)?;
+        let exp = wire::uint_field(&map, "exp", WHAT)?;
         let row = LedgerRow {
             credential_id,
             holder_principal,

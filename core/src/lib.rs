@@ -64,6 +64,6 @@ pub mod repair;
 pub mod run;
 pub mod service;
 pub mod serving;
-mod stored;
+pub mod wire;
 
 pub use error::{EpError, ErrorCode};

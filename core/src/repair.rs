@@ -11,7 +11,7 @@ use crate::kv::{Revision, Store, WriteOutcome};
 use crate::ledger;
 use crate::machine::{Ctx, Halt};
 use crate::names::{keys, OpId, Principal};
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 /// One repair cursor. Fields are private: every value satisfies the closed schema.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -29,7 +29,7 @@ impl RepairCursor {
     /// A cursor for the freeze `(op_id, freeze_token)` owing eviction of `holders`, none verified
     /// yet. Holders are sorted and de-duplicated; each must have a real owner (it is evicted).
     pub fn new(op_id: OpId, freeze_token: u64, holders: Vec<Principal>) -> Result<Self, EpError> {
-        if freeze_token == 0 || freeze_token > stored::MAX_SAFE_INTEGER {
+        if freeze_token == 0 || freeze_token > wire::MAX_SAFE_INTEGER {
             return Err(EpError::bad_request(
                 "a repair cursor's freeze token is a gate revision: ≥ 1 and a safe integer",
             ));
@@ -113,15 +113,15 @@ impl RepairCursor {
     /// and a key of exactly `eprepair.<endpoint>.<instanceId>`. Every violation is `internal`.
     pub fn parse(bytes: &[u8], key: &str) -> Result<Self, EpError> {
         keys::parse_eprepair(key).map_err(EpError::stored)?;
-        let map = stored::parse_object(bytes, WHAT)?;
-        stored::reject_unknown(&map, &CURSOR_FIELDS, WHAT)?;
-        if stored::uint_field(&map, "v", WHAT)? != 1 {
+        let map = wire::parse_object(bytes, WHAT)?;
+        wire::reject_unknown(&map, &CURSOR_FIELDS, WHAT)?;
+        if wire::uint_field(&map, "v", WHAT)? != 1 {
             return Err(EpError::internal(
                 "stored repair cursor has a version other than 1",
             ));
         }
-        let op_id = OpId::parse(stored::str_field(&map, "opId", WHAT)?).map_err(EpError::stored)?;
-        let freeze_token = stored::uint_field(&map, "freezeToken", WHAT)?;
+        let op_id = OpId::parse(wire::str_field(&map, "opId", WHAT)?).map_err(EpError::stored)?;
+        let freeze_token = wire::uint_field(&map, "freezeToken", WHAT)?;
         if freeze_token == 0 {
             return Err(EpError::internal("stored repair cursor has freeze token 0"));
         }
@@ -145,7 +145,7 @@ fn principal_set(
     map: &serde_json::Map<String, serde_json::Value>,
     field: &str,
 ) -> Result<Vec<Principal>, EpError> {
-    let raw = stored::str_array_field(map, field, WHAT)?;
+    let raw = wire::str_array_field(map, field, WHAT)?;
     if raw.windows(2).any(|w| matches!(w, [a, b] if a >= b)) {
         return Err(EpError::internal(format!(
             "stored repair cursor {field} is not sorted and unique"

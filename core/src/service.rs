@@ -18,7 +18,7 @@ use crate::kv::{KvRequest, Operation, Revision, Store};
 use crate::ledger;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, EndpointName, InstanceId, OwnerToken};
-use crate::stored::{self, safe_uint};
+use crate::wire::{self, safe_uint};
 
 // ---- records CAS helpers --------------------------------------------------------------------
 
@@ -218,7 +218,7 @@ fn uint(map: &Map<String, Value>, field: &str, what: &str) -> Result<u64, EpErro
 /// fail for a parsed value; a refusal would be a bug and is kept loud.
 fn js_bytes(value: &Value) -> Result<Vec<u8>, EpError> {
     let mut out = String::new();
-    stored::js_stringify(&mut out, value)?;
+    wire::js_stringify(&mut out, value)?;
     Ok(out.into_bytes())
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use crate::error::EpError;
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal};
-use crate::stored::push_json_string;
+use crate::wire::{push_json_string, unknown_member};
 
 /// The only row version.
 pub const LEDGER_VER: u64 = 1;
@@ -285,7 +285,7 @@ impl ActorRow {
             "lifecycleUid",
             "grantedAt",
         ];
-        if let Some(unknown) = map.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        if let Some(unknown) = unknown_member(&map, &FIELDS) {
             return Err(format!(
                 "actor grant carries unknown field {unknown:?}; its schema is closed"
             ));

@@ -11,7 +11,7 @@ use crate::machine::{Ctx, Halt};
 use crate::manager::door;
 use crate::manager::{ManagerHost, RegistrationProof, RequestId, Supervisor};
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
-use crate::stored::ObjectWriter;
+use crate::wire::ObjectWriter;
 
 use super::{authorize, ledger_error, EnrollmentRequest, ENROLLMENT_KIND};
 

@@ -11,7 +11,7 @@ use crate::manager::{
     RegistrationProof, RetirementTarget,
 };
 use crate::names::{ActorToken, LifecycleUid, OpId, OwnerToken};
-use crate::stored::MAX_SAFE_INTEGER;
+use crate::wire::{self, MAX_SAFE_INTEGER};
 
 use super::{ENROLLMENT_KIND, ENVELOPE_KEYS, MAX_ENROLLMENT_LIST, PREPARE_RETIREMENT_KIND};
 
@@ -75,7 +75,7 @@ fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpEr
 }
 
 fn closed(map: &Map<String, Value>, allowed: &[&str], what: &str, at: &str) -> Result<(), EpError> {
-    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+    match wire::unknown_member(map, allowed) {
         Some(key) => Err(refuse(
             what,
             format!("{at}carries unknown field {key:?} (the protocol is closed)"),

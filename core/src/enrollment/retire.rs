@@ -9,7 +9,7 @@ use crate::machine::{Ctx, Halt};
 use crate::manager::door;
 use crate::manager::{ManagerHost, RequestId, RetirementTarget, Supervisor};
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
-use crate::stored::ObjectWriter;
+use crate::wire::ObjectWriter;
 
 use super::{authorize, ledger_error, PrepareRetirementRequest, PREPARE_RETIREMENT_KIND};
 

@@ -17,7 +17,7 @@ use crate::names::OwnerToken;
 use super::envelope::ManagerEnvelope;
 use super::host::ManagerHost;
 use super::proof::current_registration_proof;
-use super::wire::{AccountKey, RegistrationProof};
+use super::tokens::{AccountKey, RegistrationProof};
 
 /// How a door words its refusals. Each template may name `{door}` (the door's name),
 /// `{instance}`, `{principal}` (what the gate records), `{serve}` (the server-derived serve

@@ -8,9 +8,9 @@ use crate::issuance::GateRef;
 use crate::names::{
     ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
 };
-use crate::stored::ObjectWriter;
+use crate::wire::ObjectWriter;
 
-use super::wire::{RequestId, UserKey};
+use super::tokens::{RequestId, UserKey};
 use super::{exactly, string};
 
 /// The five caller-held nkeys of one manager lifecycle.

@@ -12,7 +12,7 @@ use crate::names::{DerivedOwner, OwnerToken, SpaceName};
 use crate::profiles::StandingTtl;
 
 use super::proof::ProofSecret;
-use super::wire::AccountKey;
+use super::tokens::AccountKey;
 
 /// The ledger scope a human holder needs; `spawn` and `admin` never imply it (F90).
 pub const SUPERVISE: &str = "supervise";

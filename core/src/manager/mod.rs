@@ -1,5 +1,5 @@
 //! Manager-service authority requests (reference-auth-service §4.1–§4.2), split by phase:
-//! - [`wire`]: the grammars of nkeys, idempotency tokens and proofs;
+//! - [`tokens`]: the grammars of nkeys, idempotency tokens and proofs;
 //! - [`envelope`]: the coordinates and identities every registered-manager request shares;
 //! - [`request`]: the manager-service request as a sum of its operations, and its closed parser;
 //! - [`proof`]: the deterministic registration proof and the host-secret HMAC
@@ -17,7 +17,7 @@ pub mod envelope;
 pub mod host;
 pub mod proof;
 pub mod request;
-pub mod wire;
+pub mod tokens;
 
 pub use door::{check_registered, Door, DoorWording, GateRule, Knock, Presented};
 pub(crate) use envelope::{parse_coordinates, parse_identities};
@@ -31,17 +31,15 @@ pub use request::{
     managed_retirement_op_id, ManagerAuthorityRequest, ManagerCall, ManagerOperation, RenewalFence,
     Retirement, RetirementTarget, RunFence, SessionGrant,
 };
-pub use wire::{AccountKey, RegistrationProof, RequestId, UserKey};
+pub use tokens::{AccountKey, RegistrationProof, RequestId, UserKey};
 
 use serde_json::{Map, Value};
 
-use crate::stored;
+use crate::wire;
 
 /// A JavaScript `Number.isSafeInteger(x) && x >= min` field.
 pub(crate) fn safe_at_least(map: &Map<String, Value>, key: &str, min: u64) -> Option<u64> {
-    map.get(key)
-        .and_then(stored::safe_uint)
-        .filter(|n| *n >= min)
+    map.get(key).and_then(wire::safe_uint).filter(|n| *n >= min)
 }
 
 pub(crate) fn string<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m str> {

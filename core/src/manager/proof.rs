@@ -10,11 +10,11 @@ use crate::canon::Digest;
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
 use crate::names::OwnerToken;
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 use super::envelope::{ManagerActors, ManagerEnvelope};
 use super::request::ManagerAuthorityRequest;
-use super::wire::RegistrationProof;
+use super::tokens::RegistrationProof;
 
 // ---- HMAC and constant-time comparison ------------------------------------------------------
 
@@ -70,7 +70,7 @@ pub fn registration_proof(
     let mut digests = Vec::new();
     for artifact in request.contract_artifacts() {
         let mut text = String::new();
-        stored::js_stringify(&mut text, artifact)?;
+        wire::js_stringify(&mut text, artifact)?;
         digests.push(Digest::of(text.as_bytes()).to_prefixed());
     }
     let e = &request.envelope;

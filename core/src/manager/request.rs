@@ -9,10 +9,10 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::journal::{FencingToken, RunEpoch, RunHolder, RunId, TakeoverId};
 use crate::names::{is_platform_owner, ActorToken, DerivedOwner, LifecycleUid, OpId, OwnerToken};
-use crate::stored;
+use crate::wire;
 
 use super::envelope::{parse_coordinates, parse_identities, ManagerEnvelope};
-use super::wire::{AccountKey, RegistrationProof, UserKey};
+use super::tokens::{AccountKey, RegistrationProof, UserKey};
 use super::{exactly, safe_at_least, string};
 
 // ---- Request model ---------------------------------------------------------------------------
@@ -267,14 +267,14 @@ impl ManagerAuthorityRequest {
 
 fn parse(raw: &Value, allow_platform: bool) -> Result<ManagerAuthorityRequest, EpError> {
     let o = raw.as_object().ok_or_else(|| refuse("must be an object"))?;
-    if let Some(k) = o.keys().find(|k| !ALLOWED.contains(&k.as_str())) {
+    if let Some(k) = wire::unknown_member(o, &ALLOWED) {
         let mut quoted = String::new();
-        stored::push_json_string(&mut quoted, k);
+        wire::push_json_string(&mut quoted, k);
         return Err(refuse(format_args!(
             "carries unknown field {quoted} (the protocol is closed)"
         )));
     }
-    if o.get("v").and_then(stored::safe_uint) != Some(1)
+    if o.get("v").and_then(wire::safe_uint) != Some(1)
         || string(o, "kind") != Some("manager-service-authority")
     {
         return Err(refuse(

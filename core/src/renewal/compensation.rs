@@ -30,7 +30,7 @@ use crate::ledger::{self, CredState, IdenticalCreate, LedgerRow};
 use crate::machine::{Ctx, Halt};
 use crate::manager::{RequestId, UserKey};
 use crate::names::{keys, CredentialId, EndpointName, InstanceId, Principal, SourceMember};
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 /// Attempts a family member's touch makes while only peers' identical-bytes touches move the
 /// gate (the sibling rule of F43). Not a settle loop (so not [`AMBIGUOUS_WRITE_ATTEMPTS`]): a
@@ -235,9 +235,9 @@ impl IntentRow {
         let map = value
             .as_object()
             .ok_or_else(|| EpError::internal(format!("{WHAT} is not an object")))?;
-        stored::reject_unknown(map, &ROW_FIELDS, WHAT)?;
-        let text = |k: &str| stored::str_field(map, k, WHAT);
-        let uint = |k: &str| stored::uint_field(map, k, WHAT);
+        wire::reject_unknown(map, &ROW_FIELDS, WHAT)?;
+        let text = |k: &str| wire::str_field(map, k, WHAT);
+        let uint = |k: &str| wire::uint_field(map, k, WHAT);
         if text("endpoint")? != "manager"
             || text("lifecycleUid")? != instance.as_str()
             || text("state")? != "active"
@@ -246,7 +246,7 @@ impl IntentRow {
                 "{WHAT} does not belong to the active manager family of {instance}"
             )));
         }
-        let source_chain = stored::str_array_field(map, "sourceChain", WHAT)?
+        let source_chain = wire::str_array_field(map, "sourceChain", WHAT)?
             .into_iter()
             .map(|m| SourceMember::parse(m).map_err(EpError::stored))
             .collect::<Result<Vec<_>, _>>()?;
@@ -348,23 +348,23 @@ impl CleanupIntent {
             .ok_or_else(|| {
                 EpError::internal(format!("{WHAT} is stored under a malformed key {key:?}"))
             })?;
-        let map = stored::parse_object(bytes, WHAT)?;
-        stored::reject_unknown(
+        let map = wire::parse_object(bytes, WHAT)?;
+        wire::reject_unknown(
             &map,
             &["v", "kind", "requestId", "state", "participants"],
             WHAT,
         )?;
-        let request_id = stored::str_field(&map, "requestId", WHAT)
+        let request_id = wire::str_field(&map, "requestId", WHAT)
             .ok()
             .and_then(RequestId::parse);
-        let state = match stored::str_field(&map, "state", WHAT)? {
+        let state = match wire::str_field(&map, "state", WHAT)? {
             "pending" => Some(IntentState::Pending),
             "complete" => Some(IntentState::Complete),
             _ => None,
         };
         let (Some(1), Ok(INTENT_KIND), Some(request_id), Some(state), Some(list)) = (
-            map.get("v").and_then(stored::safe_uint),
-            stored::str_field(&map, "kind", WHAT),
+            map.get("v").and_then(wire::safe_uint),
+            wire::str_field(&map, "kind", WHAT),
             request_id,
             state,
             map.get("participants")
@@ -376,7 +376,7 @@ impl CleanupIntent {
         let mut participants: Vec<Participant> = Vec::new();
         for item in list {
             let p = item.as_object().ok_or_else(invalid)?;
-            stored::reject_unknown(p, &["role", "ownership", "state", "row"], WHAT)?;
+            wire::reject_unknown(p, &["role", "ownership", "state", "row"], WHAT)?;
             let role = p
                 .get("role")
                 .and_then(serde_json::Value::as_str)

@@ -8,7 +8,7 @@ use crate::manager::{
     AccountKey, ManagerActors, ManagerOperation, RegistrationProof, Retirement, RunFence,
 };
 use crate::names::{ActorToken, OwnerToken, SpaceName};
-use crate::stored::ObjectWriter;
+use crate::wire::ObjectWriter;
 
 use super::{ManagerAuthority, Role};
 

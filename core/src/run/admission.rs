@@ -16,7 +16,7 @@ use crate::machine::{Ctx, Halt, Script};
 use crate::names::{
     keys, ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, SpaceName,
 };
-use crate::stored::safe_uint;
+use crate::wire::safe_uint;
 
 use super::issued::{closed, text, IssuedGeneration, IssuedRef, ShapeError, SubjectPermissions};
 
@@ -182,7 +182,7 @@ impl RunAdmission {
     }
 
     fn check(&self) -> Result<(), ShapeError> {
-        if self.admitted_at == 0 || self.admitted_at > crate::stored::MAX_SAFE_INTEGER {
+        if self.admitted_at == 0 || self.admitted_at > crate::wire::MAX_SAFE_INTEGER {
             return Err("run admission admittedAt must be a positive safe integer".into());
         }
         if let Provenance::Issued { reference, .. } = &self.provenance {

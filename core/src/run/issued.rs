@@ -21,7 +21,7 @@ pub(crate) fn closed<'v>(
     let map = value
         .and_then(Value::as_object)
         .ok_or_else(|| format!("{label} must be a plain record"))?;
-    match map.keys().find(|k| !keys.contains(&k.as_str())) {
+    match crate::wire::unknown_member(map, keys) {
         Some(k) => Err(format!("{label} carries an unsupported field {k}")),
         None => Ok(map),
     }

@@ -11,7 +11,7 @@ use crate::canon::Digest;
 use crate::gate::ProcessEpoch;
 use crate::journal::RunId;
 use crate::names::InstanceId;
-use crate::stored::safe_uint;
+use crate::wire::safe_uint;
 
 /// How long an observation stays takeable: 5 minutes.
 pub const OBSERVED_RUN_REQUEST_WINDOW_MS: u64 = 5 * 60 * 1000;

@@ -14,7 +14,7 @@ use crate::manager::{
     parse_coordinates, parse_identities, AccountKey, ManagerEnvelope, RegistrationProof, UserKey,
 };
 use crate::profiles::TakeoverId as ReplayTakeover;
-use crate::stored::{self, safe_uint};
+use crate::wire::{self, safe_uint};
 
 /// A served request subject as forwarded: at most this many bytes (the rail's bound).
 pub const MAX_SERVED_SUBJECT_BYTES: usize = 1024;
@@ -101,6 +101,23 @@ pub struct RunAttemptRequest {
     pub body: AttemptBody,
 }
 
+/// An attempt request's members: the admission's, with `attempt` or `operator` for `run`.
+const ATTEMPT_KEYS: [&str; 13] = [
+    "v",
+    "kind",
+    "space",
+    "actor",
+    "instanceId",
+    "managerLifecycleUid",
+    "requestId",
+    "registrationProof",
+    "accountPublicKey",
+    "processEpoch",
+    "identities",
+    "attempt",
+    "operator",
+];
+
 const ADMISSION_KEYS: [&str; 12] = [
     "v",
     "kind",
@@ -123,7 +140,7 @@ const ADMISSION_KEYS: [&str; 12] = [
 /// F90 (closed: the request names no ceiling, profile or permission).
 pub fn parse_run_admission_request(raw: &Value) -> Result<RunAdmissionRequest, EpError> {
     let o = raw.as_object().ok_or_else(|| refuse("must be an object"))?;
-    if let Some(k) = o.keys().find(|k| !ADMISSION_KEYS.contains(&k.as_str())) {
+    if let Some(k) = wire::unknown_member(o, &ADMISSION_KEYS) {
         return Err(refuse(format_args!("has unknown field {k}")));
     }
     let registered = parse_registered(o, "manager-run-admission")?;
@@ -153,9 +170,7 @@ pub fn parse_run_attempt_request(raw: &Value) -> Result<RunAttemptRequest, EpErr
     if attempt.is_some() == operator.is_some() {
         return Err(refuse("carries exactly one of attempt or operator"));
     }
-    let allowed =
-        |k: &str| k != "run" && (ADMISSION_KEYS.contains(&k) || k == "attempt" || k == "operator");
-    if let Some(k) = o.keys().find(|k| !allowed(k)) {
+    if let Some(k) = wire::unknown_member(o, &ATTEMPT_KEYS) {
         return Err(refuse(format_args!("has unknown field {k}")));
     }
     let registered = parse_registered(o, "manager-run-attempt")?;
@@ -336,7 +351,7 @@ fn parse_registered(o: &Map<String, Value>, kind: &str) -> Result<RegisteredRun,
         .ok_or_else(|| refuse("requires an account public key"))?;
     let process_epoch = o
         .get("processEpoch")
-        .and_then(stored::safe_uint)
+        .and_then(wire::safe_uint)
         .ok_or_else(|| refuse("requires a non-negative processEpoch"))?;
     Ok(RegisteredRun {
         envelope: coordinates.with(identities),

@@ -12,7 +12,7 @@ use crate::machine::{Ctx, Halt};
 use crate::manager::UserKey;
 use crate::names::{keys, EndpointName, InstanceId};
 use crate::service::{self, RecordRead};
-use crate::stored::{self, ObjectWriter};
+use crate::wire::{self, ObjectWriter};
 
 /// The status record's fields, in the order the reference writes them.
 const FIELDS: [&str; 8] = [
@@ -90,12 +90,12 @@ impl HostedRunStatus {
     /// Parses stored bytes; anything outside the closed schema is `internal`.
     pub fn parse(bytes: &[u8]) -> Result<HostedRunStatus, EpError> {
         const WHAT: &str = "run status";
-        let map = stored::parse_object(bytes, WHAT)?;
-        stored::reject_unknown(&map, &FIELDS, WHAT)?;
-        if map.get("v").and_then(stored::safe_uint) != Some(1) {
+        let map = wire::parse_object(bytes, WHAT)?;
+        wire::reject_unknown(&map, &FIELDS, WHAT)?;
+        if map.get("v").and_then(wire::safe_uint) != Some(1) {
             return Err(EpError::internal("stored run status must carry v: 1"));
         }
-        let state = stored::str_field(&map, "state", WHAT)?;
+        let state = wire::str_field(&map, "state", WHAT)?;
         let state = RunState::parse(state).ok_or_else(|| {
             EpError::internal(format!(
                 "stored run status state {:?} is not running, released, completed or failed",
@@ -103,15 +103,15 @@ impl HostedRunStatus {
             ))
         })?;
         let holder =
-            RunHolder::parse(stored::str_field(&map, "holder", WHAT)?).map_err(EpError::stored)?;
+            RunHolder::parse(wire::str_field(&map, "holder", WHAT)?).map_err(EpError::stored)?;
         Ok(HostedRunStatus {
-            observed_spec_revision: stored::uint_field(&map, "observedSpecRevision", WHAT)?,
+            observed_spec_revision: wire::uint_field(&map, "observedSpecRevision", WHAT)?,
             state,
             holder,
-            epoch: RunEpoch(stored::uint_field(&map, "epoch", WHAT)?),
-            fencing_token: FencingToken(stored::uint_field(&map, "fencingToken", WHAT)?),
-            journal_high: stored::uint_field(&map, "journalHigh", WHAT)?,
-            at: stored::uint_field(&map, "at", WHAT)?,
+            epoch: RunEpoch(wire::uint_field(&map, "epoch", WHAT)?),
+            fencing_token: FencingToken(wire::uint_field(&map, "fencingToken", WHAT)?),
+            journal_high: wire::uint_field(&map, "journalHigh", WHAT)?,
+            at: wire::uint_field(&map, "at", WHAT)?,
         })
     }
 

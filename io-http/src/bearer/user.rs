@@ -10,8 +10,10 @@ use std::fmt;
 
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::{
-    ActorToken, DerivedOwner, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
+    ActorToken, CredentialId, DerivedOwner, InstanceId, LifecycleUid, OwnerToken, Principal,
+    SpaceName,
 };
+use cotal_core::wire::{unknown_member, MAX_SAFE_INTEGER};
 use cotal_core::EpError;
 use jsonwebtoken::{Algorithm, Header};
 use serde_json::{json, Map, Value};
@@ -35,9 +37,6 @@ pub const BEARER_CLOCK_LEEWAY_SECS: u64 = 5;
 
 /// What refusals call the token.
 const WHAT: &str = "bearer";
-
-/// JavaScript's `Number.MAX_SAFE_INTEGER`: the TypeScript peers read these numbers as doubles.
-const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// The elevated per-connection profiles a bearer may carry (`act.view`). A closed set on both
 /// mint and verify: an unknown view fails closed and never falls back to a profile.
@@ -97,34 +96,6 @@ impl BearerView {
 impl fmt::Display for BearerView {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-/// A credential-ledger row id (`act.credentialId`): dot-separated `[A-Za-z0-9_-]+` segments,
-/// at most 256 chars, so it is always a KV-safe key tail.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct CredentialId(String);
-
-impl CredentialId {
-    pub fn parse(s: &str) -> Result<Self, EpError> {
-        let segment_ok = |seg: &str| {
-            !seg.is_empty()
-                && seg
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        };
-        if s.len() <= 256 && s.split('.').all(segment_ok) {
-            Ok(CredentialId(s.to_owned()))
-        } else {
-            Err(EpError::bad_request(format!(
-                "credential id {} is refused: it must be dot-separated [A-Za-z0-9_-]+ segments of <= 256 chars",
-                quote(s)
-            )))
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
     }
 }
 
@@ -408,7 +379,7 @@ fn transfer_writer_from_json(v: &Value) -> Result<TransferWriterClaim, String> {
 
 /// Refuses a member outside `allowed`.
 fn closed(o: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), String> {
-    match o.keys().find(|k| !allowed.contains(&k.as_str())) {
+    match unknown_member(o, allowed) {
         Some(k) => Err(format!("{what} carries the unknown member {}", quote(k))),
         None => Ok(()),
     }

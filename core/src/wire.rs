@@ -1,4 +1,5 @@
-//! Shared helpers for closed-schema rows: reading stored JSON and writing it byte-exactly.
+//! The wire helpers every closed schema shares: reading JSON objects whose member set is closed,
+//! and writing rows byte-exactly.
 //!
 //! Stored rows are read at a consuming boundary: anything malformed is corruption and surfaces
 //! as `internal`, never a panic. Rows are written with a fixed field order and the string
@@ -31,12 +32,20 @@ pub fn reject_unknown(
     allowed: &[&str],
     what: &str,
 ) -> Result<(), EpError> {
-    match map.keys().find(|k| !allowed.contains(&k.as_str())) {
+    match unknown_member(map, allowed) {
         Some(field) => Err(EpError::internal(format!(
             "stored {what} carries unknown field {field:?}; its schema is closed"
         ))),
         None => Ok(()),
     }
+}
+
+/// The first member of `map` outside the closed set `allowed`: the one closed-object check
+/// every request and row reader makes, each wording its own refusal.
+pub fn unknown_member<'m>(map: &'m Map<String, Value>, allowed: &[&str]) -> Option<&'m str> {
+    map.keys()
+        .map(String::as_str)
+        .find(|k| !allowed.contains(k))
 }
 
 /// A non-negative safe integer, accepting the integral doubles `JSON.parse` would accept
