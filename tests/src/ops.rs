@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cotal_core::actors::{
-    ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace, Serialized,
+    ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, AliasScript, RowSpace, Serialized,
 };
 use cotal_core::authority::SelfAuthority;
 use cotal_core::canon::Digest;

@@ -104,21 +104,15 @@ pub struct EnrollManagedAgent {
     pub now_ms: u64,
 }
 
-impl EnrollManagedAgent {
+impl AliasScript for EnrollManagedAgent {
+    type Output = EnrollmentResult;
+
     /// The alias this enrollment must hold the lock of.
-    pub fn alias(&self) -> Principal {
+    fn alias(&self) -> Principal {
         Principal::new(
             self.caller.owner().clone(),
             self.request.target.actor.clone(),
         )
-    }
-}
-
-impl AliasScript for EnrollManagedAgent {
-    type Output = EnrollmentResult;
-
-    fn alias(&self) -> Principal {
-        EnrollManagedAgent::alias(self)
     }
 
     fn run_held(&self, cx: &mut Ctx<'_>, _: LockHeld<'_>) -> Result<EnrollmentResult, Halt> {

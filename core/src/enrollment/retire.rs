@@ -68,21 +68,15 @@ pub struct PrepareManagedRetirement {
     pub request: PrepareRetirementRequest,
 }
 
-impl PrepareManagedRetirement {
+impl AliasScript for PrepareManagedRetirement {
+    type Output = PrepareRetirementResult;
+
     /// The alias this preparation must hold the lock of.
-    pub fn alias(&self) -> Principal {
+    fn alias(&self) -> Principal {
         Principal::new(
             self.request.target.owner.clone(),
             self.request.target.actor.clone(),
         )
-    }
-}
-
-impl AliasScript for PrepareManagedRetirement {
-    type Output = PrepareRetirementResult;
-
-    fn alias(&self) -> Principal {
-        PrepareManagedRetirement::alias(self)
     }
 
     fn run_held(&self, cx: &mut Ctx<'_>, _: LockHeld<'_>) -> Result<PrepareRetirementResult, Halt> {
