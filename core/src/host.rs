@@ -1,5 +1,5 @@
-//! Host incarnations: self-authorized reverse-DNS host endpoints and the host fence (issue 6,
-//! deliverable 5; reference-auth-service §7.1–§7.2).
+//! Host incarnations: self-authorized reverse-DNS host endpoints and the host fence
+//! (reference-auth-service §7.1–§7.2).
 //!
 //! A platform host registers one instance of its own endpoint at every start, before it admits or
 //! recovers any work. The registration is the shared self-authorized ceremony

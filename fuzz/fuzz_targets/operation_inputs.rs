@@ -1,4 +1,4 @@
-//! Everything the authority operations (issue 6) read from callers or from stores, from
+//! Everything the authority operations read from callers or from stores, from
 //! arbitrary bytes: the closed request parsers (manager-service authority, run admission and
 //! attempt, managed-agent enrollment and prepare-retirement) and request subjects never panic;
 //! the stored rows (renewal cleanup intent, run admission, hosted run status, actor-ledger rows)
