@@ -6,10 +6,13 @@
 //! driver, the synchronous in-memory [`driver`] and the simulator.
 //!
 //! Modules, by domain:
-//! * [`names`] — endpoint names, lifecycle tokens, principals, bucket names, key builders;
+//! * [`names`] — endpoint names, lifecycle tokens, owners (one [`names::DerivedOwner`]),
+//!   principals, bucket names, and the only key builders ([`names::keys`]);
+//! * [`wire`] — the closed-object check and the byte-exact row writer every schema shares;
 //! * [`gate`], [`ledger`], [`repair`] — the auth-bucket rows, byte-exact;
 //! * [`canon`] — RFC 8785 canonical JSON and content digests;
-//! * [`kv`] — the KV request set and the NATS-faithful in-memory model;
+//! * [`kv`] — the KV request set, its typed outcomes, the one ambiguous-write settle
+//!   ([`kv::settle`]) and the NATS-faithful in-memory model;
 //! * [`machine`], [`driver`] — the sans-IO protocol and a synchronous driver;
 //! * [`issuance`], [`barrier`] — the mint fence and the barrier's gate operations;
 //! * [`contract`] — contract artifacts, cluster manifests and cluster documents;
@@ -23,12 +26,13 @@
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
 //! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence;
-//! * [`manager`] — manager-service authority requests, proofs and the current-registration check;
+//! * [`manager`] — manager-service requests, proofs, the host and holder, and the one
+//!   registered-manager door ([`manager::door`]);
 //! * [`journal`] — run journal activation ordering;
 //! * [`renewal`] — manager-service operations and renewal compensation;
 //! * [`run`] — run admission, attempts and the run check of a driver renewal;
 //! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
-//! * [`host`] — host incarnations and the host fence.
+//! * [`host`] — host incarnations, the host fence and the plane's own `auth` contract.
 
 // The purity rules listed in core/clippy.toml (no clocks, no random keys, no hash-ordered
 // collections, no interior mutability) are errors here, not style warnings.
