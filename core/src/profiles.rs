@@ -117,21 +117,28 @@ impl Profile {
     }
 
     /// Signs this profile as a JWT for the caller-held `user` nkey in `account`, issued at
-    /// `now`. Returns the JWT and its expiry (unix seconds).
+    /// `now`, with its expiry.
     pub fn sign_for(
         &self,
         signer: &nkeys::KeyPair,
         account: &str,
         user: &str,
         now: UnixSeconds,
-    ) -> Result<(String, u64), EpError> {
+    ) -> Result<IssuedCredential, EpError> {
         let (nats, validity) = self.claims(now)?;
         let exp = validity.expires_at.map_or(now.0, |e| e.0);
-        Ok((
-            jwt::user_jwt(signer, account, user, self.name, &nats, validity)?,
+        Ok(IssuedCredential {
+            jwt: jwt::user_jwt(signer, account, user, self.name, &nats, validity)?,
             exp,
-        ))
+        })
     }
+}
+
+/// One signed credential for a caller-held nkey: the JWT and its expiry (unix seconds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedCredential {
+    pub jwt: String,
+    pub exp: u64,
 }
 
 /// The identity tags every minted user JWT carries, so a connection is attributable from CONNZ.

@@ -35,6 +35,8 @@ pub use compensation::{
     ParticipantState, RenewalFault, Role,
 };
 
+/// One signed credential: the profiles' own type, re-exported where results name it.
+pub use crate::profiles::IssuedCredential;
 /// The cluster type URN of the manager's command surface.
 pub use ops::{
     activate, authorize_remote_manager_retirement, authorize_renewal, prepare, renew,
@@ -42,7 +44,7 @@ pub use ops::{
 };
 pub use result::{
     check_credential_set, expires_at_ms, material, required_credentials, CredentialName, Issued,
-    IssuedCredential, RemoteManagerAuthorityMaterial,
+    RemoteManagerAuthorityMaterial,
 };
 
 pub const MANAGER_URN: &str = "ai.cotal.manager";

@@ -8,6 +8,7 @@ use crate::manager::{
     AccountKey, ManagerActors, ManagerOperation, RegistrationProof, Retirement, RunFence,
 };
 use crate::names::{ActorToken, OwnerToken, SpaceName};
+use crate::profiles::IssuedCredential;
 use crate::wire::ObjectWriter;
 
 use super::{ManagerAuthority, Role};
@@ -58,13 +59,6 @@ impl From<Role> for CredentialName {
             Role::SessionLedger => CredentialName::SessionLedger,
         }
     }
-}
-
-/// One issued JWT and its expiry (unix seconds).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IssuedCredential {
-    pub jwt: String,
-    pub exp: u64,
 }
 
 /// What an operation issued, before the closed-set check.

@@ -31,8 +31,7 @@ pub(super) fn sign(
     user: &UserKey,
     now: UnixSeconds,
 ) -> Result<IssuedCredential, EpError> {
-    let (jwt, exp) = profile.sign_for(&host.signer, host.account.as_str(), user.as_str(), now)?;
-    Ok(IssuedCredential { jwt, exp })
+    profile.sign_for(&host.signer, host.account.as_str(), user.as_str(), now)
 }
 
 /// The connection id a caller-held key's inbox is keyed by: the nkey itself.

@@ -28,7 +28,8 @@ use crate::jwt::UnixSeconds;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{EndpointName, OwnerToken, Principal};
 use crate::profiles::{
-    self, ConnId, Profile, RunBinding, RunOperatorBinding, RunOperatorScope, StandingTtl,
+    self, ConnId, IssuedCredential, Profile, RunBinding, RunOperatorBinding, RunOperatorScope,
+    StandingTtl,
 };
 
 use super::admission::{read_run_admission, AdmissionView};
@@ -569,24 +570,6 @@ fn served_needs_phases() -> EpError {
     )
 }
 
-/// One signed credential `{jwt, exp}` (exp in unix seconds).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IssuedJwt {
-    pub jwt: String,
-    pub exp: u64,
-}
-
-fn sign(
-    profile: &Profile,
-    signer: &KeyPair,
-    account: &str,
-    user: &str,
-    now: UnixSeconds,
-) -> Result<IssuedJwt, EpError> {
-    let (jwt, exp) = profile.sign_for(signer, account, user, now)?;
-    Ok(IssuedJwt { jwt, exp })
-}
-
 /// Signs the granted profiles for the request's caller-held nkeys and builds the closed §5.5
 /// response `{v:1, kind:"manager-run-attempt", space, owner, actor, instanceId,
 /// managerLifecycleUid, requestId, registrationProof, accountPublicKey, processEpoch,
@@ -603,11 +586,11 @@ pub fn sign_attempt(
     let r = &request.registered;
     let e = &r.envelope;
     let account = r.account_public_key.as_str();
-    let cred = |c: &IssuedJwt| json!({"jwt": c.jwt, "exp": c.exp});
+    let cred = |c: &IssuedCredential| json!({"jwt": c.jwt, "exp": c.exp});
     let (body_key, body, credentials) = match (&request.body, &decision.grant) {
         (AttemptBody::Attempt(a), AttemptGrant::Pair { driver, mediator }) => {
-            let d = sign(driver, signer, account, a.driver_id.as_str(), now)?;
-            let m = sign(mediator, signer, account, a.mediator_id.as_str(), now)?;
+            let d = driver.sign_for(signer, account, a.driver_id.as_str(), now)?;
+            let m = mediator.sign_for(signer, account, a.mediator_id.as_str(), now)?;
             let mut body = json!({
                 "runId": a.run_id.as_str(),
                 "takeoverId": a.takeover_id.as_str(),
@@ -626,7 +609,7 @@ pub fn sign_attempt(
             )
         }
         (AttemptBody::Operator(o), AttemptGrant::Operator(profile)) => {
-            let c = sign(profile, signer, account, o.id.as_str(), now)?;
+            let c = profile.sign_for(signer, account, o.id.as_str(), now)?;
             let mut body = json!({"id": o.id.as_str(), "takeoverId": o.takeover_id.as_str()});
             if let Some(map) = body.as_object_mut() {
                 if let Some(run) = &o.run_id {

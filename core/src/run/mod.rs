@@ -21,8 +21,7 @@ pub use admission::{
 pub use admit::{AdmissionOutcome, AdmitRun, AuthorizeRunAdmission, AuthorizedAdmission};
 pub use attempt::{
     sign_attempt, AnsweringAttempt, AttemptDecision, AttemptGrant, AuthorizeRunAttempt,
-    AuthorizedAttempt, IssueRunAttempt, IssuedJwt, PlainAttempt, RunAttempt, ServedAttempt,
-    ServedInputs,
+    AuthorizedAttempt, IssueRunAttempt, PlainAttempt, RunAttempt, ServedAttempt, ServedInputs,
 };
 pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
 pub use issued::{
