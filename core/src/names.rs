@@ -27,7 +27,7 @@ fn quote(value: &str) -> String {
 }
 
 /// The one refusal shape: what was refused, the quoted value, and the grammar it broke.
-fn refuse(what: &str, value: &str, grammar: &str) -> EpError {
+pub(crate) fn refuse(what: &str, value: &str, grammar: &str) -> EpError {
     EpError::bad_request(format!(
         "{what} {} is refused: it must match {grammar}",
         quote(value)
@@ -49,7 +49,7 @@ fn is_subject_segment(s: &str) -> bool {
 }
 
 /// Defines a string newtype with `as_str` and `Display`; with a predicate, also a validating
-/// `parse` that refuses with the grammar named.
+/// `parse` that refuses with the grammar named. The crate's one string-newtype macro.
 macro_rules! str_newtype {
     ($(#[$meta:meta])* $name:ident) => {
         $(#[$meta])*
@@ -62,26 +62,27 @@ macro_rules! str_newtype {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl ::std::fmt::Display for $name {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
                 f.write_str(&self.0)
             }
         }
     };
     ($(#[$meta:meta])* $name:ident, $what:literal, $grammar:expr, $valid:expr) => {
-        str_newtype! { $(#[$meta])* $name }
+        $crate::names::str_newtype! { $(#[$meta])* $name }
 
         impl $name {
-            pub fn parse(s: &str) -> Result<Self, EpError> {
+            pub fn parse(s: &str) -> Result<Self, $crate::error::EpError> {
                 if ($valid)(s) {
                     Ok($name(s.to_owned()))
                 } else {
-                    Err(refuse($what, s, $grammar))
+                    Err($crate::names::refuse($what, s, $grammar))
                 }
             }
         }
     };
 }
+pub(crate) use str_newtype;
 
 // ---- Endpoint names -------------------------------------------------------------------------
 

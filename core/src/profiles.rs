@@ -33,6 +33,7 @@ use crate::gate::ProcessEpoch;
 use crate::host::AUTH_ENDPOINT;
 use crate::issuance::ServeGrant;
 use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity};
+use crate::names::str_newtype;
 use crate::names::{
     admission_bucket, auth_bucket, contract_stream, keys, records_bucket, space_prefix, ActorToken,
     CommandToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
@@ -196,73 +197,40 @@ fn id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == '-'
 }
 
-/// Defines a validated string newtype for a token that lands in subjects.
-macro_rules! token_newtype {
-    ($(#[$meta:meta])* $name:ident, $what:literal, $grammar:literal, $valid:expr) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(String);
-
-        impl $name {
-            pub fn parse(s: &str) -> Result<Self, EpError> {
-                if ($valid)(s) {
-                    Ok($name(s.to_owned()))
-                } else {
-                    let shown: String = s.chars().take(80).collect();
-                    Err(EpError::bad_request(format!(
-                        "{} {shown:?} is refused: it must match {}",
-                        $what, $grammar
-                    )))
-                }
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-token_newtype! {
+str_newtype! {
     /// The authenticated connection id that keys the reply inbox `_INBOX_<connId>.>`: the
     /// caller-held user nkey, or a client-chosen inbox nonce. Metacharacters would widen the
     /// inbox grant to other connections, so only `[A-Za-z0-9_-]{8,120}` passes.
     ConnId, "connection id", "[A-Za-z0-9_-]{8,120}",
     |s: &str| (8..=120).contains(&s.len()) && all_chars(s, id_char)
 }
-token_newtype! {
+str_newtype! {
     /// A workflow run id (the `wfj.<runId>` token).
     RunId, "run id", "[A-Za-z0-9_-]{1,64}",
     |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
 }
-token_newtype! {
+str_newtype! {
     /// A takeover attempt id; names the per-takeover journal replay durable.
     TakeoverId, "takeover id", "[A-Za-z0-9_-]{1,64}",
     |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
 }
-token_newtype! {
+str_newtype! {
     /// A session id: the `eps.<e>.<sessionId>` token of one session's rails (SPEC §13.6).
     SessionId, "session id", "[A-Za-z0-9_-]{1,64}",
     |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
 }
-token_newtype! {
+str_newtype! {
     /// A checkpoint token: the request id a pause is keyed by.
     CheckpointToken, "checkpoint token", "[A-Za-z0-9_-]{1,64}",
     |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
 }
-token_newtype! {
+str_newtype! {
     /// A work-pool token (`pool_<e>_<pool>` parses from its last `_` because a pool has none).
     PoolToken, "pool", "[a-z0-9-]{1,32}",
     |s: &str| (1..=32).contains(&s.len())
         && all_chars(s, |c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
-token_newtype! {
+str_newtype! {
     /// A concrete channel (dot-separated `[A-Za-z0-9_-]+` segments, no wildcard): the
     /// deprovisioner deletes exact membership rows, so a wildcard channel is refused at mint.
     Channel, "channel", "dot-separated [A-Za-z0-9_-]+ segments (no wildcard)",

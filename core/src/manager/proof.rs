@@ -87,7 +87,9 @@ pub fn registration_proof(
         .raw("identities", &e.identities.to_json())
         .strings("artifactDigests", digests.iter().map(String::as_str))
         .finish();
-    Ok(RegistrationProof(Digest::of(json.as_bytes()).to_prefixed()))
+    Ok(RegistrationProof::computed(
+        Digest::of(json.as_bytes()).to_prefixed(),
+    ))
 }
 
 /// The current-registration proof: `sha256:` + hex HMAC-SHA256 keyed by the host secret over
@@ -120,5 +122,5 @@ pub fn current_registration_proof(
         .uint("processEpoch", process_epoch.0)
         .finish();
     let mac = hmac_sha256(&secret.0, &[CURRENT_REGISTRATION_DOMAIN, json.as_bytes()]);
-    RegistrationProof(Digest::from_bytes(mac).to_prefixed())
+    RegistrationProof::computed(Digest::from_bytes(mac).to_prefixed())
 }

@@ -1,6 +1,6 @@
 //! The wire grammars of manager requests: public nkeys, idempotency tokens, proofs.
 
-use std::fmt;
+use crate::names::str_newtype;
 
 use super::proof::constant_time_eq;
 
@@ -17,27 +17,17 @@ fn is_nkey(s: &str, first: u8, rest: usize) -> bool {
             .all(|&c| matches!(c, b'A'..=b'Z' | b'2'..=b'7'))
 }
 
+/// A [`str_newtype`] whose `parse` answers `None` outside the grammar, because each request
+/// parser words its own refusal.
 macro_rules! wire_string {
     ($(#[$doc:meta])* $name:ident, $valid:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $name(pub(super) String);
+        str_newtype! { $(#[$doc])* $name }
 
         impl $name {
             /// `None` when `s` is outside the grammar.
             pub fn parse(s: &str) -> Option<$name> {
                 let valid: fn(&str) -> bool = $valid;
                 valid(s).then(|| $name(s.to_owned()))
-            }
-
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
             }
         }
     };
@@ -68,6 +58,12 @@ wire_string!(
 );
 
 impl RegistrationProof {
+    /// A proof the plane computed: `sha256:` + the lower-hex digest.
+    pub(super) fn computed(prefixed: String) -> RegistrationProof {
+        debug_assert!(RegistrationProof::parse(&prefixed).is_some());
+        RegistrationProof(prefixed)
+    }
+
     /// Whether `self` equals `expected`, in time independent of where they differ: the one
     /// comparison of a presented proof with the one the plane computed.
     pub fn matches(&self, expected: &RegistrationProof) -> bool {
