@@ -552,6 +552,15 @@ pub mod keys {
         format!("epcred.{}.{i}.", e.token())
     }
 
+    /// `svc.<endpointToken>.`: every service record of one endpoint (the trailing dot keeps a
+    /// sibling endpoint whose token merely starts with this one's out).
+    pub fn svc_endpoint_prefix(e: &EndpointName) -> String {
+        format!("svc.{}.", e.token())
+    }
+
+    /// `epgate.`: every issuance gate of a space's auth bucket.
+    pub const EPGATE_PREFIX: &str = "epgate.";
+
     pub fn eprepair(e: &EndpointName, i: &InstanceId) -> String {
         format!("eprepair.{}.{i}", e.token())
     }

@@ -39,7 +39,7 @@ impl Script for FreezeExpectedSet {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<ExpectedInstance>, Halt> {
         let endpoint = &self.endpoint;
-        let prefix = format!("svc.{}.", endpoint.token().as_str());
+        let prefix = keys::svc_endpoint_prefix(endpoint);
         let listed = match cx.keys(Store::Records, prefix.as_str())? {
             KeysOutcome::Keys(keys) => keys,
             KeysOutcome::Unavailable(why) => {
@@ -90,9 +90,6 @@ fn spec_instance(prefix: &str, key: &str) -> Option<InstanceId> {
     InstanceId::parse(rest).ok()
 }
 
-/// The prefix every issuance-gate key of the auth store starts with.
-const GATE_PREFIX: &str = "epgate.";
-
 /// One row of [`ListGates`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum ListedGate {
@@ -132,7 +129,7 @@ impl Script for ListGates {
     type Output = Vec<ListedGate>;
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<ListedGate>, Halt> {
-        let listed = match cx.keys(Store::Auth, GATE_PREFIX)? {
+        let listed = match cx.keys(Store::Auth, keys::EPGATE_PREFIX)? {
             KeysOutcome::Keys(keys) => keys,
             KeysOutcome::Unavailable(why) => {
                 return Err(EpError::unavailable(format!(
