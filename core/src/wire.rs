@@ -43,9 +43,13 @@ pub fn reject_unknown(
 /// The first member of `map` outside the closed set `allowed`: the one closed-object check
 /// every request and row reader makes, each wording its own refusal.
 pub fn unknown_member<'m>(map: &'m Map<String, Value>, allowed: &[&str]) -> Option<&'m str> {
-    map.keys()
-        .map(String::as_str)
-        .find(|k| !allowed.contains(k))
+    member_outside(map, |k| allowed.contains(&k))
+}
+
+/// [`unknown_member`] for a closed set given as a predicate (a shared list plus a few of the
+/// reader's own members).
+pub fn member_outside(map: &Map<String, Value>, allowed: impl Fn(&str) -> bool) -> Option<&str> {
+    map.keys().map(String::as_str).find(|k| !allowed(k))
 }
 
 /// A non-negative safe integer, accepting the integral doubles `JSON.parse` would accept

@@ -106,10 +106,9 @@ struct UpCommand {
     state_dir: Option<PathBuf>,
 }
 
+/// The server a read-only view connects to (required: a view never starts one).
 #[derive(Debug, Args)]
-struct GateLs {
-    #[command(flatten)]
-    space: SpaceArgs,
+struct ViewServer {
     /// NATS server URL(s), comma-separated.
     #[arg(
         short = 's',
@@ -120,6 +119,14 @@ struct GateLs {
         value_parser = parse_server
     )]
     server: String,
+}
+
+#[derive(Debug, Args)]
+struct GateLs {
+    #[command(flatten)]
+    space: SpaceArgs,
+    #[command(flatten)]
+    server: ViewServer,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -129,16 +136,8 @@ struct GateLs {
 struct GateShow {
     #[command(flatten)]
     space: SpaceArgs,
-    /// NATS server URL(s), comma-separated.
-    #[arg(
-        short = 's',
-        long,
-        env = "NATS_URL",
-        hide_env_values = true,
-        value_name = "URL",
-        value_parser = parse_server
-    )]
-    server: String,
+    #[command(flatten)]
+    server: ViewServer,
     /// The gate's endpoint name.
     #[arg(long, value_name = "ENDPOINT", value_parser = parse_endpoint)]
     endpoint: EndpointName,
@@ -205,14 +204,14 @@ impl GateCommand {
         match self {
             GateCommand::Ls(ls) => gate_cmd::GateArgs {
                 space: ls.space.space,
-                server: ls.server,
+                server: ls.server.server,
                 replicas: ls.space.replicas,
                 json: ls.json,
                 one: None,
             },
             GateCommand::Show(show) => gate_cmd::GateArgs {
                 space: show.space.space,
-                server: show.server,
+                server: show.server.server,
                 replicas: show.space.replicas,
                 json: show.json,
                 one: Some((show.endpoint, show.instance)),

@@ -101,8 +101,9 @@ pub struct RunAttemptRequest {
     pub body: AttemptBody,
 }
 
-/// An attempt request's members: the admission's, with `attempt` or `operator` for `run`.
-const ATTEMPT_KEYS: [&str; 13] = [
+/// The members every registered run request carries; an admission adds `run`, an attempt
+/// `attempt` or `operator`.
+const REGISTERED_KEYS: [&str; 11] = [
     "v",
     "kind",
     "space",
@@ -114,23 +115,6 @@ const ATTEMPT_KEYS: [&str; 13] = [
     "accountPublicKey",
     "processEpoch",
     "identities",
-    "attempt",
-    "operator",
-];
-
-const ADMISSION_KEYS: [&str; 12] = [
-    "v",
-    "kind",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
-    "registrationProof",
-    "accountPublicKey",
-    "processEpoch",
-    "identities",
-    "run",
 ];
 
 /// `parseRemoteRunAdmissionRequest` (§5.2): closed (a caller-supplied `ceiling` is an unknown
@@ -140,7 +124,7 @@ const ADMISSION_KEYS: [&str; 12] = [
 /// F90 (closed: the request names no ceiling, profile or permission).
 pub fn parse_run_admission_request(raw: &Value) -> Result<RunAdmissionRequest, EpError> {
     let o = raw.as_object().ok_or_else(|| refuse("must be an object"))?;
-    if let Some(k) = wire::unknown_member(o, &ADMISSION_KEYS) {
+    if let Some(k) = wire::member_outside(o, |k| REGISTERED_KEYS.contains(&k) || k == "run") {
         return Err(refuse(format_args!("has unknown field {k}")));
     }
     let registered = parse_registered(o, "manager-run-admission")?;
@@ -170,7 +154,8 @@ pub fn parse_run_attempt_request(raw: &Value) -> Result<RunAttemptRequest, EpErr
     if attempt.is_some() == operator.is_some() {
         return Err(refuse("carries exactly one of attempt or operator"));
     }
-    if let Some(k) = wire::unknown_member(o, &ATTEMPT_KEYS) {
+    let allowed = |k: &str| REGISTERED_KEYS.contains(&k) || k == "attempt" || k == "operator";
+    if let Some(k) = wire::member_outside(o, allowed) {
         return Err(refuse(format_args!("has unknown field {k}")));
     }
     let registered = parse_registered(o, "manager-run-attempt")?;
