@@ -90,17 +90,38 @@ pub struct SelfContract {
     pub artifacts: Vec<Vec<u8>>,
 }
 
+/// One document's single-document closure: its canonical bytes, then its manifest's, whose
+/// digest is the closure digest a referrer names (SPEC 13.7: `$ref`s and command digests name
+/// closures, not bare artifacts).
+fn single_document_closure(doc: &Value) -> Result<(Digest, [Vec<u8>; 2]), EpError> {
+    let root = artifact_canonical_bytes(doc)?;
+    let manifest = ClusterManifest::new(Digest::of(&root));
+    Ok((manifest.closure_digest(), [root, manifest.to_bytes()]))
+}
+
 impl SelfContract {
     /// One cluster document with its single-document manifest: the document's canonical bytes,
     /// then the manifest's, whose digest is the closure digest. Refuses an invalid document
     /// (`contract-invalid`) before anything is written.
     pub fn from_cluster(doc: &Value) -> Result<SelfContract, EpError> {
+        SelfContract::with_schemas(doc, &[])
+    }
+
+    /// A cluster document whose commands name schema closures: every schema's closure is
+    /// published first (so each digest the document names resolves, SPEC 13.7), then the
+    /// document's own.
+    pub fn with_schemas(doc: &Value, schemas: &[Value]) -> Result<SelfContract, EpError> {
         parse_cluster_document(doc)?;
-        let root = artifact_canonical_bytes(doc)?;
-        let manifest = ClusterManifest::new(Digest::of(&root));
+        let mut artifacts = Vec::with_capacity(2 * (schemas.len() + 1));
+        for schema in schemas {
+            let (_, closure) = single_document_closure(schema)?;
+            artifacts.extend(closure);
+        }
+        let (cluster_digest, closure) = single_document_closure(doc)?;
+        artifacts.extend(closure);
         Ok(SelfContract {
-            cluster_digest: manifest.closure_digest(),
-            artifacts: vec![root, manifest.to_bytes()],
+            cluster_digest,
+            artifacts,
         })
     }
 }
@@ -108,43 +129,90 @@ impl SelfContract {
 /// The plane's own endpoint name: the `auth` instance every plane registers at start.
 pub const AUTH_ENDPOINT: &str = "auth";
 
-/// The void schema `{"type":"null"}`: what a command that takes or returns nothing declares.
-fn void_schema() -> Value {
-    serde_json::json!({"type": "null"})
+/// The command the plane's auth control rail serves: retire one lifecycle.
+pub const RETIRE_LIFECYCLE: &str = "retire-lifecycle";
+
+/// `retire-lifecycle`'s input: the requester's stable op id and the serve-issuance coordinate
+/// its grant is keyed under. The target lifecycle is never an argument: `exact` mode carries it
+/// in the broker-enforced subject.
+fn retire_lifecycle_input() -> Value {
+    serde_json::json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["opId", "serveEndpoint", "serveInstanceId", "serveEpoch"],
+        "properties": {
+            "opId": {"type": "string"},
+            "serveEndpoint": {"type": "string"},
+            "serveInstanceId": {"type": "string"},
+            "serveEpoch": {"type": "integer", "minimum": 0},
+        },
+    })
 }
 
-/// The closure digest of the void schema: the digest of the single-document manifest
-/// ([`ClusterManifest`]) whose root is the schema's RFC 8785 canonical bytes. Computed, never
-/// spelled out, so it follows the same artifact rule as every contract the plane publishes.
-pub fn void_digest() -> Result<Digest, EpError> {
-    let root = Digest::of(&artifact_canonical_bytes(&void_schema())?);
-    Ok(ClusterManifest::new(root).closure_digest())
+/// `retire-lifecycle`'s output: what the retirement did.
+fn retire_lifecycle_output() -> Value {
+    serde_json::json!({
+        "type": "object", "additionalProperties": false,
+        "required": ["retired", "lifecycleUid", "opId", "evictedPrincipals"],
+        "properties": {
+            "retired": {"type": "boolean"},
+            "lifecycleUid": {"type": "string"},
+            "opId": {"type": "string"},
+            "evictedPrincipals": {"type": "array", "items": {"type": "string"}},
+        },
+    })
 }
 
-/// The `auth` endpoint's cluster document: credential exchange and renewal, both request/reply
-/// (`ephemeral`, untargeted), each taking and returning nothing the contract describes
-/// ([`void_digest`]).
+/// The `auth` endpoint's cluster document, as the reference registers it (revision 1): the auth
+/// control rail's one command, `retire-lifecycle`, targeted in `exact` mode under capability
+/// `auth.admin`, naming its input and output schemas by closure digest. A TypeScript peer reads
+/// the same closure digest in the plane's spec.
 pub fn auth_cluster() -> Result<Value, EpError> {
-    let void = void_digest()?.to_prefixed();
-    let command = |name: &str| {
-        serde_json::json!({
-            "name": name, "class": "ephemeral", "targeted": false,
-            "capability": format!("{AUTH_ENDPOINT}.{name}"), "inputDigest": void,
-            "outputDigest": void, "traits": [],
-        })
-    };
+    let (input, _) = single_document_closure(&retire_lifecycle_input())?;
+    let (output, _) = single_document_closure(&retire_lifecycle_output())?;
     Ok(serde_json::json!({
         "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
-        "commands": [command("exchange"), command("renew")],
+        "commands": [{
+            "name": RETIRE_LIFECYCLE, "class": "ephemeral", "targeted": true,
+            "modes": ["exact"], "capability": "auth.admin",
+            "inputDigest": input.to_prefixed(), "outputDigest": output.to_prefixed(),
+        }],
     }))
 }
 
 impl SelfContract {
-    /// The plane's own contract: [`auth_cluster`] with its manifest, what `up` publishes before
-    /// it registers its `auth` instance.
+    /// The plane's own contract: the two schema closures, then [`auth_cluster`]'s, what `up`
+    /// publishes before it registers its `auth` instance.
     pub fn auth() -> Result<SelfContract, EpError> {
-        SelfContract::from_cluster(&auth_cluster()?)
+        SelfContract::with_schemas(
+            &auth_cluster()?,
+            &[retire_lifecycle_input(), retire_lifecycle_output()],
+        )
     }
+}
+
+/// The plane's own `auth` instance as the reference registers it (reference §2.5 step 2, §7.1):
+/// spec owner `local`, gate principal `local.<serve nkey>`, the [`SelfContract::auth`] closure.
+/// A TypeScript peer reading these rows sees the same `auth` instance the reference writes.
+pub fn auth_instance(
+    space: &SpaceName,
+    instance: &InstanceId,
+    serve_key: &str,
+    op_id: OpId,
+) -> Result<SelfAuthorizedInstance, EpError> {
+    let endpoint = EndpointName::parse(AUTH_ENDPOINT)?;
+    let actor = ActorToken::parse(serve_key).map_err(|e| {
+        EpError::bad_request(format!(
+            "the plane's serve key is not a principal actor: {}",
+            e.message
+        ))
+    })?;
+    Ok(SelfAuthorizedInstance {
+        gate: GateRef::new(space.clone(), endpoint, instance.clone()),
+        owner: OwnerToken::local(),
+        principal: Principal::new(OwnerToken::local(), actor),
+        contract: SelfContract::auth()?,
+        op_id,
+    })
 }
 
 /// The shared self-authorized registration ceremony (reference §7.1), used for endpoints the
