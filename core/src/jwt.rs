@@ -254,7 +254,26 @@ pub struct AccountNats {
     /// Public account nkeys that may sign this account's users (unscoped), in written order.
     pub signing_keys: Vec<String>,
     pub default_permissions: Permissions,
+    /// The auth callout of this account (`nats.authorization`); `None` writes Go's empty `{}`.
+    pub authorization: Option<ExternalAuthorization>,
     pub tags: Vec<String>,
+}
+
+/// An account's external authorization (the auth callout in operator mode): connections to
+/// the account by anyone but `auth_users` are handed to the callout service, which may place
+/// them into one of `allowed_accounts`.
+///
+/// Only an *enabled* block is represented: the server ignores a block without `auth_users`,
+/// and one with `allowed_accounts` but no `auth_users` makes it treat the whole account as
+/// invalid (every connect then fails), so minting refuses an empty `auth_users`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ExternalAuthorization {
+    /// Public user nkeys (`U…`) that bypass the callout: the callout service's own users.
+    pub auth_users: Vec<String>,
+    /// Public account nkeys (`A…`) the callout may place users into, or the lone entry `*`.
+    pub allowed_accounts: Vec<String>,
+    /// The curve key (`X…`) requests are sealed to; `None` sends them in plaintext.
+    pub xkey: Option<String>,
 }
 
 /// The `nats` section of an operator JWT.
@@ -563,7 +582,7 @@ fn user_section(u: &UserNats, issuer_account: Option<&str>) -> Result<String, Ep
 }
 
 /// Go's `Account` (current layout): limits always, signing keys when any, default permissions
-/// and an empty external-authorization object always, generic fields.
+/// and the external-authorization object always (`{}` when there is none), generic fields.
 fn account_section(a: &AccountNats) -> Result<String, EpError> {
     for key in &a.signing_keys {
         expect_public_key(key, &KeyPairType::Account, "account signing key")?;
@@ -587,12 +606,52 @@ fn account_section(a: &AccountNats) -> Result<String, EpError> {
         .flag("max_bytes_required", js.max_bytes_required)
         .finish()?;
     let defaults = permissions_into(GoObject::new(), &a.default_permissions)?.finish()?;
+    let authorization = match &a.authorization {
+        None => "{}".to_owned(),
+        Some(auth) => authorization_json(auth)?,
+    };
     let obj = GoObject::new()
         .raw("limits", &limits)
         .strs_nonempty("signing_keys", &a.signing_keys)
         .raw("default_permissions", &defaults)
-        .raw("authorization", "{}");
+        .raw("authorization", &authorization);
     generic_into(obj, &a.tags, ClaimType::Account).finish()
+}
+
+/// Go's `ExternalAuthorization` (`auth_users`, `allowed_accounts`, `xkey`), after the checks
+/// its `Validate` makes, so a block the server would reject is never signed.
+fn authorization_json(auth: &ExternalAuthorization) -> Result<String, EpError> {
+    if auth.auth_users.is_empty() {
+        return Err(EpError::bad_request(if auth.allowed_accounts.is_empty() {
+            "an external authorization block needs at least one auth user; without one the \
+             server ignores it"
+        } else {
+            "an external authorization block with allowed accounts but no auth users makes \
+             the server treat the whole account as invalid; name the callout service's user"
+        }));
+    }
+    for user in &auth.auth_users {
+        expect_public_key(user, &KeyPairType::User, "auth user")?;
+    }
+    let wildcard = auth.allowed_accounts.iter().any(|a| a == "*");
+    if wildcard && auth.allowed_accounts.len() > 1 {
+        return Err(EpError::bad_request(
+            "allowed account \"*\" (any account) must be the only entry",
+        ));
+    }
+    if !wildcard {
+        for account in &auth.allowed_accounts {
+            expect_public_key(account, &KeyPairType::Account, "allowed account")?;
+        }
+    }
+    if let Some(xkey) = &auth.xkey {
+        expect_public_key(xkey, &KeyPairType::Curve, "authorization xkey")?;
+    }
+    GoObject::new()
+        .strs_nonempty("auth_users", &auth.auth_users)
+        .strs_nonempty("allowed_accounts", &auth.allowed_accounts)
+        .str_nonempty("xkey", auth.xkey.as_deref().unwrap_or(""))
+        .finish()
 }
 
 /// Go's `Operator`: signing keys, system account, generic fields.
@@ -1094,12 +1153,39 @@ fn account_from(f: &Fields<'_>) -> Result<AccountNats, EpError> {
         Some(d) => permissions_from(&d)?,
         None => Permissions::default(),
     };
+    let authorization = match f.object("authorization", "nats.authorization.")? {
+        Some(a) => authorization_from(&a)?,
+        None => None,
+    };
     Ok(AccountNats {
         limits,
         signing_keys,
         default_permissions,
+        authorization,
         tags: f.strs("tags")?,
     })
+}
+
+/// An enabled block (one with `auth_users`) or `None`: the server ignores a block without
+/// users (an `xkey` alone included), and refuses an account whose block allows accounts
+/// without users, so such a token is malformed here too.
+fn authorization_from(f: &Fields<'_>) -> Result<Option<ExternalAuthorization>, EpError> {
+    let auth_users = f.strs("auth_users")?;
+    let allowed_accounts = f.strs("allowed_accounts")?;
+    if auth_users.is_empty() {
+        if !allowed_accounts.is_empty() {
+            return Err(malformed(
+                "nats.authorization has allowed accounts but no auth users (the server treats \
+                 such an account as invalid)",
+            ));
+        }
+        return Ok(None);
+    }
+    Ok(Some(ExternalAuthorization {
+        auth_users,
+        allowed_accounts,
+        xkey: f.str("xkey")?.filter(|x| !x.is_empty()).map(str::to_owned),
+    }))
 }
 
 fn operator_from(f: &Fields<'_>) -> Result<OperatorNats, EpError> {

@@ -33,6 +33,8 @@
 //! * [`run`] — run admission, attempts and the run check of a driver renewal;
 //! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
 //! * [`host`] — host incarnations, the host fence and the plane's own `auth` contract.
+//! * [`trust`] — the space's trust root: operator, accounts, callout, issuer keys, owner
+//!   secret, IdP pin, their files, and the broker config.
 
 // The purity rules listed in core/clippy.toml (no clocks, no random keys, no hash-ordered
 // collections, no interior mutability) are errors here, not style warnings.
@@ -68,6 +70,7 @@ pub mod repair;
 pub mod run;
 pub mod service;
 pub mod serving;
+pub mod trust;
 pub mod wire;
 
 pub use error::{EpError, ErrorCode};

@@ -16,9 +16,9 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use cotal_core::jwt::{
-    self, AccountLimits, AccountNats, ClaimType, Claims, Creds, JetStreamLimits, Nats, NatsLimits,
-    OperatorNats, Permission, Permissions, ResponsePermission, UnixSeconds, UserNats, Validity,
-    HEADER, MAX_CREDS_BYTES, MAX_JWT_BYTES,
+    self, AccountLimits, AccountNats, ClaimType, Claims, Creds, ExternalAuthorization,
+    JetStreamLimits, Nats, NatsLimits, OperatorNats, Permission, Permissions, ResponsePermission,
+    UnixSeconds, UserNats, Validity, HEADER, MAX_CREDS_BYTES, MAX_JWT_BYTES,
 };
 use cotal_core::ErrorCode;
 use nkeys::{KeyPair, KeyPairType};
@@ -322,6 +322,131 @@ fn account_round_trip() {
     );
     assert_eq!(raw["nats"]["signing_keys"], json!([k.signing.public_key()]));
     assert_eq!(raw["nats"]["authorization"], json!({}));
+}
+
+/// The raw `nats` section of a token, as the bytes the signer wrote.
+fn raw_nats_section(token: &str) -> String {
+    let payload = token.split('.').nth(1).unwrap();
+    let claims = String::from_utf8(URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    let start = claims.find(r#""nats":"#).unwrap() + r#""nats":"#.len();
+    claims[start..claims.len() - 1].to_owned()
+}
+
+fn callout_authorization(k: &Keys) -> ExternalAuthorization {
+    ExternalAuthorization {
+        auth_users: vec![k.user.public_key()],
+        allowed_accounts: vec![k.account.public_key()],
+        xkey: Some(nkeys::XKey::new_from_raw([6; 32]).public_key()),
+    }
+}
+
+#[test]
+fn account_authorization_block_has_gos_bytes_and_position() {
+    let k = keys();
+    let auth = callout_authorization(&k);
+    let nats = AccountNats {
+        signing_keys: vec![k.signing.public_key()],
+        authorization: Some(auth.clone()),
+        ..AccountNats::default()
+    };
+    let callout = k.system.public_key();
+    let token = jwt::account_jwt(&k.operator, &callout, "AUTH_s", &nats, live()).unwrap();
+    assert_eq!(
+        raw_nats_section(&token),
+        format!(
+            r#"{{"limits":{{"subs":-1,"data":-1,"payload":-1,"imports":-1,"exports":-1,"wildcards":true,"conn":-1,"leaf":-1}},"signing_keys":["{sk}"],"default_permissions":{{"pub":{{}},"sub":{{}}}},"authorization":{{"auth_users":["{u}"],"allowed_accounts":["{a}"],"xkey":"{x}"}},"type":"account","version":2}}"#,
+            sk = k.signing.public_key(),
+            u = auth.auth_users[0],
+            a = auth.allowed_accounts[0],
+            x = auth.xkey.as_deref().unwrap(),
+        )
+    );
+    let claims = jwt::verify(&token, ClaimType::Account, &k.operator.public_key(), IAT).unwrap();
+    assert_eq!(claims.nats, Nats::Account(nats));
+
+    // Without xkey and with the wildcard account.
+    let open = AccountNats {
+        authorization: Some(ExternalAuthorization {
+            allowed_accounts: strings(&["*"]),
+            xkey: None,
+            ..auth.clone()
+        }),
+        ..AccountNats::default()
+    };
+    let token = jwt::account_jwt(&k.operator, &callout, "AUTH_s", &open, live()).unwrap();
+    assert!(raw_nats_section(&token).contains(&format!(
+        r#""authorization":{{"auth_users":["{}"],"allowed_accounts":["*"]}},"type""#,
+        auth.auth_users[0]
+    )));
+    assert_eq!(
+        jwt::decode(&token).unwrap().nats,
+        Nats::Account(open.clone())
+    );
+}
+
+#[test]
+fn account_authorization_block_refusals() {
+    let k = keys();
+    let good = callout_authorization(&k);
+    let mint = |auth: ExternalAuthorization| {
+        let nats = AccountNats {
+            authorization: Some(auth),
+            ..AccountNats::default()
+        };
+        jwt::account_jwt(&k.operator, &k.system.public_key(), "AUTH", &nats, live())
+            .unwrap_err()
+            .message
+    };
+    let no_users = mint(ExternalAuthorization {
+        auth_users: vec![],
+        ..good.clone()
+    });
+    assert!(
+        no_users.contains("allowed accounts but no auth users"),
+        "{no_users}"
+    );
+    let empty = mint(ExternalAuthorization::default());
+    assert!(empty.contains("needs at least one auth user"), "{empty}");
+    let wrong_user = mint(ExternalAuthorization {
+        auth_users: vec![k.account.public_key()],
+        ..good.clone()
+    });
+    assert!(wrong_user.contains("auth user"), "{wrong_user}");
+    let wildcard = mint(ExternalAuthorization {
+        allowed_accounts: vec!["*".into(), k.account.public_key()],
+        ..good.clone()
+    });
+    assert!(wildcard.contains("must be the only entry"), "{wildcard}");
+    let bad_xkey = mint(ExternalAuthorization {
+        xkey: Some(k.user.public_key()),
+        ..good.clone()
+    });
+    assert!(bad_xkey.contains("authorization xkey"), "{bad_xkey}");
+
+    // A foreign token whose block allows accounts without users is malformed on decode; one
+    // without any member decodes as no block.
+    let claims = |auth: &str| {
+        format!(
+            r#"{{"iat":1,"iss":"{}","sub":"{}","nats":{{"authorization":{auth},"type":"account","version":2}}}}"#,
+            k.operator.public_key(),
+            k.system.public_key()
+        )
+    };
+    let forged = forge(
+        &k.operator,
+        HEADER,
+        &claims(&format!(
+            r#"{{"allowed_accounts":["{}"]}}"#,
+            k.account.public_key()
+        )),
+    );
+    let refusal = jwt::decode(&forged).unwrap_err().message;
+    assert!(refusal.contains("no auth users"), "{refusal}");
+    let empty = forge(&k.operator, HEADER, &claims("{}"));
+    let Nats::Account(a) = jwt::decode(&empty).unwrap().nats else {
+        panic!("not an account")
+    };
+    assert_eq!(a.authorization, None);
 }
 
 #[test]

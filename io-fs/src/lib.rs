@@ -6,7 +6,11 @@
 //! semantics (grammar, envelope walk, shadow checks, read-back settlement) are core's
 //! [`cotal_core::actors::store::execute`]; this crate only supplies durable, fail-closed files
 //! and the per-alias lock.
+//!
+//! [`trust`] is the space's trust root on disk: `init` (create-only, concurrent-safe) and the
+//! daemon's and broker's read paths over the formats of [`cotal_core::trust`].
 
 mod actors;
+pub mod trust;
 
 pub use actors::FileActors;

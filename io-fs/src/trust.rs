@@ -1,0 +1,428 @@
+//! The space's trust root on disk (reference §9.1–§9.2): the secret store the daemon reads and
+//! `init` creates.
+//!
+//! Layout under the state dir `root`:
+//!
+//! ```text
+//! <root>/auth/space.<hex(utf8 space)>/        0700
+//!     service-keys.json callout.json issuer.json owner-secret.json idp.json    0600
+//!     operator/                               0700
+//!         operator.json broker.json           0600
+//! ```
+//!
+//! **Create-only, once.** `init` fills a fresh `<root>/auth/.init-<pid>-<random>` dir (every
+//! file written, fsynced; the dirs fsynced) and publishes it with one
+//! `renameat2(RENAME_NOREPLACE)` onto the space dir, so the space dir is either absent or
+//! complete, and of two concurrent `init`s exactly one publishes; the other deletes its temp
+//! dir and verifies the winner's material. Material is never regenerated: a new owner secret
+//! would re-key every owner, so an incomplete space dir is refused, not repaired. A temp dir
+//! left by a crashed `init` holds seeds that were never published; the next `init` removes
+//! those older than [`STALE_INIT_SECS`] (younger ones may belong to an `init` still running).
+//!
+//! **Fail-closed reads.** Every file is opened with `O_NOFOLLOW` and checked on its
+//! descriptor: a symlink, a non-regular file, a file with any group/other permission bit, a
+//! directory wider than 0700, or a symlinked space dir is refused with a sentence naming it.
+//! Permissions are never tightened silently: a widened mode means someone else touched the
+//! store, which an operator should look at.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cotal_core::jwt::UnixSeconds;
+use cotal_core::names::SpaceName;
+use cotal_core::trust::{
+    provision, BrokerMaterial, CalloutMaterial, DaemonMaterial, IdpPin, IssuerKeys,
+    OperatorMaterial, OwnerSecret, ProvisionSeeds, ServiceKeys, BROKER_FILE, CALLOUT_FILE,
+    IDP_FILE, ISSUER_FILE, OPERATOR_DIR, OPERATOR_FILE, OWNER_SECRET_FILE, SERVICE_KEYS_FILE,
+};
+use rustix::fs::{Mode, OFlags, RenameFlags, CWD};
+use rustix::io::Errno;
+
+/// No trust-root file is near this; a larger one is not ours.
+const MAX_FILE_BYTES: u64 = 256 * 1024;
+
+/// Age past which an `.init-*` temp dir cannot belong to a running `init` (one takes
+/// milliseconds) and is removed by the next `init`.
+pub const STALE_INIT_SECS: u64 = 3600;
+
+const INIT_PREFIX: &str = ".init-";
+
+/// The daemon's files with the kind of material each holds, as refusals name them.
+const DAEMON_FILES: [(&str, &str); 5] = [
+    (SERVICE_KEYS_FILE, "service keys"),
+    (CALLOUT_FILE, "callout account"),
+    (ISSUER_FILE, "issuer keys"),
+    (OWNER_SECRET_FILE, "owner secret"),
+    (IDP_FILE, "IdP pin"),
+];
+
+/// The operator dir's files and their kinds.
+const OPERATOR_FILES: [(&str, &str); 2] = [
+    (OPERATOR_FILE, "operator keys"),
+    (BROKER_FILE, "broker JWTs"),
+];
+
+/// What `init` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InitOutcome {
+    /// Fresh material was drawn and published at `dir`.
+    Created { dir: PathBuf },
+    /// The space already had a complete, valid trust root pinned to the same IdP; nothing was
+    /// written. `kept` lists its files, relative to `dir`.
+    Kept { dir: PathBuf, kept: Vec<String> },
+}
+
+/// `<root>/auth/space.<hex(utf8 space)>`: hex keeps every space a distinct, portable dir
+/// name (case-differing spaces included).
+pub fn space_dir(root: &Path, space: &SpaceName) -> PathBuf {
+    let hex: String = space.as_str().bytes().map(|b| format!("{b:02x}")).collect();
+    root.join("auth").join(format!("space.{hex}"))
+}
+
+fn shown(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Refuses a dir that is a symlink, not a dir, or open to group/other. `Ok(false)`: absent.
+fn check_dir(dir: &Path) -> Result<bool, String> {
+    match fs::symlink_metadata(dir) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(format!(
+            "{} is a symlink; the trust root must be a real directory",
+            shown(dir)
+        )),
+        Ok(meta) if !meta.is_dir() => Err(format!("{} is not a directory", shown(dir))),
+        Ok(meta) if meta.mode() & 0o077 != 0 => Err(format!(
+            "{} has mode {:04o}, open to other users; the trust root must be 0700 (check who \
+             changed it, then chmod 700 it)",
+            shown(dir),
+            meta.mode() & 0o7777
+        )),
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("{} cannot be inspected: {e}", shown(dir))),
+    }
+}
+
+/// Whether `path` has a directory entry (of any type: a dangling symlink counts, and is then
+/// refused by [`read_file`]).
+fn present(path: &Path) -> Result<bool, String> {
+    match fs::symlink_metadata(path) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("{} cannot be inspected: {e}", shown(path))),
+    }
+}
+
+/// Reads one trust-root file: no symlink (`O_NOFOLLOW`), a regular file, mode within 0600,
+/// bounded size.
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    let fd = rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
+        Mode::empty(),
+    )
+    .map_err(|e| match e {
+        Errno::LOOP => format!(
+            "{} is a symlink; trust-root files must be regular files",
+            shown(path)
+        ),
+        e => format!("{} is unreadable: {e}", shown(path)),
+    })?;
+    let mut file = File::from(fd);
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("{} is unreadable: {e}", shown(path)))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{} is not a regular file; trust-root files must be regular files",
+            shown(path)
+        ));
+    }
+    if meta.mode() & 0o177 != 0 {
+        return Err(format!(
+            "{} has mode {:04o}; a trust-root file must be 0600 (check who changed it, then \
+             chmod 600 it)",
+            shown(path),
+            meta.mode() & 0o7777
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(format!(
+            "{} is {} bytes, larger than any trust-root file",
+            shown(path),
+            meta.len()
+        ));
+    }
+    let mut bytes = Vec::new();
+    Read::by_ref(&mut file)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{} is unreadable: {e}", shown(path)))?;
+    Ok(bytes)
+}
+
+/// Reads and parses one file, the parse naming the file by its path.
+fn load<T>(
+    path: &Path,
+    parse: impl FnOnce(&[u8], &str) -> Result<T, cotal_core::EpError>,
+) -> Result<T, String> {
+    let bytes = read_file(path)?;
+    parse(&bytes, &shown(path)).map_err(|e| e.message)
+}
+
+fn missing_kinds(dir: &Path, files: &[(&str, &'static str)]) -> Result<Vec<&'static str>, String> {
+    let mut missing = Vec::new();
+    for (name, kind) in files {
+        if !present(&dir.join(name))? {
+            missing.push(*kind);
+        }
+    }
+    Ok(missing)
+}
+
+/// The daemon's read path: the five daemon files, checked to belong together. Never writes,
+/// never opens `operator/operator.json`.
+pub fn load_daemon(root: &Path, space: &SpaceName) -> Result<DaemonMaterial, String> {
+    let dir = space_dir(root, space);
+    let missing = if check_dir(&dir)? {
+        missing_kinds(&dir, &DAEMON_FILES)?
+    } else {
+        DAEMON_FILES.iter().map(|(_, kind)| *kind).collect()
+    };
+    if !missing.is_empty() {
+        return Err(format!(
+            "the trust root of space {space} is missing ({} under {}); create it with \
+             `cotal-authd init --space {space} --idp URL`",
+            missing.join(", "),
+            shown(&dir)
+        ));
+    }
+    read_daemon(&dir, space)
+}
+
+fn read_daemon(dir: &Path, space: &SpaceName) -> Result<DaemonMaterial, String> {
+    DaemonMaterial::assemble(
+        space,
+        load(&dir.join(SERVICE_KEYS_FILE), ServiceKeys::parse)?,
+        load(&dir.join(CALLOUT_FILE), |b, l| {
+            CalloutMaterial::parse(b, space, l)
+        })?,
+        load(&dir.join(ISSUER_FILE), |b, l| {
+            IssuerKeys::parse(b, space, l)
+        })?,
+        load(&dir.join(OWNER_SECRET_FILE), OwnerSecret::parse)?,
+        load(&dir.join(IDP_FILE), IdpPin::parse)?,
+    )
+    .map_err(|e| format!("{}: {}", shown(dir), e.message))
+}
+
+/// The broker's JWTs (`operator/broker.json` only), for rendering the server config.
+pub fn load_broker(root: &Path, space: &SpaceName) -> Result<BrokerMaterial, String> {
+    let dir = space_dir(root, space);
+    let operator_dir = dir.join(OPERATOR_DIR);
+    let path = operator_dir.join(BROKER_FILE);
+    if !check_dir(&dir)? || !check_dir(&operator_dir)? || !present(&path)? {
+        return Err(format!(
+            "the broker JWTs of space {space} are missing ({}); create the trust root with \
+             `cotal-authd init --space {space} --idp URL`",
+            shown(&path)
+        ));
+    }
+    load(&path, |b, l| BrokerMaterial::parse(b, space, l))
+}
+
+/// Loads and cross-checks every file of an existing space dir, and compares its IdP pin.
+fn verify_existing(
+    dir: &Path,
+    space: &SpaceName,
+    requested: &IdpPin,
+) -> Result<Vec<String>, String> {
+    let operator_dir = dir.join(OPERATOR_DIR);
+    let mut missing = missing_kinds(dir, &DAEMON_FILES)?;
+    if check_dir(&operator_dir)? {
+        missing.extend(missing_kinds(&operator_dir, &OPERATOR_FILES)?);
+    } else {
+        missing.extend(OPERATOR_FILES.iter().map(|(_, kind)| *kind));
+    }
+    if !missing.is_empty() {
+        return Err(format!(
+            "the trust root of space {space} under {} is incomplete (missing {}); init never \
+             regenerates material, since a new owner secret would re-key every owner: restore \
+             the files, or remove {} to start over",
+            shown(dir),
+            missing.join(", "),
+            shown(dir)
+        ));
+    }
+    let daemon = read_daemon(dir, space)?;
+    let broker = load(&operator_dir.join(BROKER_FILE), |b, l| {
+        BrokerMaterial::parse(b, space, l)
+    })?;
+    let operator = load(&operator_dir.join(OPERATOR_FILE), |b, l| {
+        OperatorMaterial::parse(b, space, l)
+    })?;
+    daemon
+        .check_broker(&broker)
+        .map_err(|e| format!("{}: {}", shown(dir), e.message))?;
+    if operator.system_account().public_key() != broker.system_account().public_key
+        || operator.data_account().public_key() != broker.data_account().public_key
+    {
+        return Err(format!(
+            "{}: {OPERATOR_FILE} and {BROKER_FILE} name different accounts; they come from \
+             different trust roots",
+            shown(&operator_dir)
+        ));
+    }
+    let pinned = daemon.idp();
+    if pinned != requested {
+        return Err(format!(
+            "space {space} is pinned to IdP {}; re-pointing it to {} would re-key every owner, \
+             so init refuses (remove {} to start over)",
+            pinned.url(),
+            requested.url(),
+            shown(dir)
+        ));
+    }
+    let mut kept: Vec<String> = DAEMON_FILES.iter().map(|(n, _)| (*n).to_owned()).collect();
+    kept.extend(
+        OPERATOR_FILES
+            .iter()
+            .map(|(n, _)| format!("{OPERATOR_DIR}/{n}")),
+    );
+    Ok(kept)
+}
+
+/// Creates `dir` 0700 unless it exists (another `init` may create it meanwhile).
+fn ensure_dir(dir: &Path) -> Result<(), String> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(format!("cannot create {}: {e}", shown(dir))),
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), String> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| format!("cannot fsync {}: {e}", shown(dir)))
+}
+
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| {
+            f.write_all(bytes)?;
+            f.sync_all()
+        })
+        .map_err(|e| format!("cannot write {}: {e}", shown(path)))
+}
+
+/// Removes `.init-*` dirs older than [`STALE_INIT_SECS`]; best effort, since they are never
+/// read and a failure here must not block `init`.
+fn remove_stale_temp_dirs(auth: &Path) {
+    let Ok(entries) = fs::read_dir(auth) else {
+        return;
+    };
+    let stale = Duration::from_secs(STALE_INIT_SECS);
+    for entry in entries.flatten() {
+        let is_temp = entry.file_name().to_string_lossy().starts_with(INIT_PREFIX);
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > stale);
+        if is_temp && old {
+            let _ = fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Creates the space's trust root once (see the module doc), or verifies and keeps the one
+/// there. The IdP URL is validated before anything is touched.
+pub fn init(root: &Path, space: &SpaceName, idp_url: &str) -> Result<InitOutcome, String> {
+    let pin = IdpPin::from_url(idp_url).map_err(|e| e.message)?;
+    let dir = space_dir(root, space);
+    let keep = |dir: PathBuf| {
+        verify_existing(&dir, space, &pin).map(|kept| InitOutcome::Kept { dir, kept })
+    };
+    if check_dir(&dir)? {
+        return keep(dir);
+    }
+    let auth = root.join("auth");
+    ensure_dir(root)?;
+    ensure_dir(&auth)?;
+    remove_stale_temp_dirs(&auth);
+
+    let mut entropy = [0u8; ProvisionSeeds::ENTROPY_BYTES + 8];
+    getrandom::fill(&mut entropy)
+        .map_err(|e| format!("cannot draw key seeds from the OS random source: {e}"))?;
+    let (seed_bytes, tag) = entropy.split_at(ProvisionSeeds::ENTROPY_BYTES);
+    let seeds = seed_bytes
+        .try_into()
+        .map(ProvisionSeeds::from_entropy)
+        .map_err(|_| "the seed buffer has the wrong length".to_owned())?;
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| UnixSeconds(d.as_secs()))
+        .map_err(|_| "the system clock is before 1970".to_owned())?;
+    let material = provision(space, pin.clone(), &seeds, now).map_err(|e| e.message)?;
+
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = auth.join(format!("{INIT_PREFIX}{}-{tag}", std::process::id()));
+    let published = fill_and_publish(&tmp, &dir, &auth, &material);
+    match published {
+        Ok(true) => Ok(InitOutcome::Created { dir }),
+        Ok(false) => {
+            let _ = fs::remove_dir_all(&tmp);
+            keep(dir)
+        }
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            Err(e)
+        }
+    }
+}
+
+/// Writes the material into `tmp` and renames it onto `dir` if `dir` does not exist yet.
+/// `Ok(false)`: another `init` published first.
+fn fill_and_publish(
+    tmp: &Path,
+    dir: &Path,
+    auth: &Path,
+    material: &cotal_core::trust::TrustRoot,
+) -> Result<bool, String> {
+    DirBuilder::new()
+        .mode(0o700)
+        .create(tmp)
+        .map_err(|e| format!("cannot create {}: {e}", shown(tmp)))?;
+    for (name, bytes) in material.daemon.files() {
+        write_new(&tmp.join(name), &bytes)?;
+    }
+    let operator_dir = tmp.join(OPERATOR_DIR);
+    DirBuilder::new()
+        .mode(0o700)
+        .create(&operator_dir)
+        .map_err(|e| format!("cannot create {}: {e}", shown(&operator_dir)))?;
+    write_new(
+        &operator_dir.join(OPERATOR_FILE),
+        &material.operator.to_bytes(),
+    )?;
+    write_new(&operator_dir.join(BROKER_FILE), &material.broker.to_bytes())?;
+    sync_dir(&operator_dir)?;
+    sync_dir(tmp)?;
+    match rustix::fs::renameat_with(CWD, tmp, CWD, dir, RenameFlags::NOREPLACE) {
+        Ok(()) => sync_dir(auth).map(|()| true),
+        Err(Errno::EXIST | Errno::NOTEMPTY) => Ok(false),
+        Err(e) => Err(format!(
+            "cannot publish the trust root at {} (an atomic create-only rename): {e}",
+            shown(dir)
+        )),
+    }
+}
