@@ -61,6 +61,7 @@ pub mod machine;
 pub mod manager;
 pub mod mint;
 pub mod names;
+pub mod plane_grants;
 pub mod profiles;
 pub mod reconcile;
 pub mod registration;

@@ -285,14 +285,12 @@ fn check_row(row: &str, queue_ok: bool) -> Result<(), EpError> {
     Ok(())
 }
 
-/// Checks every row, drops repeats (first position wins) and builds the profile.
-fn assemble(
-    name: &'static str,
-    principal: &Principal,
-    ttl_seconds: u64,
+/// Checks every row and drops repeats (first position wins): the allow-only permissions every
+/// profile (and every plane connection grant, [`crate::plane_grants`]) is made of.
+pub(crate) fn checked_permissions(
     publish: Vec<String>,
     subscribe: Vec<String>,
-) -> Result<Profile, EpError> {
+) -> Result<Permissions, EpError> {
     let finish = |rows: Vec<String>, queue_ok: bool| -> Result<Vec<String>, EpError> {
         let mut out: Vec<String> = Vec::with_capacity(rows.len());
         for row in rows {
@@ -303,19 +301,30 @@ fn assemble(
         }
         Ok(out)
     };
+    Ok(Permissions {
+        publish: Permission {
+            allow: finish(publish, false)?,
+            deny: Vec::new(),
+        },
+        subscribe: Permission {
+            allow: finish(subscribe, true)?,
+            deny: Vec::new(),
+        },
+        response: None,
+    })
+}
+
+/// Checks every row, drops repeats (first position wins) and builds the profile.
+fn assemble(
+    name: &'static str,
+    principal: &Principal,
+    ttl_seconds: u64,
+    publish: Vec<String>,
+    subscribe: Vec<String>,
+) -> Result<Profile, EpError> {
     Ok(Profile {
         name,
-        permissions: Permissions {
-            publish: Permission {
-                allow: finish(publish, false)?,
-                deny: Vec::new(),
-            },
-            subscribe: Permission {
-                allow: finish(subscribe, true)?,
-                deny: Vec::new(),
-            },
-            response: None,
-        },
+        permissions: checked_permissions(publish, subscribe)?,
         tags: principal_tags(principal),
         ttl_seconds,
     })
@@ -361,7 +370,7 @@ impl Space {
     }
 }
 
-fn inbox(conn: &ConnId) -> String {
+pub(crate) fn inbox(conn: &ConnId) -> String {
     format!("_INBOX_{conn}.>")
 }
 
@@ -1273,13 +1282,33 @@ pub struct RegistrationExecutorBinding {
 /// Keeps F98: the reference's `CONSUMER.{CREATE,INFO,DELETE}` rows on `KV_cotal_auth_s` are
 /// omitted — family enumeration belongs to the sealed scanner.
 pub fn registration_executor(b: &RegistrationExecutorBinding) -> Result<Profile, EpError> {
-    let sp = Space::new(&b.space);
+    let ttl = match b.window {
+        ExecutorWindow::Registration => ONE_SHOT_TTL_SECS,
+        ExecutorWindow::Reconcile => RECONCILE_EXECUTOR_TTL_SECS,
+    };
+    assemble(
+        REGISTRATION_EXECUTOR,
+        &b.principal,
+        ttl,
+        registration_executor_rows(&b.space, &b.endpoint, &b.instance),
+        vec![inbox(&b.conn)],
+    )
+}
+
+/// The publish rows 1–10 of [`registration_executor`], unchecked; the plane's own registration
+/// connection ([`crate::plane_grants::auth_registration`]) builds on exactly these.
+pub(crate) fn registration_executor_rows(
+    space: &SpaceName,
+    endpoint: &EndpointName,
+    instance: &InstanceId,
+) -> Vec<String> {
+    let sp = Space::new(space);
     let (p, auth, rec) = (&sp.p, &sp.auth, &sp.records);
-    let (e, i) = (b.endpoint.token(), &b.instance);
+    let (e, i) = (endpoint.token(), instance);
     let record_keys = [
-        keys::svc_spec(&b.endpoint, i),
-        keys::svc_status(&b.endpoint, i),
-        keys::govern(&b.endpoint),
+        keys::svc_spec(endpoint, i),
+        keys::svc_status(endpoint, i),
+        keys::govern(endpoint),
     ];
     let mut publish = vec![
         "$JS.API.INFO".to_owned(),
@@ -1298,17 +1327,7 @@ pub fn registration_executor(b: &RegistrationExecutorBinding) -> Result<Profile,
             .map(|k| format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.{k}")),
     );
     publish.push(format!("$JS.API.STREAM.MSG.GET.KV_{rec}"));
-    let ttl = match b.window {
-        ExecutorWindow::Registration => ONE_SHOT_TTL_SECS,
-        ExecutorWindow::Reconcile => RECONCILE_EXECUTOR_TTL_SECS,
-    };
-    assemble(
-        REGISTRATION_EXECUTOR,
-        &b.principal,
-        ttl,
-        publish,
-        vec![inbox(&b.conn)],
-    )
+    publish
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! creates a consumer on the auth bucket: no runtime credential may (SPEC 13.9).
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,27 @@ use crate::space::Space;
 
 /// The prefix of every issuance-gate key.
 const GATE_PREFIX: &str = "epgate.";
+
+/// What a fence wait reads through: a [`Space`], or something that hands out the current one
+/// per read ([`AuthorityClient`](crate::authority::AuthorityClient), whose binding is replaced
+/// at every credential renewal). The fence takes the binding afresh for each read, so a long
+/// watch never pins a connection that is about to be retired.
+pub trait FenceReads {
+    /// The hub announcing this reader's own gate writes; it must outlive every binding swap.
+    fn gate_writes(&self) -> &GateWrites;
+    /// Executes one leader-served read (F6: only a fresh read can tell).
+    fn read(&self, request: &KvRequest) -> impl Future<Output = KvOutcome> + Send;
+}
+
+impl FenceReads for Space {
+    fn gate_writes(&self) -> &GateWrites {
+        Space::gate_writes(self)
+    }
+
+    fn read(&self, request: &KvRequest) -> impl Future<Output = KvOutcome> + Send {
+        self.execute(request)
+    }
+}
 
 /// Announces a space's own gate writes to whoever waits on that gate. Keyed by gate key; a key is
 /// tracked only while someone waits on it, so writes to unwatched gates cost one map lookup.
@@ -115,7 +137,7 @@ impl Drop for GateWriteWaiter<'_> {
 ///
 /// Round trips: one leader read per wake-up.
 pub async fn await_host_fence(
-    space: &Space,
+    space: &(impl FenceReads + Sync),
     gate: GateRef,
     epoch: ProcessEpoch,
 ) -> Result<Option<GateObservation>, EpError> {
@@ -125,7 +147,7 @@ pub async fn await_host_fence(
 /// Drives an armed [`AwaitHostFence`] (see [`await_host_fence`]); for callers holding a
 /// caller-supplied JSON epoch ([`AwaitHostFence::from_json`]).
 pub async fn run_fence(
-    space: &Space,
+    space: &(impl FenceReads + Sync),
     mut fence: AwaitHostFence,
 ) -> Result<Option<GateObservation>, EpError> {
     let mut waiter = space.gate_writes().subscribe(&fence.gate().key());
@@ -140,7 +162,7 @@ pub async fn run_fence(
 ///
 /// Round trips: one leader read per wake-up, failed reads included.
 pub async fn hold_fence(
-    space: &Space,
+    space: &(impl FenceReads + Sync),
     mut fence: AwaitHostFence,
     unreachable_limit: Duration,
 ) -> Result<Option<GateObservation>, EpError> {
@@ -162,7 +184,7 @@ pub async fn hold_fence(
 
 /// Steps `fence` to its end; `held` runs at each sleep it asks for.
 async fn step_fence(
-    space: &Space,
+    space: &(impl FenceReads + Sync),
     fence: &mut AwaitHostFence,
     waiter: &mut GateWriteWaiter<'_>,
     mut held: impl FnMut(),
@@ -173,7 +195,7 @@ async fn step_fence(
             Step::Done(result) => return result,
             Step::Effect(Effect::Kv(request)) => {
                 waiter.mark_seen();
-                Observation::Kv(space.execute(&request).await)
+                Observation::Kv(space.read(&request).await)
             }
             Step::Effect(Effect::Sleep(duration)) => {
                 held();

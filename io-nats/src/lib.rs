@@ -9,17 +9,22 @@
 //! * [`host`] — the host fence: [`host::await_host_fence`] (and [`host::hold_fence`], which
 //!   outlives failed reads up to a bound), woken at once by this space's own gate writes and by
 //!   polling for everyone else's.
+//! * [`authority`] — [`AuthorityClient`]: the plane's self-minted, labelled connections, renewed
+//!   at half-life on a fresh connection without dropping in-flight work, and
+//!   [`authority::connect_with_creds`] for the callout connection.
 //! * [`driver`] — the async driver: any core machine run against a [`Space`], evictions and
 //!   liveness probes answered by injectable async closures (fail-closed by default).
 
+pub mod authority;
 pub mod driver;
 pub mod host;
 pub mod shape;
 pub mod space;
 
+pub use authority::{AuthorityClient, DataAccountSigner};
 pub use driver::{drive, Evictor, NatsWorld, Prober};
 pub use shape::{Replicas, StoreLayout};
-pub use space::{SendHook, SendPhase, Space, SpaceOptions};
+pub use space::{SendHook, SendPhase, Space, SpaceOptions, StoreSet};
 
 /// The client this adapter is built on, for callers that need the same version (tests, the
 /// daemon's connection options).

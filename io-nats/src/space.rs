@@ -5,8 +5,8 @@
 //!
 //! | operation | round trips |
 //! | --- | --- |
-//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per store (4); +1 `STREAM.CREATE` per missing store |
-//! | [`Space::verify_shapes`] | 4 `STREAM.INFO` |
+//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (4 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
+//! | [`Space::verify_shapes`] | 1 `STREAM.INFO` per bound store |
 //! | `Get` | 1 `STREAM.MSG.GET` (`last_by_subj`, leader-served) |
 //! | `CreateStrict`, `Update`, `Delete` | 1 publish + ack |
 //! | `Create` | 1 on an empty subject; over an existing message +1 leader read, and over a DEL/PURGE marker +1 pinned publish (3) |
@@ -14,7 +14,9 @@
 //! | `ReadArtifact` | 1 leader read; +1 `next_by_subj` read of the first message when the last does not hash to the digest |
 //!
 //! No request binds anything: stream handles are made once at bind and reused, so the counts
-//! above are the whole cost.
+//! above are the whole cost. A request against a store this space did not bind
+//! ([`SpaceOptions::stores`]) is `Unavailable` naming the store, and sends nothing: a connection
+//! whose grant lacks a store's rows binds without it instead of failing at the first request.
 //!
 //! Outcome mapping for writes (DESIGN §3, F11):
 //! * refused before anything went out (not connected, invalid key, the client could not queue
@@ -30,6 +32,7 @@
 //! Reads never mutate, so every read failure is `Unavailable`; 10037 (no message) is absence.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::connection::State;
@@ -82,6 +85,47 @@ pub enum SendPhase {
 /// crash the server at exactly these points; production drivers install none.
 pub type SendHook = Box<dyn FnMut(SendPhase, &KvRequest) -> BoxFuture<'static, ()> + Send>;
 
+/// Which of a space's four stores a [`Space`] binds. A restricted connection binds only the
+/// stores its grant covers: binding proves each store's shape with `STREAM.INFO` (F10), which
+/// a grant without that row cannot do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StoreSet {
+    auth: bool,
+    records: bool,
+    admission: bool,
+    contracts: bool,
+}
+
+impl StoreSet {
+    /// All four stores: the unrestricted plane and the mint writer's boot ensure.
+    pub const ALL: StoreSet = StoreSet {
+        auth: true,
+        records: true,
+        admission: true,
+        contracts: true,
+    };
+
+    /// Exactly `stores` (repeats are harmless).
+    pub fn of(stores: &[Store]) -> StoreSet {
+        let has = |s: Store| stores.contains(&s);
+        StoreSet {
+            auth: has(Store::Auth),
+            records: has(Store::Records),
+            admission: has(Store::Admission),
+            contracts: has(Store::Contracts),
+        }
+    }
+
+    pub fn contains(self, store: Store) -> bool {
+        match store {
+            Store::Auth => self.auth,
+            Store::Records => self.records,
+            Store::Admission => self.admission,
+            Store::Contracts => self.contracts,
+        }
+    }
+}
+
 /// How to reach and bind a space.
 #[derive(Debug, Clone)]
 pub struct SpaceOptions {
@@ -92,6 +136,8 @@ pub struct SpaceOptions {
     /// Create stores that do not exist yet (with the verified shape). Without it a missing
     /// store is `failed-precondition`.
     pub create_missing: bool,
+    /// The stores to bind; requests against any other store are `Unavailable`.
+    pub stores: StoreSet,
 }
 
 impl Default for SpaceOptions {
@@ -100,18 +146,31 @@ impl Default for SpaceOptions {
             replicas: Replicas::One,
             request_timeout: Duration::from_secs(5),
             create_missing: true,
+            stores: StoreSet::ALL,
         }
     }
 }
 
-/// One store, bound: its layout and the stream handle every request reuses.
+/// One store: its layout and, when bound, the stream handle every request reuses.
 #[derive(Debug)]
 struct Bound {
     layout: StoreLayout,
-    stream: Stream,
+    stream: Option<Stream>,
 }
 
-/// A space's four stores on one connection, bound and shape-verified.
+impl Bound {
+    /// The stream handle, or why there is none (the store was not bound).
+    fn stream(&self) -> Result<&Stream, String> {
+        self.stream.as_ref().ok_or_else(|| {
+            format!(
+                "store {} (stream {}) is not bound on this connection, so nothing was sent",
+                self.layout.name, self.layout.stream
+            )
+        })
+    }
+}
+
+/// A space's stores on one connection, the bound ones shape-verified.
 #[derive(Debug)]
 pub struct Space {
     client: Client,
@@ -123,8 +182,9 @@ pub struct Space {
     admission: Bound,
     contracts: Bound,
     round_trips: AtomicU64,
-    /// Wakes host-fence waiters on this space's own gate writes ([`crate::host`]).
-    gate_writes: GateWrites,
+    /// Wakes host-fence waiters on this space's own gate writes ([`crate::host`]); shared by
+    /// the successive bindings of one [`AuthorityClient`](crate::authority::AuthorityClient).
+    gate_writes: Arc<GateWrites>,
 }
 
 /// Why a publish did not produce a revision.
@@ -216,14 +276,26 @@ impl Space {
         Space::bind(client, space, options).await
     }
 
-    /// Binds the space's four stores on `client`: reads each stream's config (creating missing
-    /// ones when allowed) and verifies its shape ([`crate::shape`]). Any store of the wrong
-    /// shape fails the whole bind with `failed-precondition` naming the setting: the plane does
-    /// not serve on it. 4 round trips for an existing space, 8 for a new one.
+    /// Binds the space's stores named by [`SpaceOptions::stores`] on `client`: reads each
+    /// stream's config (creating missing ones when allowed) and verifies its shape
+    /// ([`crate::shape`]). Any store of the wrong shape fails the whole bind with
+    /// `failed-precondition` naming the setting: the plane does not serve on it. With all four
+    /// stores: 4 round trips for an existing space, 8 for a new one.
     pub async fn bind(
         client: Client,
         space: SpaceName,
         options: SpaceOptions,
+    ) -> Result<Space, EpError> {
+        Space::bind_sharing(client, space, options, Arc::default()).await
+    }
+
+    /// [`Space::bind`], announcing own gate writes on `gate_writes` instead of a fresh hub, so a
+    /// fence waiter keeps being woken when a new binding replaces this one.
+    pub async fn bind_sharing(
+        client: Client,
+        space: SpaceName,
+        options: SpaceOptions,
+        gate_writes: Arc<GateWrites>,
     ) -> Result<Space, EpError> {
         let js = jetstream::ContextBuilder::new()
             .timeout(options.request_timeout)
@@ -244,16 +316,19 @@ impl Space {
             admission,
             contracts,
             round_trips,
-            gate_writes: GateWrites::default(),
+            gate_writes,
         })
     }
 
-    /// Re-reads every store's config and verifies it again (4 round trips): for a long-running
-    /// plane that must stop serving when an operator reshapes a store under it.
+    /// Re-reads every bound store's config and verifies it again (1 round trip each): for a
+    /// long-running plane that must stop serving when an operator reshapes a store under it.
     pub async fn verify_shapes(&self) -> Result<(), EpError> {
         for bound in self.all() {
+            let Some(stream) = &bound.stream else {
+                continue;
+            };
             self.count();
-            let info = bound.stream.get_info().await.map_err(|e| {
+            let info = stream.get_info().await.map_err(|e| {
                 EpError::unavailable(format!(
                     "cannot read the config of stream {}: {e}",
                     bound.layout.stream
@@ -343,6 +418,9 @@ impl Space {
             ));
         }
         let bound = self.bound(request.store());
+        if let Err(why) = bound.stream() {
+            return KvOutcome::Unavailable(why);
+        }
         match request {
             KvRequest::Get { key, .. } => match self.get(bound, key).await {
                 Ok(entry) => KvOutcome::Entry(entry),
@@ -433,7 +511,11 @@ impl Space {
         self.connected()?;
         let subject = bound.layout.subject(key);
         self.count();
-        match bound.stream.get_last_raw_message_by_subject(&subject).await {
+        match bound
+            .stream()?
+            .get_last_raw_message_by_subject(&subject)
+            .await
+        {
             Ok(message) => decode(key, message).map(Some),
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(format!("the leader read of {subject} failed: {e}")),
@@ -452,7 +534,7 @@ impl Space {
         let subject = bound.layout.subject(key);
         self.count();
         match bound
-            .stream
+            .stream()?
             .get_first_raw_message_by_subject(&subject, from)
             .await
         {
@@ -670,6 +752,12 @@ async fn bind_store(
     options: &SpaceOptions,
     round_trips: &AtomicU64,
 ) -> Result<Bound, EpError> {
+    if !options.stores.contains(layout.store) {
+        return Ok(Bound {
+            layout,
+            stream: None,
+        });
+    }
     let count = || round_trips.fetch_add(1, Ordering::Relaxed);
     let unreachable = |what: &str, e: &dyn std::fmt::Display| {
         EpError::unavailable(format!(
@@ -709,7 +797,10 @@ async fn bind_store(
         }
     };
     verify(&layout, &stream.cached_info().config, options.replicas)?;
-    Ok(Bound { layout, stream })
+    Ok(Bound {
+        layout,
+        stream: Some(stream),
+    })
 }
 
 #[cfg(test)]

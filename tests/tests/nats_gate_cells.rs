@@ -1080,6 +1080,7 @@ fn r3_registration_completes_or_stays_frozen_when_a_node_and_the_stream_leader_d
             replicas: Replicas::Three,
             request_timeout: Duration::from_secs(2),
             create_missing: true,
+            ..SpaceOptions::default()
         };
         let space = Space::connect(&cluster.urls().join(","), name.clone(), r3)
             .await

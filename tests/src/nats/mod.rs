@@ -13,6 +13,7 @@
 
 pub mod client;
 mod cluster;
+pub mod operator;
 mod server;
 mod wire;
 

@@ -1,0 +1,498 @@
+//! The grants of the plane's own, self-minted data-account connections (reference-auth-service
+//! §2.5, §2.12; SPEC §13.9): one pure builder per connection, from the space and the
+//! connection's id to the exact NATS `pub`/`sub` allow rows, plus the CONNZ label of every
+//! connection the plane opens ([`PlaneConnection`]).
+//!
+//! The plane holds the data account's signing key, so its infrastructure access is signed from
+//! that key directly instead of from a ledgered credential row (no connect ever re-reads the
+//! plane's own row, so a row would be no enforcement point). Each credential is short
+//! ([`AUTHORITY_CLIENT_TTL_SECS`]) and re-minted in process; revoking it means stopping the
+//! plane or rotating the signing key.
+//!
+//! Every builder takes a [`ConnId`]: the inbox grammar `[A-Za-z0-9_-]{8,120}` is enforced when
+//! the id is parsed, so a wildcard (`>`, `*`), dotted or empty id can never widen the scoped
+//! reply inbox `_INBOX_<connId>.>`. Every row is checked again before it leaves
+//! ([`crate::profiles`] row rules), and rows are emitted in the order of the builder's table.
+//!
+//! Notation in the tables: `s` = the space token, `P` = `cotal.<s>`, `auth` =
+//! `cotal_auth_<s>`, `rec` = `cotal_records_<s>`, `inbox` = `_INBOX_<connId>.>`.
+//!
+//! Every builder keeps F98: none holds `CONSUMER.CREATE` (or any consumer API) on any stream —
+//! enumeration of the auth bucket belongs to the sealed ledger scanner alone — and only
+//! [`auth_barrier`] writes `plane`, as the exact key. The `STREAM.MSG.GET` rows are leader-served
+//! point reads (F7, F8); they are body-selected, so each is a stream-wide metadata read while
+//! the credential lives (the reference's named D32 residual).
+
+use std::fmt;
+
+use crate::error::EpError;
+use crate::host::AUTH_ENDPOINT;
+use crate::jwt::Permissions;
+use crate::names::{
+    admission_bucket, auth_bucket, contract_stream, records_bucket, EndpointName, InstanceId,
+    SpaceName,
+};
+use crate::profiles::{checked_permissions, inbox, registration_executor_rows, ConnId};
+
+/// Lifetime of every self-minted plane credential: 15 minutes, re-minted at half-life. A
+/// bounded in-memory credential that ends with the process, never a persisted long one
+/// (reference `AUTHORITY_CLIENT_TTL_SEC`).
+pub const AUTHORITY_CLIENT_TTL_SECS: u64 = 900;
+
+/// Every connection the plane opens for itself, by role. The label is the connection's CONNZ
+/// `name`, so an operator (and the close inventory of §2.9) can tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PlaneConnection {
+    /// The mint writer: store ensure and issuance ([`auth_mint`]).
+    AuthMint,
+    /// The short-lived connection of the plane's own `auth` registration
+    /// ([`auth_registration`]).
+    AuthRegistration,
+    /// The read-only connect reader and gate watch ([`auth_reader`]).
+    AuthReader,
+    /// The remote-manager issuer ([`remote_manager_issuer`]).
+    RemoteManagerIssuer,
+    /// The barrier executor, the only writer of `plane` ([`auth_barrier`]).
+    AuthBarrier,
+    /// The auth callout connection: it connects with the stored callout-account creds, never a
+    /// self-minted JWT, so it has a label but no builder here.
+    AuthService,
+}
+
+impl PlaneConnection {
+    /// Every plane connection, in boot order of reference §2.4/§2.5 (the callout last).
+    pub const ALL: [PlaneConnection; 6] = [
+        PlaneConnection::AuthMint,
+        PlaneConnection::AuthRegistration,
+        PlaneConnection::AuthReader,
+        PlaneConnection::RemoteManagerIssuer,
+        PlaneConnection::AuthBarrier,
+        PlaneConnection::AuthService,
+    ];
+
+    /// The role token of the label (`auth-mint`, …).
+    pub const fn role(self) -> &'static str {
+        match self {
+            PlaneConnection::AuthMint => "auth-mint",
+            PlaneConnection::AuthRegistration => "auth-registration",
+            PlaneConnection::AuthReader => "auth-reader",
+            PlaneConnection::RemoteManagerIssuer => "remote-manager-issuer",
+            PlaneConnection::AuthBarrier => "auth-barrier",
+            PlaneConnection::AuthService => "auth-service",
+        }
+    }
+
+    /// The connection name: `cotal:<role>:<space>`.
+    pub fn label(self, space: &SpaceName) -> String {
+        format!("cotal:{}:{}", self.role(), space.token())
+    }
+}
+
+impl fmt::Display for PlaneConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.role())
+    }
+}
+
+/// The space-derived stream and bucket names the builders use.
+struct Names {
+    auth: String,
+    rec: String,
+    auth_stream: String,
+    rec_stream: String,
+    admission_stream: String,
+    epc: String,
+}
+
+impl Names {
+    fn new(space: &SpaceName) -> Names {
+        let (auth, rec) = (auth_bucket(space), records_bucket(space));
+        Names {
+            auth_stream: format!("KV_{auth}"),
+            rec_stream: format!("KV_{rec}"),
+            admission_stream: format!("KV_{}", admission_bucket(space)),
+            epc: contract_stream(space),
+            auth,
+            rec,
+        }
+    }
+
+    /// The reference's writer rows (`authorityWriterGrants`), in its order.
+    fn writer_rows(&self) -> Vec<String> {
+        let (a, r) = (&self.auth_stream, &self.rec_stream);
+        vec![
+            "$JS.API.INFO".to_owned(),
+            format!("$JS.API.STREAM.CREATE.{a}"),
+            format!("$JS.API.STREAM.CREATE.{r}"),
+            format!("$JS.API.STREAM.UPDATE.{r}"),
+            format!("$JS.API.STREAM.INFO.{a}"),
+            format!("$JS.API.STREAM.INFO.{r}"),
+            format!("$JS.API.STREAM.MSG.GET.{a}"),
+            format!("$JS.API.STREAM.MSG.GET.{r}"),
+            format!("$JS.API.DIRECT.GET.{r}"),
+            format!("$JS.API.DIRECT.GET.{r}.>"),
+            format!("$KV.{}.gate.>", self.auth),
+            format!("$KV.{}.cred.>", self.auth),
+            format!("$KV.{}.bysrc.>", self.auth),
+            format!("$KV.{}.lifecycle.>", self.rec),
+            format!("$KV.{}.uid.>", self.rec),
+        ]
+    }
+}
+
+fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
+    checked_permissions(publish, vec![inbox(conn)])
+}
+
+/// `cotal:auth-mint:<s>` — the mint writer: the reference's writer grants exactly, plus the
+/// boot-time ensure of the two stores no one else creates.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `$JS.API.INFO` | account JetStream probe |
+/// | 2 | pub | `$JS.API.STREAM.CREATE.KV_auth` | store ensure |
+/// | 3 | pub | `$JS.API.STREAM.CREATE.KV_rec` | store ensure |
+/// | 4 | pub | `$JS.API.STREAM.UPDATE.KV_rec` | store ensure (reference) |
+/// | 5 | pub | `$JS.API.STREAM.INFO.KV_auth` | ensure verify, bind shape proof (F10) |
+/// | 6 | pub | `$JS.API.STREAM.INFO.KV_rec` | same |
+/// | 7 | pub | `$JS.API.STREAM.MSG.GET.KV_auth` | leader-served reads (F7) |
+/// | 8 | pub | `$JS.API.STREAM.MSG.GET.KV_rec` | leader-served reads (F8) |
+/// | 9 | pub | `$JS.API.DIRECT.GET.KV_rec` | records reads feeding revision-pinned CASes (reference) |
+/// | 10 | pub | `$JS.API.DIRECT.GET.KV_rec.>` | same, subject form |
+/// | 11 | pub | `$KV.auth.gate.>` | the lifecycle gate CAS fence |
+/// | 12 | pub | `$KV.auth.cred.>` | credential rows |
+/// | 13 | pub | `$KV.auth.bysrc.>` | source index rows |
+/// | 14 | pub | `$KV.rec.lifecycle.>` | alias heads |
+/// | 15 | pub | `$KV.rec.uid.>` | uid reservations |
+/// | 16 | pub | `$JS.API.STREAM.CREATE.KV_cotal_admission_s` | **deviation**: admission store ensure |
+/// | 17 | pub | `$JS.API.STREAM.CREATE.EPC_s` | **deviation**: contract store ensure |
+/// | 18 | pub | `$JS.API.STREAM.INFO.KV_cotal_admission_s` | **deviation**: its create-or-verify |
+/// | 19 | pub | `$JS.API.STREAM.INFO.EPC_s` | **deviation**: its create-or-verify |
+/// | 20 | sub | `inbox` | replies |
+///
+/// Deviation (rows 16–19): in the reference the mesh provisioning (`cotal up`) creates the
+/// admission and contract stores; this implementation has no provisioner, and the plane's own
+/// registration needs the contract store at boot, so the mint writer ensures both with the
+/// same create-or-verify it runs on its own stores. It holds no read or write on either: the
+/// rows create with the verified shape (F10) or prove an existing one, nothing more.
+pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    let mut publish = n.writer_rows();
+    publish.extend([
+        format!("$JS.API.STREAM.CREATE.{}", n.admission_stream),
+        format!("$JS.API.STREAM.CREATE.{}", n.epc),
+        format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
+        format!("$JS.API.STREAM.INFO.{}", n.epc),
+    ]);
+    grant(publish, conn)
+}
+
+/// `cotal:auth-reader:<s>` — the connect reader and the plane's gate watch: read-only over
+/// both authority stores, shape-proved at every bind (F10).
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `$JS.API.INFO` | account JetStream probe |
+/// | 2 | pub | `$JS.API.STREAM.INFO.KV_auth` | bind shape proof (F10) |
+/// | 3 | pub | `$JS.API.STREAM.INFO.KV_rec` | same |
+/// | 4 | pub | `$JS.API.STREAM.MSG.GET.KV_auth` | leader-served gate and row reads (F7) |
+/// | 5 | pub | `$JS.API.STREAM.MSG.GET.KV_rec` | leader-served record reads (F8) |
+/// | 6 | sub | `inbox` | replies |
+///
+/// No `$KV` row: the reader writes nothing. No create: a missing store is a refusal, never
+/// created by a reader.
+pub fn auth_reader(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    let (a, r) = (&n.auth_stream, &n.rec_stream);
+    grant(
+        vec![
+            "$JS.API.INFO".to_owned(),
+            format!("$JS.API.STREAM.INFO.{a}"),
+            format!("$JS.API.STREAM.INFO.{r}"),
+            format!("$JS.API.STREAM.MSG.GET.{a}"),
+            format!("$JS.API.STREAM.MSG.GET.{r}"),
+        ],
+        conn,
+    )
+}
+
+/// `cotal:remote-manager-issuer:<s>` — the writer rows 1–15 of [`auth_mint`] (without its
+/// ensure deviation: the mint writer has already ensured the stores) plus the manager
+/// endpoint's gate and credential families.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1–15 | pub | the writer rows of [`auth_mint`] 1–15 | as there |
+/// | 16 | pub | `$KV.auth.epgate.manager.>` | manager instance gates |
+/// | 17 | pub | `$KV.auth.epcred.manager.>` | manager instance credential rows |
+/// | 18 | sub | `inbox` | replies |
+pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    let mut publish = n.writer_rows();
+    publish.extend([
+        format!("$KV.{}.epgate.manager.>", n.auth),
+        format!("$KV.{}.epcred.manager.>", n.auth),
+    ]);
+    grant(publish, conn)
+}
+
+/// `cotal:auth-barrier:<s>` — the lifecycle-barrier executor: the reference's barrier grants
+/// exactly, plus the plane claim key.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `$JS.API.INFO` | account JetStream probe |
+/// | 2 | pub | `$JS.API.STREAM.INFO.KV_auth` | bind shape proof (F10) |
+/// | 3 | pub | `$JS.API.STREAM.INFO.KV_rec` | same |
+/// | 4 | pub | `$JS.API.STREAM.MSG.GET.KV_auth` | leader-served point reads (F7) |
+/// | 5 | pub | `$JS.API.STREAM.MSG.GET.KV_rec` | same (F8) |
+/// | 6 | pub | `$JS.API.DIRECT.GET.KV_rec` | reads feeding revision-pinned CASes |
+/// | 7 | pub | `$JS.API.DIRECT.GET.KV_rec.>` | same, subject form |
+/// | 8 | pub | `$KV.auth.gate.>` | freeze/reopen CAS |
+/// | 9 | pub | `$KV.auth.cred.>` | family revokes |
+/// | 10 | pub | `$KV.auth.stage.*` | durable operation intents `stage.<opId>`, one token, never the session pins `stage.session.…` |
+/// | 11 | pub | `$KV.rec.lifecycle.>` | containment and epoch head CASes |
+/// | 12 | pub | `$KV.auth.plane` | the plane claim (§2.10), exact key — never `plane.>` (F98) |
+/// | 13 | sub | `inbox` | replies |
+///
+/// No consumer create at all (F98): a create body is not subject-confinable, so the barrier's
+/// family scans run on the sealed scanner, never on this credential.
+pub fn auth_barrier(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    let (a, r) = (&n.auth_stream, &n.rec_stream);
+    grant(
+        vec![
+            "$JS.API.INFO".to_owned(),
+            format!("$JS.API.STREAM.INFO.{a}"),
+            format!("$JS.API.STREAM.INFO.{r}"),
+            format!("$JS.API.STREAM.MSG.GET.{a}"),
+            format!("$JS.API.STREAM.MSG.GET.{r}"),
+            format!("$JS.API.DIRECT.GET.{r}"),
+            format!("$JS.API.DIRECT.GET.{r}.>"),
+            format!("$KV.{}.gate.>", n.auth),
+            format!("$KV.{}.cred.>", n.auth),
+            format!("$KV.{}.stage.*", n.auth),
+            format!("$KV.{}.lifecycle.>", n.rec),
+            format!("$KV.{}.plane", n.auth),
+        ],
+        conn,
+    )
+}
+
+/// `cotal:auth-registration:<s>` — the plane's own `auth` endpoint registration: the
+/// registration-executor rows ([`crate::profiles::registration_executor`] rows 1–10) scoped to
+/// endpoint [`AUTH_ENDPOINT`] and `instance`, plus what a [`Space`](crate::kv) bound over the
+/// auth, records and contract stores needs to run that ceremony.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1–10 | pub | registration-executor rows 1–10 for `auth`/`iid` | the ceremony's writes and reads |
+/// | 11 | pub | `$JS.API.STREAM.INFO.KV_auth` | **deviation**: bind shape proof (F10), and the `epcred.auth.iid.` family listing |
+/// | 12 | pub | `$JS.API.STREAM.INFO.KV_rec` | **deviation**: bind shape proof (F10) |
+/// | 13 | pub | `$JS.API.STREAM.INFO.EPC_s` | **deviation**: bind shape proof (F10) |
+/// | 14 | pub | `$JS.API.STREAM.MSG.GET.EPC_s` | **deviation**: leader-served artifact reads |
+/// | 15 | sub | `inbox` | replies |
+///
+/// Deviations, each found by running the ceremony on a real operator-mode server under rows
+/// 1–10 alone (tests `nats_plane_connections`):
+/// * 11–13: a bind proves each store's shape with `STREAM.INFO` before serving on it (F10);
+///   the executor profile of a remote manager binds nothing, the plane does. Row 11 also serves
+///   the ceremony's enumeration of the instance's `epcred` family (`STREAM.INFO` with a
+///   `subjects_filter`): that is not a consumer create, so F98 holds, but it is an enumeration
+///   residual — `subjects_filter` is body-selected, so the row lists any subject of the auth
+///   stream, metadata only, while the credential lives.
+/// * 14: artifact reads are leader-served `STREAM.MSG.GET` (a lost-create verify read must not
+///   come from a stale follower, F8), while row 7 grants only `DIRECT.GET`; this aligns the
+///   grant with the read the adapter makes. Body-selected like every `MSG.GET` row.
+pub fn auth_registration(
+    space: &SpaceName,
+    conn: &ConnId,
+    instance: &InstanceId,
+) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    let endpoint = EndpointName::parse(AUTH_ENDPOINT)?;
+    let mut publish = registration_executor_rows(space, &endpoint, instance);
+    publish.extend([
+        format!("$JS.API.STREAM.INFO.{}", n.auth_stream),
+        format!("$JS.API.STREAM.INFO.{}", n.rec_stream),
+        format!("$JS.API.STREAM.INFO.{}", n.epc),
+        format!("$JS.API.STREAM.MSG.GET.{}", n.epc),
+    ]);
+    grant(publish, conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONN: &str = "UCONNECTIONIDXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX";
+    const IID: &str = "0123456789abcdefghijklmnop";
+
+    fn space() -> SpaceName {
+        SpaceName::parse("prod").unwrap()
+    }
+
+    fn conn() -> ConnId {
+        ConnId::parse(CONN).unwrap()
+    }
+
+    /// Asserts the full publish list, in order, and the one scoped inbox.
+    fn rows(p: Permissions, publish: &[&str]) {
+        assert_eq!(p.publish.allow, publish);
+        assert_eq!(p.subscribe.allow, [format!("_INBOX_{CONN}.>")]);
+        assert!(p.publish.deny.is_empty() && p.subscribe.deny.is_empty());
+        assert!(p.response.is_none());
+        assert!(
+            !p.publish.allow.iter().any(|r| r.contains("CONSUMER")),
+            "F98: no plane connection may touch the consumer API"
+        );
+    }
+
+    const WRITER: [&str; 15] = [
+        "$JS.API.INFO",
+        "$JS.API.STREAM.CREATE.KV_cotal_auth_prod",
+        "$JS.API.STREAM.CREATE.KV_cotal_records_prod",
+        "$JS.API.STREAM.UPDATE.KV_cotal_records_prod",
+        "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
+        "$JS.API.STREAM.INFO.KV_cotal_records_prod",
+        "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
+        "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
+        "$JS.API.DIRECT.GET.KV_cotal_records_prod",
+        "$JS.API.DIRECT.GET.KV_cotal_records_prod.>",
+        "$KV.cotal_auth_prod.gate.>",
+        "$KV.cotal_auth_prod.cred.>",
+        "$KV.cotal_auth_prod.bysrc.>",
+        "$KV.cotal_records_prod.lifecycle.>",
+        "$KV.cotal_records_prod.uid.>",
+    ];
+
+    #[test]
+    fn mint_writer_rows_are_the_reference_writer_grants_plus_the_ensure_deviation() {
+        let mut want = WRITER.to_vec();
+        want.extend([
+            "$JS.API.STREAM.CREATE.KV_cotal_admission_prod",
+            "$JS.API.STREAM.CREATE.EPC_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_admission_prod",
+            "$JS.API.STREAM.INFO.EPC_prod",
+        ]);
+        rows(auth_mint(&space(), &conn()).unwrap(), &want);
+    }
+
+    #[test]
+    fn reader_rows_are_read_only() {
+        rows(
+            auth_reader(&space(), &conn()).unwrap(),
+            &[
+                "$JS.API.INFO",
+                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
+                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
+            ],
+        );
+    }
+
+    #[test]
+    fn remote_manager_issuer_rows_are_the_writer_plus_the_manager_families() {
+        let mut want = WRITER.to_vec();
+        want.extend([
+            "$KV.cotal_auth_prod.epgate.manager.>",
+            "$KV.cotal_auth_prod.epcred.manager.>",
+        ]);
+        rows(remote_manager_issuer(&space(), &conn()).unwrap(), &want);
+    }
+
+    #[test]
+    fn barrier_rows_are_the_reference_barrier_grants_plus_the_exact_plane_key() {
+        rows(
+            auth_barrier(&space(), &conn()).unwrap(),
+            &[
+                "$JS.API.INFO",
+                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
+                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
+                "$JS.API.DIRECT.GET.KV_cotal_records_prod",
+                "$JS.API.DIRECT.GET.KV_cotal_records_prod.>",
+                "$KV.cotal_auth_prod.gate.>",
+                "$KV.cotal_auth_prod.cred.>",
+                "$KV.cotal_auth_prod.stage.*",
+                "$KV.cotal_records_prod.lifecycle.>",
+                "$KV.cotal_auth_prod.plane",
+            ],
+        );
+    }
+
+    #[test]
+    fn registration_rows_are_the_executor_rows_for_auth_plus_bind_and_artifact_reads() {
+        let iid = InstanceId::parse(IID).unwrap();
+        rows(
+            auth_registration(&space(), &conn(), &iid).unwrap(),
+            &[
+                "$JS.API.INFO",
+                &format!("$KV.cotal_auth_prod.epgate.auth.{IID}"),
+                &format!("$KV.cotal_auth_prod.eprepair.auth.{IID}"),
+                &format!("$KV.cotal_auth_prod.epcred.auth.{IID}.>"),
+                &format!("$KV.cotal_records_prod.svc.auth.{IID}.spec"),
+                &format!("$KV.cotal_records_prod.svc.auth.{IID}.status"),
+                "$KV.cotal_records_prod.govern.auth",
+                "cotal.prod.epc.*",
+                "$JS.API.DIRECT.GET.EPC_prod.cotal.prod.epc.>",
+                "$JS.API.DIRECT.GET.EPC_prod",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
+                &format!(
+                    "$JS.API.DIRECT.GET.KV_cotal_records_prod.$KV.cotal_records_prod.svc.auth.{IID}.spec"
+                ),
+                &format!(
+                    "$JS.API.DIRECT.GET.KV_cotal_records_prod.$KV.cotal_records_prod.svc.auth.{IID}.status"
+                ),
+                "$JS.API.DIRECT.GET.KV_cotal_records_prod.$KV.cotal_records_prod.govern.auth",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
+                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
+                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
+                "$JS.API.STREAM.INFO.EPC_prod",
+                "$JS.API.STREAM.MSG.GET.EPC_prod",
+            ],
+        );
+    }
+
+    #[test]
+    fn a_wildcard_dotted_or_empty_connection_id_cannot_reach_a_builder() {
+        for bad in [
+            "",
+            ">",
+            "*",
+            "abcdefgh.>",
+            "abcd.efgh",
+            "abcdefg*",
+            "short",
+            "a b c d e f",
+        ] {
+            let err = ConnId::parse(bad).unwrap_err();
+            assert!(
+                err.message.contains("connection id"),
+                "{bad:?}: {}",
+                err.message
+            );
+        }
+    }
+
+    #[test]
+    fn labels_name_role_and_space() {
+        let labels: Vec<String> = PlaneConnection::ALL
+            .iter()
+            .map(|c| c.label(&space()))
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "cotal:auth-mint:prod",
+                "cotal:auth-registration:prod",
+                "cotal:auth-reader:prod",
+                "cotal:remote-manager-issuer:prod",
+                "cotal:auth-barrier:prod",
+                "cotal:auth-service:prod",
+            ]
+        );
+    }
+}

@@ -1,0 +1,509 @@
+//! The plane's self-minted, labelled data-account connections (reference-auth-service §2.5,
+//! §2.7, §2.12): [`AuthorityClient`] opens one connection whose user JWT this process signs with
+//! the data account's signing key, binds a [`Space`] on it, and renews it in process.
+//!
+//! **Renewal without dropping in-flight work.** The reference re-mints at half-life and lets the
+//! server cut the connection at the old JWT's `exp`, so the reconnect presents the fresh one;
+//! every request in flight at the cut is lost. Here, at half-life a *fresh connection* with a
+//! fresh JWT (same user nkey, so the same [`ConnId`] and reply inbox) is opened and a fresh
+//! [`Space`] bound on it, then swapped in: [`AuthorityClient::space`] hands out the new binding
+//! from then on. The old connection is drained only once no caller holds its binding any more
+//! (its `Arc` is ours alone), and in any case [`retire_margin`] before its JWT expires, so the
+//! server never has to cut it. Own gate writes are announced on one [`GateWrites`] hub shared
+//! by every binding, so a fence watch ([`crate::host::hold_fence`] over the client, which
+//! implements [`FenceReads`]) is woken across swaps and takes the current binding per read.
+//!
+//! **Renewal is a fail-closed boundary.** A failed re-mint, re-connect or re-bind is logged
+//! with `error!` at once and retried until [`retire_margin`] before the old credential's
+//! expiry; past that the client is *failed*: [`AuthorityClient::space`] refuses with
+//! `unavailable` and [`AuthorityClient::failed`] resolves, so the owner stops serving instead of
+//! riding a credential the server is about to cut. [`AuthorityClient::space`] also refuses once
+//! the current credential has expired, whatever the renewal task did.
+//!
+//! Secrets: the user seed and the JWTs live only in this process's memory; no log line or
+//! error carries them.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use async_nats::{AuthError, Client, ConnectOptions, Event};
+use cotal_core::jwt::{self, Permissions, UnixSeconds, UserNats, Validity};
+use cotal_core::kv::{KvOutcome, KvRequest};
+use cotal_core::names::SpaceName;
+use cotal_core::profiles::ConnId;
+use cotal_core::EpError;
+use nkeys::KeyPair;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{error, info, warn};
+
+use crate::host::{FenceReads, GateWrites};
+use crate::space::{Space, SpaceOptions};
+
+/// The shortest credential lifetime accepted: renewal runs at half-life, in whole seconds.
+pub const MIN_TTL: Duration = Duration::from_secs(2);
+
+/// How often a retiring connection checks whether its last holder is gone.
+const RETIRE_POLL: Duration = Duration::from_millis(20);
+
+/// How long before a credential's expiry its connection is closed regardless of holders, and
+/// the last moment a failed renewal may still be retried: a tenth of the lifetime, at most 5 s.
+pub fn retire_margin(ttl: Duration) -> Duration {
+    (ttl / 10).min(Duration::from_secs(5))
+}
+
+/// The data account's identity and the signing key the plane mints with.
+#[derive(Clone)]
+pub struct DataAccountSigner {
+    /// The account's public key (`A…`).
+    pub account: String,
+    /// One of the account's signing keys (an account key pair).
+    pub signer: Arc<KeyPair>,
+}
+
+impl fmt::Debug for DataAccountSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The signing key's public half only: its seed never leaves memory.
+        f.debug_struct("DataAccountSigner")
+            .field("account", &self.account)
+            .field("signer", &self.signer.public_key())
+            .finish()
+    }
+}
+
+/// One binding: a connection with its JWT's expiry and the space bound on it.
+#[derive(Debug, Clone)]
+struct Binding {
+    space: Arc<Space>,
+    issued: Instant,
+    expires: Instant,
+}
+
+/// What every binding of one client is made from.
+struct Config {
+    label: String,
+    servers: String,
+    conn: ConnId,
+    user: Arc<KeyPair>,
+    signer: DataAccountSigner,
+    nats: UserNats,
+    ttl: Duration,
+    space: SpaceName,
+    options: SpaceOptions,
+    hub: Arc<GateWrites>,
+}
+
+/// Everything the renewal task shares with the client.
+struct Shared {
+    cfg: Config,
+    current: RwLock<Binding>,
+    /// `Some(reason)` once the client has failed closed.
+    failure: watch::Sender<Option<String>>,
+    closing: AtomicBool,
+    swaps: AtomicU64,
+    /// How long the last renewal took (mint, connect, bind, swap), in microseconds.
+    last_renewal_us: AtomicU64,
+    retiring: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A self-minted, labelled, renewing connection with its [`Space`].
+pub struct AuthorityClient {
+    shared: Arc<Shared>,
+    renewal: JoinHandle<()>,
+}
+
+impl fmt::Debug for AuthorityClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthorityClient")
+            .field("label", &self.shared.cfg.label)
+            .field("conn", &self.shared.cfg.conn)
+            .field("swaps", &self.swaps())
+            .finish_non_exhaustive()
+    }
+}
+
+fn unix_now() -> Result<u64, EpError> {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .map_err(|_| EpError::internal("the system clock is before 1970"))
+}
+
+fn servers_of(servers: &str) -> Vec<String> {
+    servers.split(',').map(|s| s.trim().to_owned()).collect()
+}
+
+/// Logs what the client reports about a connection, under its label: a refused publish is a
+/// grant the plane lacks and must be visible, never swallowed.
+fn event_logger(label: String) -> impl Fn(Event) -> futures::future::Ready<()> {
+    move |event| {
+        match &event {
+            Event::ServerError(e) => warn!(connection = %label, "server error: {e}"),
+            Event::ClientError(e) => warn!(connection = %label, "client error: {e}"),
+            Event::Disconnected => warn!(connection = %label, "disconnected"),
+            other => info!(connection = %label, "connection event: {other}"),
+        }
+        futures::future::ready(())
+    }
+}
+
+impl Config {
+    /// Signs a fresh JWT for the stable user nkey: the grant, valid from now for the lifetime.
+    fn mint(&self) -> Result<(String, Duration), EpError> {
+        let now = unix_now()?;
+        let exp = now.saturating_add(self.ttl.as_secs());
+        let validity = Validity {
+            issued_at: UnixSeconds(now),
+            expires_at: Some(UnixSeconds(exp)),
+        };
+        let jwt = jwt::user_jwt(
+            &self.signer.signer,
+            &self.signer.account,
+            &self.user.public_key(),
+            &self.label,
+            &self.nats,
+            validity,
+        )?;
+        // The server expires whole seconds: the credential lives until `exp`, counted from the
+        // wall clock now, not from the second it was rounded down to.
+        let left = UNIX_EPOCH + Duration::from_secs(exp);
+        let left = left
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        Ok((jwt, left))
+    }
+
+    /// Mints, connects and binds one fresh binding.
+    async fn fresh_binding(&self) -> Result<Binding, EpError> {
+        let (jwt, left) = self.mint()?;
+        let issued = Instant::now();
+        let key = Arc::clone(&self.user);
+        let client = ConnectOptions::with_jwt(jwt, move |nonce| {
+            let key = Arc::clone(&key);
+            async move { key.sign(&nonce).map_err(AuthError::new) }
+        })
+        .name(&self.label)
+        .custom_inbox_prefix(format!("_INBOX_{}", self.conn))
+        .connection_timeout(self.options.request_timeout)
+        .event_callback(event_logger(self.label.clone()))
+        .connect(servers_of(&self.servers))
+        .await
+        .map_err(|e| {
+            EpError::unavailable(format!(
+                "connection {} cannot connect to the NATS server at {}: {e}",
+                self.label, self.servers
+            ))
+        })?;
+        let space = match Space::bind_sharing(
+            client.clone(),
+            self.space.clone(),
+            self.options.clone(),
+            Arc::clone(&self.hub),
+        )
+        .await
+        {
+            Ok(space) => space,
+            Err(e) => {
+                let _ = client.drain().await;
+                return Err(EpError {
+                    message: format!(
+                        "connection {} cannot bind its stores: {}",
+                        self.label, e.message
+                    ),
+                    ..e
+                });
+            }
+        };
+        Ok(Binding {
+            space: Arc::new(space),
+            issued,
+            expires: issued + left,
+        })
+    }
+}
+
+impl Shared {
+    fn current(&self) -> Binding {
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn fail(&self, reason: String) {
+        error!(connection = %self.cfg.label, "{reason}");
+        self.failure.send_replace(Some(reason));
+    }
+
+    /// One renewal: a fresh binding swapped in, the old one retired once unheld.
+    async fn renew(self: &Arc<Self>) -> Result<Duration, EpError> {
+        let started = Instant::now();
+        let fresh = self.cfg.fresh_binding().await?;
+        let old = std::mem::replace(
+            &mut *self.current.write().unwrap_or_else(PoisonError::into_inner),
+            fresh,
+        );
+        let took = started.elapsed();
+        self.last_renewal_us.store(
+            u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+        self.swaps.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::clone(self);
+        let retire = tokio::spawn(async move { shared.retire(old).await });
+        let mut retiring = self.retiring.lock().unwrap_or_else(PoisonError::into_inner);
+        retiring.retain(|h| !h.is_finished());
+        retiring.push(retire);
+        Ok(took)
+    }
+
+    /// Drains `old` once no caller holds its space, or at [`retire_margin`] before its expiry,
+    /// or at once when the client closes.
+    async fn retire(&self, old: Binding) {
+        let deadline = old
+            .expires
+            .checked_sub(retire_margin(self.cfg.ttl))
+            .unwrap_or(old.expires);
+        while Arc::strong_count(&old.space) > 1 && !self.closing.load(Ordering::Relaxed) {
+            if Instant::now() >= deadline {
+                warn!(
+                    connection = %self.cfg.label,
+                    holders = Arc::strong_count(&old.space) - 1,
+                    "closing a renewed connection that callers still hold: its credential \
+                     expires shortly, their requests on it fail"
+                );
+                break;
+            }
+            tokio::time::sleep(RETIRE_POLL).await;
+        }
+        if let Err(e) = old.space.client().drain().await {
+            warn!(connection = %self.cfg.label, "draining a renewed connection failed: {e}");
+        }
+    }
+
+    /// Renews at every half-life until closed; fails the client when a renewal cannot be made
+    /// before the current credential's retire margin.
+    async fn renew_forever(self: Arc<Self>) {
+        let margin = retire_margin(self.cfg.ttl);
+        let retry = (self.cfg.ttl / 8).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        loop {
+            let current = self.current();
+            let half = current.issued + (current.expires - current.issued) / 2;
+            tokio::time::sleep_until(half.into()).await;
+            let give_up = current
+                .expires
+                .checked_sub(margin)
+                .unwrap_or(current.expires);
+            loop {
+                match self.renew().await {
+                    Ok(took) => {
+                        info!(
+                            connection = %self.cfg.label,
+                            took_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+                            "renewed the connection's credential on a fresh connection"
+                        );
+                        break;
+                    }
+                    Err(e) if Instant::now() + retry < give_up => {
+                        error!(
+                            connection = %self.cfg.label,
+                            "renewing the connection's credential FAILED ({}); retrying until \
+                             shortly before the current one expires",
+                            e.message
+                        );
+                        tokio::time::sleep(retry).await;
+                    }
+                    Err(e) => {
+                        self.fail(format!(
+                            "renewing the credential of connection {} FAILED ({}) and the \
+                             current one expires shortly: the connection stops serving now \
+                             (fail-closed renewal)",
+                            self.cfg.label, e.message
+                        ));
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AuthorityClient {
+    /// Opens one labelled connection (`name` = `label`) whose user JWT this process mints for
+    /// a fresh user nkey with `grant(&conn_id)` (the nkey's public key is the connection id),
+    /// `exp` = now + `ttl`, signed by `signer`; binds `space` on it with `options`; and starts
+    /// the half-life renewal. `ttl` is whole seconds, at least [`MIN_TTL`].
+    pub async fn open(
+        servers: &str,
+        label: String,
+        signer: DataAccountSigner,
+        grant: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        ttl: Duration,
+        space: SpaceName,
+        options: SpaceOptions,
+    ) -> Result<AuthorityClient, EpError> {
+        if ttl < MIN_TTL || ttl.subsec_nanos() != 0 {
+            return Err(EpError::bad_request(format!(
+                "connection {label}: a credential lifetime of {ttl:?} is refused; it must be whole \
+                 seconds, at least {MIN_TTL:?}"
+            )));
+        }
+        let user = Arc::new(KeyPair::new_user());
+        let conn = ConnId::parse(&user.public_key())?;
+        let nats = UserNats {
+            permissions: grant(&conn)?,
+            ..UserNats::default()
+        };
+        let cfg = Config {
+            label,
+            servers: servers.to_owned(),
+            conn,
+            user,
+            signer,
+            nats,
+            ttl,
+            space,
+            options,
+            hub: Arc::default(),
+        };
+        let first = cfg.fresh_binding().await?;
+        let shared = Arc::new(Shared {
+            cfg,
+            current: RwLock::new(first),
+            failure: watch::channel(None).0,
+            closing: AtomicBool::new(false),
+            swaps: AtomicU64::new(0),
+            last_renewal_us: AtomicU64::new(0),
+            retiring: Mutex::new(Vec::new()),
+        });
+        let renewal = tokio::spawn(Arc::clone(&shared).renew_forever());
+        Ok(AuthorityClient { shared, renewal })
+    }
+
+    /// The current binding; take it per operation and drop it after, so a renewal can retire
+    /// the connection it replaced. Refuses with `unavailable` once the client has failed closed
+    /// or its current credential has expired.
+    pub fn space(&self) -> Result<Arc<Space>, EpError> {
+        if let Some(reason) = self.shared.failure.borrow().as_ref() {
+            return Err(EpError::unavailable(reason.clone()));
+        }
+        let current = self.shared.current();
+        if Instant::now() >= current.expires {
+            return Err(EpError::unavailable(format!(
+                "the credential of connection {} has expired and was not renewed; the connection \
+                 no longer serves",
+                self.shared.cfg.label
+            )));
+        }
+        Ok(current.space)
+    }
+
+    pub fn label(&self) -> &str {
+        &self.shared.cfg.label
+    }
+
+    /// The stable connection id: the user nkey's public key, also the reply-inbox scope.
+    pub fn conn_id(&self) -> &ConnId {
+        &self.shared.cfg.conn
+    }
+
+    /// Renewals swapped in so far.
+    pub fn swaps(&self) -> u64 {
+        self.shared.swaps.load(Ordering::Relaxed)
+    }
+
+    /// How long the last renewal took from the mint to the swap (connect and bind included);
+    /// `None` before the first.
+    pub fn last_renewal(&self) -> Option<Duration> {
+        (self.swaps() > 0)
+            .then(|| Duration::from_micros(self.shared.last_renewal_us.load(Ordering::Relaxed)))
+    }
+
+    /// Resolves with the reason once the client has failed closed (a renewal could not be made
+    /// in time); pending while it serves. The owner selects on it to stop serving.
+    pub async fn failed(&self) -> EpError {
+        let mut failure = self.shared.failure.subscribe();
+        loop {
+            if let Some(reason) = failure.borrow_and_update().as_ref() {
+                return EpError::unavailable(reason.clone());
+            }
+            if failure.changed().await.is_err() {
+                // The sender lives as long as `shared`, which this borrow keeps.
+                futures::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Stops renewing, drains the current connection and every retiring one. Fails naming the
+    /// label when the current connection does not drain.
+    pub async fn close(self) -> Result<(), EpError> {
+        self.renewal.abort();
+        self.shared.closing.store(true, Ordering::Relaxed);
+        let retiring: Vec<JoinHandle<()>> = std::mem::take(
+            &mut *self
+                .shared
+                .retiring
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        for handle in retiring {
+            let _ = handle.await;
+        }
+        let current = self.shared.current();
+        current.space.client().drain().await.map_err(|e| {
+            EpError::unavailable(format!(
+                "connection {} failed to close: {e}",
+                self.shared.cfg.label
+            ))
+        })
+    }
+}
+
+impl Drop for AuthorityClient {
+    fn drop(&mut self) {
+        self.renewal.abort();
+    }
+}
+
+impl FenceReads for AuthorityClient {
+    fn gate_writes(&self) -> &GateWrites {
+        &self.shared.cfg.hub
+    }
+
+    fn read(&self, request: &KvRequest) -> impl Future<Output = KvOutcome> + Send {
+        let space = self.space();
+        async move {
+            match space {
+                Ok(space) => space.execute(request).await,
+                Err(e) => KvOutcome::Unavailable(e.message),
+            }
+        }
+    }
+}
+
+/// Connects the callout connection with its stored creds text (JWT and seed), named `label`.
+/// The creds are never quoted in an error.
+pub async fn connect_with_creds(
+    servers: &str,
+    label: &str,
+    creds: &str,
+) -> Result<Client, EpError> {
+    let options = ConnectOptions::new().credentials(creds).map_err(|_| {
+        EpError::bad_request(format!(
+            "the stored credentials of connection {label} are not a valid creds file"
+        ))
+    })?;
+    options
+        .name(label)
+        .event_callback(event_logger(label.to_owned()))
+        .connect(servers_of(servers))
+        .await
+        .map_err(|e| {
+            EpError::unavailable(format!(
+                "connection {label} cannot connect to the NATS server at {servers}: {e}"
+            ))
+        })
+}
