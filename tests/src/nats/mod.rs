@@ -13,10 +13,12 @@
 
 pub mod client;
 mod cluster;
+mod configured;
 mod server;
 mod wire;
 
 pub use cluster::NatsCluster;
+pub use configured::{check_config, ConfiguredServer};
 pub use server::{NatsServer, ServerOptions};
 
 use std::fmt;
