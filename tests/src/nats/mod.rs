@@ -13,11 +13,13 @@
 
 pub mod client;
 mod cluster;
+mod configured;
 pub mod operator;
 mod server;
 mod wire;
 
 pub use cluster::NatsCluster;
+pub use configured::{check_config, ConfiguredServer};
 pub use server::{NatsServer, ServerOptions};
 
 use std::fmt;
