@@ -18,9 +18,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
-    confirm_registration, PrepareSelfAuthorized, SelfAuthorizedInstance, SelfContract,
-    AUTH_ENDPOINT,
+    confirm_registration, AwaitHostFence, PrepareSelfAuthorized, SelfAuthorizedInstance,
+    SelfContract, AUTH_ENDPOINT,
 };
 use cotal_core::issuance::GateRef;
 use cotal_core::jwt::{self, Permissions, UnixSeconds, UserNats, Validity};
@@ -36,6 +37,7 @@ use cotal_core::profiles::ConnId;
 use cotal_core::serving::RegisterServing;
 use cotal_core::EpError;
 use cotal_io_nats::authority::connect_with_creds;
+use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 use cotal_tests::nats::client::{ClientError, JwtAuth, NatsClient};
 use cotal_tests::nats::operator::OperatorServer;
@@ -211,7 +213,7 @@ fn put_value(key: &str, value: &[u8]) -> KvRequest {
 
 /// Runs the plane's own `auth` registration ceremony (daemon `register_and_serve`) on
 /// `client`'s binding.
-async fn register(client: &AuthorityClient) -> Result<(), EpError> {
+async fn register(client: &AuthorityClient) -> Result<ProcessEpoch, EpError> {
     let space = client.space()?;
     let gate = GateRef::new(
         self::space(),
@@ -224,7 +226,7 @@ async fn register(client: &AuthorityClient) -> Result<(), EpError> {
         owner: owner.clone(),
         principal: Principal::new(owner, ActorToken::parse("auth_service").unwrap()),
         contract: SelfContract::auth()?,
-        op_id: OpId::mint([7; 20]),
+        op_id: OpId::mint(*b"plane-connections-op"),
     };
     drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &space).await?;
     let register = RegisterServing {
@@ -240,7 +242,26 @@ async fn register(client: &AuthorityClient) -> Result<(), EpError> {
         &space,
     )
     .await?;
-    Ok(())
+    Ok(reg.process_epoch)
+}
+
+fn auth_gate() -> GateRef {
+    GateRef::new(
+        space(),
+        EndpointName::parse(AUTH_ENDPOINT).unwrap(),
+        instance(),
+    )
+}
+
+/// How many connections CONNZ shows under `label`.
+fn connections_named(live: &OperatorServer, label: &str) -> usize {
+    let connz = live.server.monitor("/connz?limit=1024").unwrap();
+    connz["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["name"].as_str() == Some(label))
+        .count()
 }
 
 #[tokio::test]
@@ -488,4 +509,73 @@ async fn renewal_swaps_connections_without_failing_work_in_flight_or_after_the_f
     );
     assert!(mint.swaps() >= 3, "{} swaps", mint.swaps());
     mint.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_fence_watch_over_the_reader_reads_through_each_renewed_binding_and_sees_the_fence() {
+    let live = start();
+    let mint = open(&live, PlaneConnection::AuthMint).await;
+    let registration = open(&live, PlaneConnection::AuthRegistration).await;
+    let first = register(&registration).await.unwrap();
+    let (role, grant, stores, create) = plane_connections()[2];
+    let reader = open_with(&live, role, grant, stores, create, Duration::from_secs(4))
+        .await
+        .unwrap();
+    let fence = AwaitHostFence::new(auth_gate(), first).unwrap();
+    let started = Instant::now();
+    let successor = async {
+        // Past the reader's first exp (4 s) and two renewals, a later start fences `first`.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        register(&registration).await.unwrap()
+    };
+    let (seen, second) = tokio::join!(
+        hold_fence(&reader, fence, Duration::from_secs(30)),
+        successor
+    );
+    // The fence resolves at the successor's first move (its registration freezes the gate).
+    seen.unwrap().unwrap();
+    assert!(second > first);
+    assert!(started.elapsed() >= Duration::from_secs(5));
+    assert!(reader.swaps() >= 2, "{} swaps", reader.swaps());
+    eprintln!(
+        "fence seen {:?} after the watch began, across {} reader swaps",
+        started.elapsed(),
+        reader.swaps()
+    );
+    // The replaced connections are gone: only the current one carries the label.
+    assert_eq!(connections_named(&live, reader.label()), 1);
+    reader.close().await.unwrap();
+    registration.close().await.unwrap();
+    mint.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_renewal_that_cannot_reconnect_fails_the_client_closed_before_its_credential_expires() {
+    let mut live = start();
+    let (role, grant, stores, create) = plane_connections()[0];
+    let mint = open_with(&live, role, grant, stores, create, Duration::from_secs(4))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    live.server.stop().unwrap();
+    let failure = tokio::time::timeout(Duration::from_secs(6), mint.failed())
+        .await
+        .expect("the failed renewal must be reported before the credential expires");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(failure.message.contains("FAILED"), "{}", failure.message);
+    let refused = mint.space().unwrap_err();
+    assert!(
+        refused.message.contains("cotal:auth-mint:plane"),
+        "{}",
+        refused.message
+    );
+    eprintln!(
+        "renewal failure reported after {:?}: {}",
+        started.elapsed(),
+        failure.message
+    );
 }
