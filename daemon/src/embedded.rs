@@ -1,7 +1,8 @@
-//! The embedded `nats-server`: what a plane started without `--server` runs on.
+//! The embedded `nats-server`: what a plane started without `--server` runs on, in operator mode
+//! from exactly the configuration `cotal-authd broker-config` prints for the space.
 //!
-//! The server belongs to the state dir, not to one process: its pid, URL and config path are
-//! recorded in `<state>/nats/server.json`. A start finds a recorded server still alive (a
+//! The server belongs to its directory, not to one process: its pid, URL and config path are
+//! recorded in `<dir>/server.json`. A start finds a recorded server still alive (a
 //! predecessor that was `kill -9`ed, or one still running) and adopts it, so a successor
 //! re-registers on the same store and fences the predecessor there. A plane that exits on a
 //! signal stops the server; a fenced plane leaves it to the successor that fenced it.
@@ -81,12 +82,15 @@ fn runs_config(pid: i32, config: &Path) -> bool {
 }
 
 impl Embedded {
-    /// Adopts the state dir's live server or starts a new one, and returns once its client
-    /// port answers.
-    pub fn start(state_dir: &Path) -> Result<Embedded, String> {
-        let dir = state_dir.join("nats");
-        ensure_dir(&dir)?;
-        let config = fs::canonicalize(&dir)
+    /// Adopts the live server recorded under `dir` or starts a new one from the configuration
+    /// `config_for(listen, store_dir)` renders (the space's `broker-config`), and returns once
+    /// its client port answers.
+    pub fn start(
+        dir: &Path,
+        config_for: impl FnOnce(&str, &str) -> Result<String, String>,
+    ) -> Result<Embedded, String> {
+        ensure_dir(dir)?;
+        let config = fs::canonicalize(dir)
             .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?
             .join("nats.conf");
         let record = dir.join("server.json");
@@ -99,12 +103,7 @@ impl Embedded {
             .map_err(|e| format!("cannot find a free loopback port: {e}"))?
             .port();
         let store = config.with_file_name("store");
-        let text = format!(
-            "# Written by cotal-authd: the embedded server of this state dir.\n\
-             listen: \"127.0.0.1:{port}\"\n\
-             jetstream {{\n  store_dir: {}\n  sync_interval: always\n}}\n",
-            Value::from(store.to_string_lossy()),
-        );
+        let text = config_for(&format!("127.0.0.1:{port}"), &store.to_string_lossy())?;
         write_private(&config, text.as_bytes())?;
         let log_path = config.with_file_name("server.log");
         let log = OpenOptions::new()

@@ -3,6 +3,9 @@
 //! * `up` — come up in a space as its `auth` endpoint instance through the full registration
 //!   ceremony (fencing any predecessor), and hold that registration until a signal or a
 //!   successor fences this process ([`up`]).
+//! * `init` — create a space's trust root, create-only and idempotent ([`trust_cmd`]).
+//! * `broker-config` — print the space's operator-mode nats-server configuration ([`trust_cmd`]).
+//! * `status` — where the space's plane is, from its discovery file ([`status`]).
 //! * `gate ls|show` — read-only tables of a space's issuance gates ([`gate_cmd`]).
 //!
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
@@ -11,6 +14,8 @@
 mod embedded;
 mod gate_cmd;
 mod state;
+mod status;
+mod trust_cmd;
 mod up;
 
 use std::io::IsTerminal;
@@ -26,6 +31,8 @@ use tracing_subscriber::EnvFilter;
 
 /// A usage error: a flag, value or command the CLI refuses (one sentence on stderr).
 const EXIT_USAGE: u8 = 2;
+/// `status`: the plane is not up (said on stdout).
+const EXIT_NOT_UP: u8 = 4;
 
 const EXIT_CODES: &str = "\
 Exit status:
@@ -33,6 +40,7 @@ Exit status:
   1  failure (one sentence on stderr)
   2  usage error (one sentence on stderr)
   3  fenced: a successor registered this instance or a barrier took its gate (up)
+  4  the plane is not up (status)
 
 Environment:
   NATS_URL           default for --server
@@ -61,6 +69,17 @@ enum Command {
     /// exits 3 and leaves that server to its successor.
     #[command(after_help = EXIT_CODES)]
     Up(UpCommand),
+    /// Create the space's trust root (operator, accounts, callout, issuer keys, owner secret,
+    /// IdP pin) under the state dir; a second run changes nothing and says what it kept.
+    #[command(after_help = EXIT_CODES)]
+    Init(InitCommand),
+    /// Print the space's nats-server configuration (operator mode, the space's accounts
+    /// preloaded, JetStream, the auth callout).
+    #[command(after_help = EXIT_CODES)]
+    BrokerConfig(BrokerConfigCommand),
+    /// Say where the space's plane is (pid, server, epoch, generation), or that it is not up.
+    #[command(after_help = EXIT_CODES)]
+    Status(StatusCommand),
     /// Read-only views of the space's issuance gates.
     #[command(subcommand, subcommand_required = true)]
     Gate(GateCommand),
@@ -101,9 +120,57 @@ struct UpCommand {
         value_parser = parse_server
     )]
     server: Option<String>,
-    /// The plane's state dir: identity, discovery file, embedded server [default: .state/SPACE].
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+/// Where the spaces' state lives: trust roots, instance identities, discovery files, the
+/// embedded server.
+#[derive(Debug, Args)]
+struct StateRoot {
+    /// The state root (trust material under DIR/auth/space.<hex>/, 0700).
+    #[arg(long = "state-dir", value_name = "DIR", default_value = DEFAULT_STATE_ROOT)]
+    dir: PathBuf,
+}
+
+/// The state root when `--state-dir` is not given, relative to the working directory.
+const DEFAULT_STATE_ROOT: &str = ".cotal";
+
+#[derive(Debug, Args)]
+struct InitCommand {
+    /// The space to create the trust root of.
+    #[arg(long, value_name = "SPACE", value_parser = parse_space)]
+    space: SpaceName,
+    /// The IdP the space's users sign in at: https, or http on a loopback address; pinned
+    /// for good (re-pointing it would re-key every owner).
+    #[arg(long, value_name = "URL")]
+    idp: String,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+#[derive(Debug, Args)]
+struct BrokerConfigCommand {
+    /// The space whose server configuration to print.
+    #[arg(long, value_name = "SPACE", value_parser = parse_space)]
+    space: SpaceName,
+    /// The client address the server listens on.
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:4222")]
+    listen: String,
+    /// The server's JetStream store dir [default: DIR/nats/space.<hex>/store].
     #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
+    store_dir: Option<PathBuf>,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+#[derive(Debug, Args)]
+struct StatusCommand {
+    /// The space to report on [default: every space under the state root].
+    #[arg(long, value_name = "SPACE", value_parser = parse_space)]
+    space: Option<SpaceName>,
+    #[command(flatten)]
+    root: StateRoot,
 }
 
 /// The server a read-only view connects to (required: a view never starts one).
@@ -179,15 +246,11 @@ fn parse_server(s: &str) -> Result<String, String> {
 
 impl UpCommand {
     fn into_args(self) -> up::UpArgs {
-        let space = self.space.space;
-        let state_dir = self
-            .state_dir
-            .unwrap_or_else(|| PathBuf::from(".state").join(space.as_str()));
         up::UpArgs {
             server: self.server,
             replicas: self.space.replicas,
-            state_dir,
-            space,
+            root: self.root.dir,
+            space: self.space.space,
         }
     }
 }
@@ -225,6 +288,9 @@ impl GateCommand {
 fn command_words(args: &[String]) -> Option<&'static str> {
     match args.get(1..).unwrap_or_default() {
         [up, ..] if up == "up" => Some("up"),
+        [init, ..] if init == "init" => Some("init"),
+        [config, ..] if config == "broker-config" => Some("broker-config"),
+        [status, ..] if status == "status" => Some("status"),
         [gate, ls, ..] if gate == "gate" && ls == "ls" => Some("gate ls"),
         [gate, show, ..] if gate == "gate" && show == "show" => Some("gate show"),
         [gate, ..] if gate == "gate" => Some("gate"),
@@ -327,6 +393,17 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the async runtime: {e}"))
 }
 
+/// Prints a command's output, or its failure as one sentence.
+fn printed(command: &str, out: Result<String, String>) -> ExitCode {
+    match out {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(why) => fail(command, &why, 1),
+    }
+}
+
 /// Prints `why` as the one-sentence failure of `command`.
 fn fail(command: &str, why: &str, code: u8) -> ExitCode {
     eprintln!("cotal-authd {command}: {why}");
@@ -342,12 +419,38 @@ fn main() -> ExitCode {
     // view keeps stderr for problems.
     init_logs(match command {
         Command::Up(_) => LevelFilter::INFO,
-        Command::Gate(_) => LevelFilter::WARN,
+        Command::Init(_) | Command::BrokerConfig(_) | Command::Status(_) | Command::Gate(_) => {
+            LevelFilter::WARN
+        }
     });
     match command {
         Command::Up(up) => match runtime().and_then(|rt| rt.block_on(up::up(up.into_args()))) {
             Ok(code) => code,
             Err(why) => fail("up", &why, 1),
+        },
+        Command::Init(init) => printed(
+            "init",
+            trust_cmd::init(&init.root.dir, &init.space, &init.idp),
+        ),
+        Command::BrokerConfig(config) => printed(
+            "broker-config",
+            trust_cmd::broker_config(
+                &config.root.dir,
+                &config.space,
+                &config.listen,
+                config.store_dir.as_deref(),
+            ),
+        ),
+        Command::Status(status) => match status::status(&status.root.dir, status.space.as_ref()) {
+            Ok((text, up)) => {
+                println!("{text}");
+                if up {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(EXIT_NOT_UP)
+                }
+            }
+            Err(why) => fail("status", &why, 1),
         },
         Command::Gate(gate) => {
             let name = gate.name();
@@ -376,5 +479,6 @@ mod tests {
     fn the_help_documents_the_exit_codes_the_binary_uses() {
         assert!(EXIT_CODES.contains(&format!("  {EXIT_USAGE}  usage error")));
         assert!(EXIT_CODES.contains(&format!("  {}  fenced", up::EXIT_FENCED)));
+        assert!(EXIT_CODES.contains(&format!("  {EXIT_NOT_UP}  the plane is not up")));
     }
 }

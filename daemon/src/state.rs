@@ -1,28 +1,35 @@
-//! The plane's state dir: its persisted identity (serve nkey, instance id) and the discovery
-//! file. The dir is 0700 and every file 0600: the seed is a credential, and the instance id is
-//! what makes a restart re-register the *same* instance (and so fence its predecessor).
+//! The plane's files beside its trust root: the persisted instance identity and the discovery
+//! file. Directories are 0700 and files 0600: the serve seed is a credential, and the instance
+//! id is what makes a restart re-register the *same* instance (and so fence its predecessor).
+//!
+//! * `<root>/space.<hex>/auth-instance.json` — `{"ver":1,"instanceId","serveIdentity":{"id",
+//!   "seed"}}`, the reference's CLI layout (reference-auth-service §9.1). Created once, by a
+//!   create-only link, so two first starts converge on one identity.
+//! * `<root>/auth/space.<hex>/auth-service.json` — the discovery file of a ready plane.
 
 use std::fs::{self, DirBuilder, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use cotal_core::names::{DerivedOwner, InstanceId, OpId, OwnerToken};
+use cotal_core::names::{InstanceId, OpId, SpaceName};
+use cotal_io_fs::trust;
 use nkeys::KeyPair;
+use serde_json::{json, Value};
 
 /// The discovery file a ready plane writes and every exit removes.
 pub const DISCOVERY_FILE: &str = "auth-service.json";
-const SEED_FILE: &str = "serve.nk";
-const INSTANCE_FILE: &str = "instance-id";
+/// The plane's instance identity, beside the space's other per-root state.
+const INSTANCE_FILE: &str = "auth-instance.json";
+/// The one version of both files this build writes and reads.
+const VERSION: u64 = 1;
 
 /// What a plane is across restarts.
 #[derive(Debug)]
 pub struct Identity {
-    /// The serve identity's public nkey (`U…`).
-    pub serve_key: String,
     pub instance: InstanceId,
-    /// `u_` + 26 base32 of a hash of the serve key: stable for as long as the seed is.
-    pub owner: OwnerToken,
+    /// The serve identity's public nkey (`U…`): the actor of the gate principal.
+    pub serve_key: String,
 }
 
 /// Creates `dir` (and parents) and forces it to 0700.
@@ -36,9 +43,9 @@ pub fn ensure_dir(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot make {} private (0700): {e}", dir.display()))
 }
 
-/// Writes `bytes` to `path` atomically (a 0600 temp file renamed over it).
-pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let tmp = path.with_extension("tmp");
+/// A fresh 0600 temp file beside `path` holding `bytes`, synced.
+fn write_temp(path: &Path, bytes: &[u8]) -> Result<PathBuf, String> {
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
     let _ = fs::remove_file(&tmp);
     let write = || -> std::io::Result<()> {
         let mut f = OpenOptions::new()
@@ -47,18 +54,48 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
+        f.sync_all()
     };
-    write().map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write().map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    Ok(tmp)
 }
 
-fn read_private(path: &Path) -> Result<Option<String>, String> {
-    match fs::read_to_string(path) {
-        Ok(s) => Ok(Some(s.trim().to_owned())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+/// Writes `bytes` to `path` atomically (a synced 0600 temp file renamed over it).
+pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = write_temp(path, bytes)?;
+    fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Publishes `bytes` at `path` only if nothing is there: a synced temp file hard-linked into
+/// place (the link fails when `path` exists). Returns whether this call created it.
+fn create_private(path: &Path, bytes: &[u8]) -> Result<bool, String> {
+    let tmp = write_temp(path, bytes)?;
+    let linked = fs::hard_link(&tmp, path);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(format!("cannot create {}: {e}", path.display())),
     }
+}
+
+/// Reads a regular file, refusing a symlink or anything else in its place; `None` when absent.
+fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, String> {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(format!(
+                "{} is not a regular file (a symlink or another kind of entry); refusing to \
+                 read through it",
+                path.display()
+            ))
+        }
+        Ok(_) => {}
+    }
+    fs::read(path)
+        .map(Some)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
 /// 20 bytes from the kernel's CSPRNG.
@@ -76,54 +113,186 @@ pub fn fresh_op_id() -> Result<OpId, String> {
     Ok(OpId::mint(entropy()?))
 }
 
-/// Loads the identity persisted in `dir`, creating what is missing.
-pub fn load_or_create(dir: &Path) -> Result<Identity, String> {
-    let seed_path = dir.join(SEED_FILE);
-    let seed = match read_private(&seed_path)? {
-        Some(seed) => seed,
-        None => {
-            let seed = KeyPair::new_user()
-                .seed()
-                .map_err(|e| format!("cannot encode a new serve nkey: {e}"))?;
-            write_private(&seed_path, seed.as_bytes())?;
-            seed
-        }
+/// Where the plane's instance identity for `space` lives.
+pub fn instance_path(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join(trust::space_segment(space)).join(INSTANCE_FILE)
+}
+
+/// Loads the plane's instance identity for `space`, creating it on first start. Two first
+/// starts at once converge on the one that linked its file first.
+pub fn load_or_create(root: &Path, space: &SpaceName) -> Result<Identity, String> {
+    let path = instance_path(root, space);
+    if let Some(bytes) = read_regular(&path)? {
+        return parse_identity(&path, &bytes);
+    }
+    let dir = path
+        .parent()
+        .ok_or_else(|| format!("{} has no parent directory", path.display()))?;
+    ensure_dir(dir)?;
+    let seed = KeyPair::new_user()
+        .seed()
+        .map_err(|e| format!("cannot encode a new serve nkey: {e}"))?;
+    let pair =
+        KeyPair::from_seed(&seed).map_err(|e| format!("cannot decode the new serve nkey: {e}"))?;
+    let doc = json!({
+        "ver": VERSION,
+        "instanceId": InstanceId::mint(entropy()?).as_str(),
+        "serveIdentity": {"id": pair.public_key(), "seed": seed},
+    });
+    create_private(&path, format!("{doc:#}\n").as_bytes())?;
+    let bytes = read_regular(&path)?
+        .ok_or_else(|| format!("{} vanished right after it was created", path.display()))?;
+    parse_identity(&path, &bytes)
+}
+
+fn parse_identity(path: &Path, bytes: &[u8]) -> Result<Identity, String> {
+    let corrupt = |why: &str| {
+        format!(
+            "{} is not a valid auth instance identity ({why}); restore it from backup, since a \
+             new one registers a fresh instance that never fences this one",
+            path.display()
+        )
     };
-    let pair = KeyPair::from_seed(&seed)
-        .map_err(|e| format!("{} does not hold an nkey seed: {e}", seed_path.display()))?;
-    let instance_path = dir.join(INSTANCE_FILE);
-    let instance = match read_private(&instance_path)? {
-        Some(id) => InstanceId::parse(&id)
-            .map_err(|e| format!("{} is corrupt: {e}", instance_path.display()))?,
-        None => {
-            let id = InstanceId::mint(entropy()?);
-            write_private(&instance_path, id.as_str().as_bytes())?;
-            id
+    let doc: Value = serde_json::from_slice(bytes).map_err(|_| corrupt("not JSON"))?;
+    match doc.get("ver").and_then(Value::as_u64) {
+        Some(VERSION) => {}
+        Some(other) => {
+            return Err(format!(
+                "{} has version {other}; this build reads version {VERSION}",
+                path.display()
+            ))
         }
-    };
-    let serve_key = pair.public_key();
-    let owner = DerivedOwner::derive_from_user_key(&serve_key).into_owner();
+        None => return Err(corrupt("no version")),
+    }
+    let instance = doc
+        .get("instanceId")
+        .and_then(Value::as_str)
+        .and_then(|s| InstanceId::parse(s).ok())
+        .ok_or_else(|| corrupt("no valid instanceId"))?;
+    let serve = doc.get("serveIdentity");
+    let id = serve
+        .and_then(|s| s.get("id"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| corrupt("no serveIdentity.id"))?;
+    let pair = serve
+        .and_then(|s| s.get("seed"))
+        .and_then(Value::as_str)
+        .and_then(|seed| KeyPair::from_seed(seed).ok())
+        .filter(|p| p.public_key().starts_with('U'))
+        .ok_or_else(|| corrupt("serveIdentity.seed is not a user nkey seed"))?;
+    if pair.public_key() != id {
+        return Err(corrupt(
+            "serveIdentity.seed does not match serveIdentity.id",
+        ));
+    }
     Ok(Identity {
-        serve_key,
         instance,
-        owner,
+        serve_key: id.to_owned(),
     })
 }
 
-/// Where the discovery file of `dir` lives.
-pub fn discovery_path(dir: &Path) -> PathBuf {
-    dir.join(DISCOVERY_FILE)
+/// What a ready plane says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    pub pid: u32,
+    /// The server it serves on, without any userinfo.
+    pub server: String,
+    pub instance: String,
+    pub process_epoch: u64,
+    pub generation: u64,
+    pub registration_revision: u64,
+}
+
+/// Where the discovery file of `space` lives.
+pub fn discovery_path(root: &Path, space: &SpaceName) -> PathBuf {
+    trust::space_dir(root, space).join(DISCOVERY_FILE)
+}
+
+/// Writes the discovery file (atomically, 0600).
+pub fn write_discovery(path: &Path, space: &SpaceName, d: &Discovery) -> Result<(), String> {
+    let doc = json!({
+        "ver": VERSION,
+        "pid": d.pid,
+        "space": space.as_str(),
+        "server": d.server,
+        "instanceId": d.instance,
+        "processEpoch": d.process_epoch,
+        "generation": d.generation,
+        "registrationRevision": d.registration_revision,
+    });
+    write_private(path, format!("{doc:#}\n").as_bytes())
+}
+
+/// Reads a discovery file; `None` when there is none.
+pub fn read_discovery(path: &Path) -> Result<Option<Discovery>, String> {
+    let Some(bytes) = read_regular(path)? else {
+        return Ok(None);
+    };
+    let corrupt = || {
+        format!(
+            "{} is not a discovery file this build reads",
+            path.display()
+        )
+    };
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|_| corrupt())?;
+    if doc.get("ver").and_then(Value::as_u64) != Some(VERSION) {
+        return Err(corrupt());
+    }
+    let text = |name: &str| {
+        doc.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(corrupt)
+    };
+    let number = |name: &str| doc.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
+    Ok(Some(Discovery {
+        pid: u32::try_from(number("pid")?).map_err(|_| corrupt())?,
+        server: text("server")?,
+        instance: text("instanceId")?,
+        process_epoch: number("processEpoch")?,
+        generation: number("generation")?,
+        registration_revision: number("registrationRevision")?,
+    }))
 }
 
 /// Removes the discovery file if it is this process's: a successor on the same state dir may
 /// already have written its own, which must stay.
 pub fn remove_discovery_if_ours(path: &Path) {
-    let ours = fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v.get("pid").and_then(serde_json::Value::as_u64))
-        == Some(u64::from(std::process::id()));
+    let ours = matches!(read_discovery(path), Ok(Some(d)) if d.pid == std::process::id());
     if ours {
         let _ = fs::remove_file(path);
+    }
+}
+
+/// Every space with a trust root under `root`, in name order.
+pub fn spaces(root: &Path) -> Result<Vec<SpaceName>, String> {
+    trust::spaces(root)
+}
+
+/// `url` without userinfo, for files and logs: a server URL may carry credentials.
+pub fn redacted(url: &str) -> String {
+    url.split(',')
+        .map(|one| match one.split_once("://") {
+            Some((scheme, rest)) => match rest.split_once('@') {
+                Some((_, host)) => format!("{scheme}://{host}"),
+                None => one.to_owned(),
+            },
+            None => one.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacted_drops_userinfo_from_every_url() {
+        assert_eq!(
+            redacted("nats://u:p@a:4222,nats://b:4222"),
+            "nats://a:4222,nats://b:4222"
+        );
+        assert_eq!(redacted("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
     }
 }

@@ -1,11 +1,17 @@
-//! `cotal-authd up`: bring the plane up in a space as its own `auth` endpoint instance, then
-//! hold that registration until a signal or a successor fences it.
+//! `cotal-authd up`: bring the plane up in a space as its own `auth` endpoint instance, on
+//! authenticated, labelled connections, then hold that registration until a signal or a
+//! successor fences it.
 //!
-//! Order: (embedded server) → bind and verify the stores → the shared self-authorized ceremony
-//! ([`SelfAuthorizedInstance`], reference §7.1): publish the `auth` cluster, observe the gate and
-//! provision it only on absence, then register under the self-authority with a fresh op id, here
-//! in its serving variant (register → serve grant → READY), then the confirming read →
-//! discovery file + banner → the fence watcher.
+//! Order: the trust root (refused, listing what is missing, before anything else happens) →
+//! the instance identity → the server (the embedded one from exactly `broker-config`'s
+//! configuration, or an operator's, which must trust this space's operator) → the mint writer
+//! (`cotal:auth-mint:<space>`: store ensure and shape proof) → the shared self-authorized
+//! ceremony (reference §7.1) on the short-lived `cotal:auth-registration:<space>` connection,
+//! scoped to this one instance: publish the `auth` closure, provision the gate on first sight,
+//! register (serving variant), confirm → the reader (`cotal:auth-reader:<space>`) that the fence
+//! watch reads over, the remote-manager issuer, the barrier executor and the callout connection
+//! (`cotal:auth-service:<space>`, the stored callout creds) → discovery file + banner → the watch.
+//! Every self-minted connection carries a 15-minute JWT re-minted in process at half-life.
 //!
 //! Eviction: the plane has no connection-level evictor yet, so the driver keeps its fail-closed
 //! default (nothing is ever verified evicted). That is honest today because the plane mints no
@@ -15,28 +21,34 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
-    confirm_registration, AwaitHostFence, PrepareSelfAuthorized, SelfAuthorizedInstance,
-    SelfContract, AUTH_ENDPOINT,
+    auth_instance, confirm_registration, AwaitHostFence, PrepareSelfAuthorized,
 };
 use cotal_core::issuance::GateRef;
+use cotal_core::jwt::Permissions;
+use cotal_core::kv::Store;
 use cotal_core::machine::{script, Replay};
-use cotal_core::names::{ActorToken, EndpointName, Principal, SpaceName};
+use cotal_core::names::SpaceName;
+use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_core::profiles::ConnId;
 use cotal_core::serving::RegisterServing;
+use cotal_core::trust::DaemonMaterial;
+use cotal_core::EpError;
+use cotal_io_fs::trust;
+use cotal_io_nats::authority::{connect_with_creds, AuthorityClient, DataAccountSigner};
 use cotal_io_nats::host::hold_fence;
-use cotal_io_nats::{drive, NatsWorld, Replicas, Space, SpaceOptions};
-use serde_json::json;
+use cotal_io_nats::{drive, NatsWorld, Replicas, SpaceOptions, StoreSet};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{info, info_span, warn, Instrument};
 
 use crate::embedded::Embedded;
-use crate::state;
+use crate::state::{self, Discovery};
+use crate::trust_cmd::embedded_dir;
 
-/// The actor half of the plane's principal.
-const ACTOR: &str = "authd";
 /// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
 /// at most, it notices a successor on another process.
 pub const FENCE_POLL: Duration = Duration::from_millis(250);
@@ -52,28 +64,34 @@ pub const EXIT_FENCED: u8 = 3;
 pub struct UpArgs {
     pub space: SpaceName,
     pub server: Option<String>,
-    pub state_dir: PathBuf,
+    pub root: PathBuf,
     pub replicas: Replicas,
 }
 
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
 pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
-    state::ensure_dir(&args.state_dir)?;
-    let identity = state::load_or_create(&args.state_dir)?;
+    let material = trust::load_daemon(&args.root, &args.space)?;
+    let identity = state::load_or_create(&args.root, &args.space)?;
     let (url, embedded) = match &args.server {
         Some(url) => (url.clone(), None),
         None => {
-            let embedded = Embedded::start(&args.state_dir)?;
+            let broker = trust::load_broker(&args.root, &args.space)?;
+            let dir = embedded_dir(&args.root, &args.space);
+            let embedded = Embedded::start(&dir, |listen, store| {
+                cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
+            })?;
             (embedded.url.clone(), Some(embedded))
         }
     };
     let span = info_span!("up", space = %args.space, instance = %identity.instance);
-    match register_and_serve(&args, &identity, &url)
-        .instrument(span)
-        .await
-    {
-        Ok((outcome, space)) => {
-            let _ = space.client().drain().await;
+    let plane = Plane {
+        args: &args,
+        identity: &identity,
+        material: &material,
+        url: &url,
+    };
+    match plane.serve().instrument(span).await {
+        Ok(outcome) => {
             match (outcome, embedded) {
                 (Outcome::Stopped, Some(e)) => e.stop(),
                 // Fenced: the successor that fenced us runs on this server; leave it running.
@@ -99,99 +117,284 @@ enum Outcome {
     Fenced,
 }
 
-async fn register_and_serve(
-    args: &UpArgs,
-    identity: &state::Identity,
-    url: &str,
-) -> Result<(Outcome, Space), String> {
-    let options = SpaceOptions {
-        replicas: args.replicas,
-        ..SpaceOptions::default()
-    };
-    let space = Space::connect(url, args.space.clone(), options)
-        .await
-        .map_err(|e| e.message.clone())?;
-    let endpoint = EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message.clone())?;
-    let gate = GateRef::new(args.space.clone(), endpoint, identity.instance.clone());
-    let actor = ActorToken::parse(ACTOR).map_err(|e| e.message.clone())?;
-    let principal = Principal::new(identity.owner.clone(), actor);
+/// What one start of the plane works from.
+struct Plane<'a> {
+    args: &'a UpArgs,
+    identity: &'a state::Identity,
+    material: &'a DaemonMaterial,
+    url: &'a str,
+}
 
-    let op_id = state::fresh_op_id()?;
-    let ceremony = SelfAuthorizedInstance {
-        gate: gate.clone(),
-        owner: identity.owner.clone(),
-        principal,
-        contract: SelfContract::auth().map_err(|e| e.message.clone())?,
-        op_id: op_id.clone(),
-    };
-    let provisioned = drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &space)
-        .await
-        .map_err(|e| format!("publishing the auth cluster or provisioning the gate failed: {e}"))?;
-    if provisioned {
-        info!(gate = %gate.key(), "provisioned the gate");
+/// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
+/// the callout connection last.
+struct Connections {
+    mint: AuthorityClient,
+    reader: AuthorityClient,
+    issuer: AuthorityClient,
+    barrier: AuthorityClient,
+    callout: cotal_io_nats::async_nats::Client,
+}
+
+impl Connections {
+    async fn close(self) {
+        let Connections {
+            mint,
+            reader,
+            issuer,
+            barrier,
+            callout,
+        } = self;
+        for (label, client) in [
+            ("reader", reader),
+            ("barrier", barrier),
+            ("issuer", issuer),
+            ("mint", mint),
+        ] {
+            if let Err(e) = client.close().await {
+                warn!(connection = label, "closing failed: {e}");
+            }
+        }
+        let _ = callout.drain().await;
+    }
+}
+
+impl Plane<'_> {
+    fn space(&self) -> &SpaceName {
+        &self.args.space
     }
 
-    let register = RegisterServing {
-        register: ceremony.registration().map_err(|e| e.message.clone())?,
-        status: serde_json::Map::new(),
-    };
-    let before = space.round_trips();
-    let serving = NatsWorld::new(&space)
-        .run(&mut Replay::new(register))
-        .await
-        .map_err(|e| format!("registering the auth instance failed: {e}"))?;
-    let reg = serving.registered;
-    // The confirming read after the serving ceremony.
-    let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
-    drive(&mut Replay::new(confirm), &space)
-        .await
-        .map_err(|e| format!("registering the auth instance failed: {e}"))?;
-    let round_trips = space.round_trips() - before;
-    info!(
-        op_id = %op_id,
-        epoch = reg.process_epoch.0,
-        generation = reg.generation.0,
-        registration_revision = reg.registration_revision.0,
-        round_trips,
-        "registered the auth instance"
-    );
+    fn signer(&self) -> DataAccountSigner {
+        DataAccountSigner {
+            account: self.material.data_account().to_owned(),
+            signer: Arc::new(self.material.data_signing_key().clone()),
+        }
+    }
 
-    let discovery = state::discovery_path(&args.state_dir);
-    let doc = json!({
-        "pid": std::process::id(),
-        "server": url,
-        "space": args.space.as_str(),
-        "endpoint": AUTH_ENDPOINT,
-        "instanceId": identity.instance.as_str(),
-        "owner": identity.owner.as_str(),
-        "serveKey": identity.serve_key,
-        "processEpoch": reg.process_epoch.0,
-        "generation": reg.generation.0,
-        "registrationRevision": reg.registration_revision.0,
-        "registrationRoundTrips": round_trips,
-        "startupRoundTrips": space.round_trips(),
-    });
-    // Handlers go in before the discovery file: whoever finds the file may signal at once.
-    let signals = Signals {
-        term: signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?,
-        int: signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?,
-    };
-    state::write_private(&discovery, format!("{doc:#}\n").as_bytes())?;
-    println!(
-        "cotal-authd: auth instance {} ready in space {} on {url} at epoch {} (generation {}, \
-         registration revision {}); discovery file {}",
-        identity.instance,
-        args.space,
-        reg.process_epoch,
-        reg.generation,
-        reg.registration_revision,
-        discovery.display()
-    );
+    fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
+        SpaceOptions {
+            replicas: self.args.replicas,
+            stores: StoreSet::of(stores),
+            create_missing,
+            ..SpaceOptions::default()
+        }
+    }
 
-    let outcome = watch(&space, &gate, reg.process_epoch, signals).await;
-    // The discovery file goes first: nobody may find a plane that is on its way out.
-    state::remove_discovery_if_ours(&discovery);
-    outcome.map(|o| (o, space))
+    /// Opens one self-minted connection of `role`, refusing in one sentence a server this
+    /// space's trust root does not govern.
+    async fn open(
+        &self,
+        role: PlaneConnection,
+        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        options: SpaceOptions,
+    ) -> Result<AuthorityClient, String> {
+        AuthorityClient::open(
+            self.url,
+            role.label(self.space()),
+            self.signer(),
+            grants,
+            Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+            self.space().clone(),
+            options,
+        )
+        .await
+        .map_err(|e| self.not_ours(&e.message))
+    }
+
+    /// The one sentence for a server that refused or ignored this space's credentials.
+    fn not_ours(&self, why: &str) -> String {
+        format!(
+            "the NATS server at {} is not serving space {} from its trust root ({why}); run it              from `cotal-authd broker-config --space {}`, or start `up` without --server",
+            state::redacted(self.url),
+            self.space(),
+            self.space()
+        )
+    }
+
+    async fn serve(&self) -> Result<Outcome, String> {
+        let space = self.space().clone();
+        let all = [
+            Store::Auth,
+            Store::Records,
+            Store::Admission,
+            Store::Contracts,
+        ];
+        let mint = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::AuthMint,
+                move |conn| plane_grants::auth_mint(&space, conn),
+                self.options(&all, true),
+            )
+            .await?
+        };
+        let open_to_all = !mint
+            .space()
+            .map_err(|e| e.message.clone())?
+            .client()
+            .server_info()
+            .auth_required;
+        if open_to_all {
+            let _ = mint.close().await;
+            return Err(self.not_ours("it lets clients in without credentials"));
+        }
+        let registered = self.register().await?;
+        let reader = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::AuthReader,
+                move |conn| plane_grants::auth_reader(&space, conn),
+                self.options(&[Store::Auth, Store::Records], false),
+            )
+            .await?
+        };
+        let issuer = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::RemoteManagerIssuer,
+                move |conn| plane_grants::remote_manager_issuer(&space, conn),
+                self.options(&[Store::Auth, Store::Records], false),
+            )
+            .await?
+        };
+        let barrier = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::AuthBarrier,
+                move |conn| plane_grants::auth_barrier(&space, conn),
+                self.options(&[Store::Auth, Store::Records], false),
+            )
+            .await?
+        };
+        let callout = connect_with_creds(
+            self.url,
+            &PlaneConnection::AuthService.label(&space),
+            self.material.callout_creds(),
+        )
+        .await
+        .map_err(|e| self.not_ours(&e.message))?;
+        let connections = Connections {
+            mint,
+            reader,
+            issuer,
+            barrier,
+            callout,
+        };
+
+        let discovery = state::discovery_path(&self.args.root, &space);
+        // Handlers go in before the discovery file: whoever finds the file may signal at once.
+        let signals = Signals {
+            term: signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?,
+            int: signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?,
+        };
+        let server = state::redacted(self.url);
+        state::write_discovery(
+            &discovery,
+            &space,
+            &Discovery {
+                pid: std::process::id(),
+                server: server.clone(),
+                instance: self.identity.instance.to_string(),
+                process_epoch: registered.process_epoch.0,
+                generation: registered.generation.0,
+                registration_revision: registered.registration_revision.0,
+            },
+        )?;
+        println!(
+            "cotal-authd: auth instance {} ready in space {space} on {server} at epoch {} \
+             (generation {}, registration revision {}); discovery file {}",
+            self.identity.instance,
+            registered.process_epoch,
+            registered.generation,
+            registered.registration_revision,
+            discovery.display()
+        );
+        let gate = GateRef::new(
+            space.clone(),
+            registered.gate.endpoint.clone(),
+            self.identity.instance.clone(),
+        );
+        let outcome = watch(
+            &connections.reader,
+            &gate,
+            registered.process_epoch,
+            signals,
+        )
+        .await;
+        // The discovery file goes first: nobody may find a plane that is on its way out.
+        state::remove_discovery_if_ours(&discovery);
+        connections.close().await;
+        outcome
+    }
+
+    /// The registration ceremony on its own short-lived connection, scoped to this instance's
+    /// keys (reference §2.5 step 2); the connection closes when the ceremony ends.
+    async fn register(&self) -> Result<Registered, String> {
+        let space = self.space().clone();
+        let instance = self.identity.instance.clone();
+        let client = {
+            let (space, instance) = (space.clone(), instance.clone());
+            self.open(
+                PlaneConnection::AuthRegistration,
+                move |conn| plane_grants::auth_registration(&space, conn, &instance),
+                self.options(&[Store::Auth, Store::Records, Store::Contracts], false),
+            )
+            .await?
+        };
+        let op_id = state::fresh_op_id()?;
+        let ceremony = auth_instance(&space, &instance, &self.identity.serve_key, op_id.clone())
+            .map_err(|e| e.message.clone())?;
+        let result = async {
+            let bound = client.space().map_err(|e| e.message.clone())?;
+            let provisioned = drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &bound)
+                .await
+                .map_err(|e| {
+                    format!("publishing the auth cluster or provisioning the gate failed: {e}")
+                })?;
+            if provisioned {
+                info!(gate = %ceremony.gate.key(), "provisioned the gate");
+            }
+            let register = RegisterServing {
+                register: ceremony.registration().map_err(|e| e.message.clone())?,
+                status: serde_json::Map::new(),
+            };
+            let serving = NatsWorld::new(&bound)
+                .run(&mut Replay::new(register))
+                .await
+                .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+            let reg = serving.registered;
+            let gate = ceremony.gate.clone();
+            let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
+            drive(&mut Replay::new(confirm), &bound)
+                .await
+                .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+            info!(
+                op_id = %op_id,
+                epoch = reg.process_epoch.0,
+                generation = reg.generation.0,
+                registration_revision = reg.registration_revision.0,
+                "registered the auth instance"
+            );
+            Ok(Registered {
+                gate: ceremony.gate.clone(),
+                process_epoch: reg.process_epoch,
+                generation: reg.generation,
+                registration_revision: reg.registration_revision,
+            })
+        }
+        .await;
+        if let Err(e) = client.close().await {
+            warn!("closing the registration connection failed: {e}");
+        }
+        result
+    }
+}
+
+/// What the registration committed, for the banner, the discovery file and the watch.
+struct Registered {
+    gate: GateRef,
+    process_epoch: ProcessEpoch,
+    generation: cotal_core::gate::Generation,
+    registration_revision: cotal_core::gate::RegistrationRevision,
 }
 
 /// The stop signals the plane answers with an orderly exit.
@@ -215,7 +418,7 @@ struct Signals {
 /// at this start's committed epoch and registration revision, so it never sees this start's
 /// own freeze.
 async fn watch(
-    space: &Space,
+    reader: &AuthorityClient,
     gate: &GateRef,
     epoch: ProcessEpoch,
     mut signals: Signals,
@@ -226,7 +429,7 @@ async fn watch(
     let fenced = tokio::select! {
         _ = signals.term.recv() => { info!("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
         _ = signals.int.recv() => { info!("SIGINT: stopping"); return Ok(Outcome::Stopped) }
-        fenced = hold_fence(space, fence, UNREACHABLE_LIMIT) => fenced,
+        fenced = hold_fence(reader, fence, UNREACHABLE_LIMIT) => fenced,
     };
     match fenced {
         Ok(Some(seen)) if seen.gate.process_epoch() != epoch => warn!(

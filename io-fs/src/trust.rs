@@ -78,8 +78,47 @@ pub enum InitOutcome {
 /// `<root>/auth/space.<hex(utf8 space)>`: hex keeps every space a distinct, portable dir
 /// name (case-differing spaces included).
 pub fn space_dir(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join("auth").join(space_segment(space))
+}
+
+/// `space.<hex(utf8 space)>`: the one per-space path segment every space-keyed dir uses (the
+/// trust root, the instance identity's dir, the embedded server's dir).
+pub fn space_segment(space: &SpaceName) -> String {
     let hex: String = space.as_str().bytes().map(|b| format!("{b:02x}")).collect();
-    root.join("auth").join(format!("space.{hex}"))
+    format!("space.{hex}")
+}
+
+/// The space a [`space_segment`] names, if it is one.
+fn space_of_segment(segment: &str) -> Option<SpaceName> {
+    let hex = segment.strip_prefix("space.")?;
+    if hex.len() % 2 != 0 {
+        return None;
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect::<Option<Vec<u8>>>()?;
+    let space = SpaceName::parse(std::str::from_utf8(&bytes).ok()?).ok()?;
+    (space_segment(&space) == segment).then_some(space)
+}
+
+/// Every space with a trust-root dir under `root`, in name order (other entries are ignored).
+pub fn spaces(root: &Path) -> Result<Vec<SpaceName>, String> {
+    let dir = root.join("auth");
+    let entries = match fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot list {}: {e}", shown(&dir))),
+    };
+    let mut spaces = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", shown(&dir)))?;
+        if let Some(space) = entry.file_name().to_str().and_then(space_of_segment) {
+            spaces.push(space);
+        }
+    }
+    spaces.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    Ok(spaces)
 }
 
 fn shown(path: &Path) -> String {

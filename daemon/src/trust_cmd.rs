@@ -1,0 +1,45 @@
+//! `cotal-authd init` and `cotal-authd broker-config`: the space's trust root, created and
+//! read through `cotal-io-fs` (`trust`), rendered by `cotal-core` (`trust::broker_config`).
+
+use std::path::Path;
+
+use cotal_core::names::SpaceName;
+use cotal_io_fs::trust::{self, InitOutcome};
+
+/// Creates the trust root of `space` (or keeps the one there) and says which.
+pub fn init(root: &Path, space: &SpaceName, idp: &str) -> Result<String, String> {
+    Ok(match trust::init(root, space, idp)? {
+        InitOutcome::Created { dir } => format!(
+            "created the trust root of space {space} under {} (IdP {idp})",
+            dir.display()
+        ),
+        InitOutcome::Kept { dir, kept } => format!(
+            "kept the trust root of space {space} under {} ({}): it exists and verifies, so \
+             nothing changed",
+            dir.display(),
+            kept.join(", ")
+        ),
+    })
+}
+
+/// The space's nats-server configuration: listening on `listen`, its JetStream store at
+/// `store_dir` (default: the root's `nats/space.<hex>/store`).
+pub fn broker_config(
+    root: &Path,
+    space: &SpaceName,
+    listen: &str,
+    store_dir: Option<&Path>,
+) -> Result<String, String> {
+    let broker = trust::load_broker(root, space)?;
+    let store = match store_dir {
+        Some(dir) => dir.to_path_buf(),
+        None => embedded_dir(root, space).join("store"),
+    };
+    cotal_core::trust::broker_config(&broker, listen, &store.to_string_lossy())
+        .map_err(|e| e.message)
+}
+
+/// Where the embedded server of `space` keeps its config, log and store.
+pub fn embedded_dir(root: &Path, space: &SpaceName) -> std::path::PathBuf {
+    root.join("nats").join(trust::space_segment(space))
+}
