@@ -4,7 +4,15 @@ use cotal_core::issuance::{GateObservation, GateRef, ObserveGate};
 use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_core::registry::{ListGates, ListedGate};
-use cotal_io_nats::{drive, Replicas, Space, SpaceOptions};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cotal_core::kv::Store;
+use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_io_nats::{
+    drive, AuthorityClient, DataAccountSigner, Replicas, Space, SpaceOptions, StoreSet,
+};
 use serde_json::{json, Value};
 
 /// Validated `gate` flags.
@@ -12,6 +20,8 @@ use serde_json::{json, Value};
 pub struct GateArgs {
     pub space: SpaceName,
     pub server: String,
+    /// The state root holding the space's trust root (the view signs its own read-only JWT).
+    pub root: PathBuf,
     pub replicas: Replicas,
     pub json: bool,
     /// `show`: the one gate to print.
@@ -104,18 +114,41 @@ async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String
 
 /// Runs `gate ls` (no `one`) or `gate show`; returns what to print.
 pub async fn gate(args: GateArgs) -> Result<String, String> {
+    let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
     let options = SpaceOptions {
         replicas: args.replicas,
         create_missing: false,
+        stores: StoreSet::of(&[Store::Auth, Store::Records]),
         ..SpaceOptions::default()
     };
-    let space = Space::connect(&args.server, args.space.clone(), options)
-        .await
-        .map_err(|e| e.message.clone())?;
+    // A view reads with the reader's grants: read-only over the two authority stores.
+    let space_name = args.space.clone();
+    let client = AuthorityClient::open(
+        &args.server,
+        PlaneConnection::AuthReader.label(&args.space),
+        DataAccountSigner {
+            account: material.data_account().to_owned(),
+            signer: Arc::new(material.data_signing_key().clone()),
+        },
+        move |conn| plane_grants::auth_reader(&space_name, conn),
+        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+        args.space.clone(),
+        options,
+    )
+    .await
+    .map_err(|e| e.message.clone())?;
+    let space = client.space().map_err(|e| e.message.clone())?;
+    let out = view(&args, &space).await;
+    drop(space);
+    let _ = client.close().await;
+    out
+}
+
+async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
     let out = match &args.one {
         Some((endpoint, instance)) => {
             let gate = GateRef::new(args.space.clone(), endpoint.clone(), instance.clone());
-            let found = read_gate(&space, gate).await?.ok_or_else(|| {
+            let found = read_gate(space, gate).await?.ok_or_else(|| {
                 format!(
                     "space {} has no gate for endpoint {endpoint} instance {instance}",
                     args.space
@@ -132,7 +165,7 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
                 &mut Replay::new(ListGates {
                     space: args.space.clone(),
                 }),
-                &space,
+                space,
             )
             .await
             .map_err(|e| e.message.clone())?;

@@ -194,6 +194,8 @@ struct GateLs {
     space: SpaceArgs,
     #[command(flatten)]
     server: ViewServer,
+    #[command(flatten)]
+    root: StateRoot,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -205,6 +207,8 @@ struct GateShow {
     space: SpaceArgs,
     #[command(flatten)]
     server: ViewServer,
+    #[command(flatten)]
+    root: StateRoot,
     /// The gate's endpoint name.
     #[arg(long, value_name = "ENDPOINT", value_parser = parse_endpoint)]
     endpoint: EndpointName,
@@ -268,6 +272,7 @@ impl GateCommand {
             GateCommand::Ls(ls) => gate_cmd::GateArgs {
                 space: ls.space.space,
                 server: ls.server.server,
+                root: ls.root.dir,
                 replicas: ls.space.replicas,
                 json: ls.json,
                 one: None,
@@ -275,6 +280,7 @@ impl GateCommand {
             GateCommand::Show(show) => gate_cmd::GateArgs {
                 space: show.space.space,
                 server: show.server.server,
+                root: show.root.dir,
                 replicas: show.space.replicas,
                 json: show.json,
                 one: Some((show.endpoint, show.instance)),

@@ -136,6 +136,16 @@ struct Connections {
 }
 
 impl Connections {
+    /// Resolves when any self-minted connection fails closed (its renewal failed).
+    async fn failed(&self) -> EpError {
+        tokio::select! {
+            e = self.mint.failed() => e,
+            e = self.reader.failed() => e,
+            e = self.issuer.failed() => e,
+            e = self.barrier.failed() => e,
+        }
+    }
+
     async fn close(self) {
         let Connections {
             mint,
@@ -313,13 +323,7 @@ impl Plane<'_> {
             registered.gate.endpoint.clone(),
             self.identity.instance.clone(),
         );
-        let outcome = watch(
-            &connections.reader,
-            &gate,
-            registered.process_epoch,
-            signals,
-        )
-        .await;
+        let outcome = watch(&connections, &gate, registered.process_epoch, signals).await;
         // The discovery file goes first: nobody may find a plane that is on its way out.
         state::remove_discovery_if_ours(&discovery);
         connections.close().await;
@@ -418,7 +422,7 @@ struct Signals {
 /// at this start's committed epoch and registration revision, so it never sees this start's
 /// own freeze.
 async fn watch(
-    reader: &AuthorityClient,
+    connections: &Connections,
     gate: &GateRef,
     epoch: ProcessEpoch,
     mut signals: Signals,
@@ -429,7 +433,10 @@ async fn watch(
     let fenced = tokio::select! {
         _ = signals.term.recv() => { info!("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
         _ = signals.int.recv() => { info!("SIGINT: stopping"); return Ok(Outcome::Stopped) }
-        fenced = hold_fence(reader, fence, UNREACHABLE_LIMIT) => fenced,
+        fenced = hold_fence(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
+        // A connection whose credential could not be renewed fails closed: the plane stops
+        // rather than serve on authority it can no longer hold.
+        e = connections.failed() => return Err(format!("stopping: {}", e.message)),
     };
     match fenced {
         Ok(Some(seen)) if seen.gate.process_epoch() != epoch => warn!(
