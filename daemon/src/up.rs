@@ -207,7 +207,17 @@ impl Plane<'_> {
             options,
         )
         .await
-        .map_err(|e| self.not_ours(&e.message))
+        .map_err(|e| self.refusal(&e.message))
+    }
+
+    /// A refused credential means the server does not trust this space's operator (or lacks
+    /// its accounts); anything else (unreachable, timed out) is said as it is.
+    fn refusal(&self, why: &str) -> String {
+        if why.to_ascii_lowercase().contains("authorization") {
+            self.not_ours(why)
+        } else {
+            why.to_owned()
+        }
     }
 
     /// The one sentence for a server that refused or ignored this space's credentials.
@@ -281,7 +291,7 @@ impl Plane<'_> {
             self.material.callout_creds(),
         )
         .await
-        .map_err(|e| self.not_ours(&e.message))?;
+        .map_err(|e| self.refusal(&e.message))?;
         let connections = Connections {
             mint,
             reader,

@@ -44,6 +44,34 @@ fn run(args: &[&str]) -> Output {
     command().args(args).output().unwrap()
 }
 
+/// The space every test here works in, and its path segment (`space.<hex>`).
+const SPACE: &str = "t1";
+const SEGMENT: &str = "space.7431";
+const IDP: &str = "http://127.0.0.1:4190";
+
+fn space_dir(root: &Path) -> PathBuf {
+    root.join("auth").join(SEGMENT)
+}
+
+fn server_record(root: &Path) -> PathBuf {
+    root.join("nats").join(SEGMENT).join("server.json")
+}
+
+/// `init` of the test space under `root`, which must succeed.
+fn init(root: &Path) -> Output {
+    let out = command()
+        .args(["init", "--space", SPACE, "--idp", IDP, "--state-dir"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn up(state: &Path) -> Child {
     command()
         .args(["up", "--space", "t1", "--state-dir"])
@@ -56,7 +84,7 @@ fn up(state: &Path) -> Child {
 }
 
 fn discovery(state: &Path) -> Option<Value> {
-    serde_json::from_slice(&fs::read(state.join("auth-service.json")).ok()?).ok()
+    serde_json::from_slice(&fs::read(space_dir(state).join("auth-service.json")).ok()?).ok()
 }
 
 /// Waits until the discovery file is `child`'s.
@@ -105,7 +133,7 @@ impl Drop for Reaper {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let record = self.1.join("nats/server.json");
+        let record = server_record(&self.1);
         if let Some(pid) = fs::read(&record)
             .ok()
             .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -155,17 +183,41 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
         assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
+    // Nothing runs without a trust root: one sentence naming every missing kind and `init`.
+    let bare = tempfile::tempdir().unwrap();
+    let out = command()
+        .args(["up", "--space", "s", "--state-dir"])
+        .arg(bare.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("cotal-authd init"), "{err}");
+    assert!(!bare.path().join("auth").exists(), "up wrote material");
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_str().unwrap();
+    command()
+        .args([
+            "init",
+            "--space",
+            "s",
+            "--idp",
+            IDP,
+            "--state-dir",
+            state_dir,
+        ])
+        .output()
+        .unwrap();
     // `NATS_URL` stands in for `--server`.
     let out = command()
-        .args(["gate", "ls", "--space", "s"])
+        .args(["gate", "ls", "--space", "s", "--state-dir", state_dir])
         .env("NATS_URL", "nats://127.0.0.1:1")
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot connect"), "{err}");
-    let state = tempfile::tempdir().unwrap();
-    let state_dir = state.path().to_str().unwrap();
     for args in [
         vec![
             "up",
@@ -183,6 +235,8 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
             "s",
             "--server",
             "nats://127.0.0.1:1",
+            "--state-dir",
+            state_dir,
         ],
     ] {
         let out = run(&args);
@@ -203,6 +257,7 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let mut reaper = Reaper(Vec::new(), state.clone());
+    init(&state);
 
     reaper.0.push(up(&state));
     let first = ready(&state, &mut reaper.0[0]);
@@ -210,11 +265,30 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     assert_eq!(first["generation"], 1);
     assert_eq!(first["space"], "t1");
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode(&state), 0o700);
-    for f in ["auth-service.json", "serve.nk", "instance-id"] {
-        assert_eq!(mode(&state.join(f)), 0o600, "{f}");
+    for d in [space_dir(&state), state.join(SEGMENT)] {
+        assert_eq!(mode(&d), 0o700, "{}", d.display());
+    }
+    for f in [
+        space_dir(&state).join("auth-service.json"),
+        state.join(SEGMENT).join("auth-instance.json"),
+    ] {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
     }
     let server = first["server"].as_str().unwrap().to_owned();
+    let status = run(&[
+        "status",
+        "--space",
+        SPACE,
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&status.stdout);
+    assert_eq!(status.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("up, pid {}", reaper.0[0].id())),
+        "{said}"
+    );
+    assert!(said.contains("epoch 0 (generation 1"), "{said}");
 
     reaper.0.push(up(&state));
     let second = ready(&state, &mut reaper.0[1]);
@@ -230,7 +304,18 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     assert_eq!(status.code(), Some(3), "fenced by a successor exits 3");
     assert_eq!(discovery(&state).unwrap()["pid"], reaper.0[1].id());
 
-    let ls = run(&["gate", "ls", "--space", "t1", "--server", &server, "--json"]);
+    let root = state.to_str().unwrap();
+    let ls = run(&[
+        "gate",
+        "ls",
+        "--space",
+        "t1",
+        "--server",
+        &server,
+        "--json",
+        "--state-dir",
+        root,
+    ]);
     assert!(
         ls.status.success(),
         "{}",
@@ -243,7 +328,16 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     assert_eq!(gate["state"], "open");
     assert_eq!(gate["processEpoch"], 1);
     assert_eq!(gate["registrationRevision"], second["registrationRevision"]);
-    let table = run(&["gate", "ls", "--space", "t1", "--server", &server]);
+    let table = run(&[
+        "gate",
+        "ls",
+        "--space",
+        "t1",
+        "--server",
+        &server,
+        "--state-dir",
+        root,
+    ]);
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.starts_with("ENDPOINT"), "{table}");
     assert!(
@@ -262,27 +356,31 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
         "--instance",
         first["instanceId"].as_str().unwrap(),
         "--json",
+        "--state-dir",
+        root,
     ]);
     let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
     assert_eq!(shown["generation"], 2);
 
     // A store of the wrong shape is refused at bind, naming the setting; nothing serves.
-    let other = dir.path().join("other");
-    let refused = run(&[
-        "up",
-        "--space",
-        "t1",
-        "--server",
-        &server,
-        "--replicas",
-        "3",
-        "--state-dir",
-        other.to_str().unwrap(),
-    ]);
+    let refused = command()
+        .args([
+            "up",
+            "--space",
+            "t1",
+            "--server",
+            &server,
+            "--replicas",
+            "3",
+        ])
+        .args(["--state-dir", root])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(1), "{err}");
     assert!(err.contains("num_replicas"), "{err}");
-    assert!(!other.join("auth-service.json").exists());
+    assert_eq!(discovery(&state).unwrap()["pid"], reaper.0[1].id());
 
     // kill -9: no cleanup at all; the next start adopts the still-running embedded server.
     reaper.0[1].kill().unwrap();
@@ -296,11 +394,14 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     signal(&reaper.0[2], Signal::TERM);
     let status = exits(&mut reaper.0[2], EXIT_TIMEOUT);
     assert_eq!(status.code(), Some(0));
-    assert!(!state.join("auth-service.json").exists());
+    assert!(discovery(&state).is_none());
     assert!(
-        !state.join("nats/server.json").exists(),
+        !server_record(&state).exists(),
         "embedded server not stopped"
     );
+    let status = run(&["status", "--space", SPACE, "--state-dir", root]);
+    assert_eq!(status.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&status.stdout).contains("not up"));
 }
 
 #[test]
@@ -344,6 +445,7 @@ fn a_plane_whose_gate_stays_unreadable_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     let mut reaper = Reaper(Vec::new(), state.clone());
+    init(&state);
     reaper.0.push(
         command()
             .args(["up", "--space", "t1", "--state-dir"])
@@ -356,8 +458,7 @@ fn a_plane_whose_gate_stays_unreadable_exits_1() {
             .unwrap(),
     );
     ready(&state, &mut reaper.0[0]);
-    let record: Value =
-        serde_json::from_slice(&fs::read(state.join("nats/server.json")).unwrap()).unwrap();
+    let record: Value = serde_json::from_slice(&fs::read(server_record(&state)).unwrap()).unwrap();
     let server = Pid::from_raw(record["pid"].as_i64().unwrap() as i32).unwrap();
     kill_process(server, Signal::KILL).unwrap();
     let killed = Instant::now();
@@ -378,5 +479,5 @@ fn a_plane_whose_gate_stays_unreadable_exits_1() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains("cannot read gate epgate.auth."), "{err}");
     assert!(err.contains("for 10s"), "{err}");
-    assert!(!state.join("auth-service.json").exists());
+    assert!(discovery(&state).is_none());
 }
