@@ -1,0 +1,202 @@
+//! `cotal-authd init`, `broker-config` and `up --server` against a server this space does not
+//! govern, as a user runs them: the built binary, the pinned nats-server (a missing binary
+//! fails loudly and names `scripts/nats-server.sh`). Every wait is bounded.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cotal-authd");
+const IDP: &str = "http://127.0.0.1:4190";
+
+fn nats_server() -> PathBuf {
+    let bin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/nats-server");
+    let bin = std::env::var_os("COTAL_NATS_SERVER").map_or(bin, PathBuf::from);
+    assert!(
+        bin.is_file(),
+        "no nats-server at {}; install it with scripts/nats-server.sh",
+        bin.display()
+    );
+    bin
+}
+
+fn authd(args: &[&str], root: &Path) -> Output {
+    Command::new(BIN)
+        .env_remove("NATS_URL")
+        .args(args)
+        .arg("--state-dir")
+        .arg(root)
+        .output()
+        .unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every file under `dir` with its bytes, in path order.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = fs::read(&path).unwrap();
+                out.push((path, bytes));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn init_twice_at_once_converges_and_a_rerun_changes_nothing() {
+    let root = tempfile::tempdir().unwrap();
+    let spawn = || {
+        Command::new(BIN)
+            .args(["init", "--space", "s1", "--idp", IDP, "--state-dir"])
+            .arg(root.path())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert!(b.status.success(), "{}", stderr(&b));
+    let said = [a, b].map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    assert_eq!(
+        said.iter().filter(|s| s.starts_with("created")).count(),
+        1,
+        "{said:?}"
+    );
+    let dir = root.path().join("auth/space.7331");
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700);
+    let before = snapshot(&dir);
+    assert_eq!(before.len(), 7, "{before:?}");
+    for (path, _) in &before {
+        assert_eq!(mode(path), 0o600, "{}", path.display());
+    }
+    let again = authd(&["init", "--space", "s1", "--idp", IDP], root.path());
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).starts_with("kept"));
+    assert_eq!(snapshot(&dir), before, "a second init changed material");
+
+    let repointed = authd(
+        &["init", "--space", "s1", "--idp", "https://idp.example"],
+        root.path(),
+    );
+    let err = stderr(&repointed);
+    assert_eq!(repointed.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("re-key every owner"), "{err}");
+    assert_eq!(snapshot(&dir), before);
+}
+
+#[test]
+fn degenerate_spaces_and_bad_idp_urls_are_refused_before_any_file_is_touched() {
+    let root = tempfile::tempdir().unwrap();
+    for (space, idp, code) in [
+        ("..", IDP, 2),
+        (".", IDP, 2),
+        ("", IDP, 2),
+        ("s1", "http://idp.example", 1),
+        ("s1", "https://idp.example/?q=1", 1),
+        ("s1", "https://user:pw@idp.example", 1),
+    ] {
+        let out = authd(&["init", "--space", space, "--idp", idp], root.path());
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{space:?} {idp}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(!err.contains("pw@"), "the refusal echoed userinfo: {err}");
+        assert_eq!(fs::read_dir(root.path()).unwrap().count(), 0, "{space:?}");
+    }
+}
+
+#[test]
+fn broker_config_passes_nats_server_t() {
+    let root = tempfile::tempdir().unwrap();
+    authd(&["init", "--space", "s1", "--idp", IDP], root.path());
+    let out = authd(&["broker-config", "--space", "s1"], root.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for part in [
+        "operator:",
+        "system_account:",
+        "resolver_preload",
+        "max_control_line",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    let file = root.path().join("nats.conf");
+    fs::write(&file, &text).unwrap();
+    let checked = Command::new(nats_server())
+        .arg("-t")
+        .arg("-c")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    let missing = authd(&["broker-config", "--space", "other"], root.path());
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("cotal-authd init"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+/// A server that lets anyone in is not this space's: `up --server` refuses it in one sentence
+/// naming `broker-config`, and serves nothing.
+#[test]
+fn up_refuses_a_server_that_needs_no_credentials() {
+    let root = tempfile::tempdir().unwrap();
+    authd(&["init", "--space", "s1", "--idp", IDP], root.path());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let store = root.path().join("open-store");
+    let mut open = Command::new(nats_server())
+        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
+        .arg(&store)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the open server did not listen");
+        sleep(Duration::from_millis(20));
+    }
+    let url = format!("nats://127.0.0.1:{port}");
+    let out = Command::new(BIN)
+        .args(["up", "--space", "s1", "--server", &url, "--state-dir"])
+        .arg(root.path())
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let _ = open.kill();
+    let _ = open.wait();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("broker-config"), "{err}");
+    assert!(err.contains("without credentials"), "{err}");
+    assert!(!root
+        .path()
+        .join("auth/space.7331/auth-service.json")
+        .exists());
+}
