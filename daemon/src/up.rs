@@ -223,7 +223,8 @@ impl Plane<'_> {
     /// The one sentence for a server that refused or ignored this space's credentials.
     fn not_ours(&self, why: &str) -> String {
         format!(
-            "the NATS server at {} is not serving space {} from its trust root ({why}); run it              from `cotal-authd broker-config --space {}`, or start `up` without --server",
+            "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
+             from `cotal-authd broker-config --space {}`, or start `up` without --server",
             state::redacted(self.url),
             self.space(),
             self.space()

@@ -200,3 +200,62 @@ fn up_refuses_a_server_that_needs_no_credentials() {
         .join("auth/space.7331/auth-service.json")
         .exists());
 }
+
+/// A server that trusts another operator refuses the plane's credentials: `up --server` says so
+/// in one sentence naming `broker-config`.
+#[test]
+fn up_refuses_a_server_of_another_operator() {
+    let ours = tempfile::tempdir().unwrap();
+    let theirs = tempfile::tempdir().unwrap();
+    authd(&["init", "--space", "s1", "--idp", IDP], ours.path());
+    authd(&["init", "--space", "s1", "--idp", IDP], theirs.path());
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let store = theirs.path().join("store");
+    let store = store.to_str().unwrap();
+    let listen = format!("127.0.0.1:{port}");
+    let config = authd(
+        &[
+            "broker-config",
+            "--space",
+            "s1",
+            "--listen",
+            &listen,
+            "--store-dir",
+            store,
+        ],
+        theirs.path(),
+    );
+    assert!(config.status.success(), "{}", stderr(&config));
+    let file = theirs.path().join("nats.conf");
+    fs::write(&file, &config.stdout).unwrap();
+    let mut server = Command::new(nats_server())
+        .arg("-c")
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "their server did not listen");
+        sleep(Duration::from_millis(20));
+    }
+    let url = format!("nats://{listen}");
+    let out = Command::new(BIN)
+        .args(["up", "--space", "s1", "--server", &url, "--state-dir"])
+        .arg(ours.path())
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("broker-config --space s1"), "{err}");
+    assert!(err.contains("authorization violation"), "{err}");
+}
