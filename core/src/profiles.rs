@@ -30,7 +30,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
-use crate::host::AUTH_ENDPOINT;
+use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::issuance::ServeGrant;
 use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity};
 use crate::names::str_newtype;
@@ -79,9 +79,6 @@ pub const REGISTRATION_EXECUTOR: &str = "endpoint-serve-executor";
 
 /// The reserved command every endpoint serves; derived, never registered (SPEC §13.7).
 const DESCRIBE: &str = "describe";
-/// The command the plane's retirement rail serves (on the plane's own endpoint,
-/// [`AUTH_ENDPOINT`]).
-const RETIRE_LIFECYCLE: &str = "retire-lifecycle";
 /// The endpoint hosting managers, runs and their records.
 const MANAGER_ENDPOINT: &str = "manager";
 
