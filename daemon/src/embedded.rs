@@ -10,6 +10,7 @@
 use std::fs::{self, OpenOptions};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -121,6 +122,10 @@ impl Embedded {
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
+            // Its own process group: a terminal's Ctrl-C (or a supervisor signalling the
+            // plane's group) reaches the plane alone, which closes its connections and only then
+            // stops the server, instead of the server dying under the plane's close.
+            .process_group(0)
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
         let pid = i32::try_from(child.id()).unwrap_or(0);
