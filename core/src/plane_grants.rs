@@ -118,6 +118,20 @@ impl Names {
     }
 
     /// The reference's writer rows (`authorityWriterGrants`), in its order.
+    /// The read-only rows the reader and the barrier both open with, in the reference's order:
+    /// the JetStream probe, the bind shape proof of both stores (F10) and their leader-served
+    /// point reads (F7, F8).
+    fn proof_and_read_rows(&self) -> Vec<String> {
+        let (a, r) = (&self.auth_stream, &self.rec_stream);
+        vec![
+            "$JS.API.INFO".to_owned(),
+            format!("$JS.API.STREAM.INFO.{a}"),
+            format!("$JS.API.STREAM.INFO.{r}"),
+            format!("$JS.API.STREAM.MSG.GET.{a}"),
+            format!("$JS.API.STREAM.MSG.GET.{r}"),
+        ]
+    }
+
     fn writer_rows(&self) -> Vec<String> {
         let (a, r) = (&self.auth_stream, &self.rec_stream);
         vec![
@@ -202,18 +216,7 @@ pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpErro
 /// No `$KV` row: the reader writes nothing. No create: a missing store is a refusal, never
 /// created by a reader.
 pub fn auth_reader(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
-    let n = Names::new(space);
-    let (a, r) = (&n.auth_stream, &n.rec_stream);
-    grant(
-        vec![
-            "$JS.API.INFO".to_owned(),
-            format!("$JS.API.STREAM.INFO.{a}"),
-            format!("$JS.API.STREAM.INFO.{r}"),
-            format!("$JS.API.STREAM.MSG.GET.{a}"),
-            format!("$JS.API.STREAM.MSG.GET.{r}"),
-        ],
-        conn,
-    )
+    grant(Names::new(space).proof_and_read_rows(), conn)
 }
 
 /// `cotal:remote-manager-issuer:<s>` — the writer rows 1–15 of [`auth_mint`] (without its
@@ -259,24 +262,18 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
 /// family scans run on the sealed scanner, never on this credential.
 pub fn auth_barrier(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
-    let (a, r) = (&n.auth_stream, &n.rec_stream);
-    grant(
-        vec![
-            "$JS.API.INFO".to_owned(),
-            format!("$JS.API.STREAM.INFO.{a}"),
-            format!("$JS.API.STREAM.INFO.{r}"),
-            format!("$JS.API.STREAM.MSG.GET.{a}"),
-            format!("$JS.API.STREAM.MSG.GET.{r}"),
-            format!("$JS.API.DIRECT.GET.{r}"),
-            format!("$JS.API.DIRECT.GET.{r}.>"),
-            format!("$KV.{}.gate.>", n.auth),
-            format!("$KV.{}.cred.>", n.auth),
-            format!("$KV.{}.stage.*", n.auth),
-            format!("$KV.{}.lifecycle.>", n.rec),
-            format!("$KV.{}.plane", n.auth),
-        ],
-        conn,
-    )
+    let r = &n.rec_stream;
+    let mut publish = n.proof_and_read_rows();
+    publish.extend([
+        format!("$JS.API.DIRECT.GET.{r}"),
+        format!("$JS.API.DIRECT.GET.{r}.>"),
+        format!("$KV.{}.gate.>", n.auth),
+        format!("$KV.{}.cred.>", n.auth),
+        format!("$KV.{}.stage.*", n.auth),
+        format!("$KV.{}.lifecycle.>", n.rec),
+        format!("$KV.{}.plane", n.auth),
+    ]);
+    grant(publish, conn)
 }
 
 /// `cotal:auth-registration:<s>` — the plane's own `auth` endpoint registration: the

@@ -264,11 +264,6 @@ pub fn remove_discovery_if_ours(path: &Path) {
     }
 }
 
-/// Every space with a trust root under `root`, in name order.
-pub fn spaces(root: &Path) -> Result<Vec<SpaceName>, String> {
-    trust::spaces(root)
-}
-
 /// `url` without userinfo, for files and logs: a server URL may carry credentials.
 pub fn redacted(url: &str) -> String {
     url.split(',')

@@ -13,7 +13,7 @@ use crate::state::{self, Discovery};
 pub fn status(root: &Path, space: Option<&SpaceName>) -> Result<(String, bool), String> {
     let spaces = match space {
         Some(space) => vec![space.clone()],
-        None => state::spaces(root)?,
+        None => cotal_io_fs::trust::spaces(root)?,
     };
     if spaces.is_empty() {
         return Ok((

@@ -25,6 +25,56 @@ fn nats_server() -> PathBuf {
     bin
 }
 
+/// A free loopback port.
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A nats-server with `args`, once it listens on `port`; killed on drop.
+struct Running(std::process::Child);
+
+impl Running {
+    fn start(args: &[&std::ffi::OsStr], port: u16) -> Running {
+        let child = Command::new(nats_server())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let running = Running(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "nats-server did not listen on {port}"
+            );
+            sleep(Duration::from_millis(20));
+        }
+        running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `up --space s1 --server <url>` on `root`, with logs off: its outcome.
+fn up_on(url: &str, root: &Path) -> Output {
+    Command::new(BIN)
+        .args(["up", "--space", "s1", "--server", url, "--state-dir"])
+        .arg(root)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap()
+}
+
 fn authd(args: &[&str], root: &Path) -> Output {
     Command::new(BIN)
         .env_remove("NATS_URL")
@@ -163,33 +213,21 @@ fn broker_config_passes_nats_server_t() {
 fn up_refuses_a_server_that_needs_no_credentials() {
     let root = tempfile::tempdir().unwrap();
     authd(&["init", "--space", "s1", "--idp", IDP], root.path());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let store = root.path().join("open-store");
-    let mut open = Command::new(nats_server())
-        .args(["-a", "127.0.0.1", "-p", &port.to_string(), "-js", "-sd"])
-        .arg(&store)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "the open server did not listen");
-        sleep(Duration::from_millis(20));
-    }
-    let url = format!("nats://127.0.0.1:{port}");
-    let out = Command::new(BIN)
-        .args(["up", "--space", "s1", "--server", &url, "--state-dir"])
-        .arg(root.path())
-        .env("RUST_LOG", "off")
-        .output()
-        .unwrap();
-    let _ = open.kill();
-    let _ = open.wait();
+    let port_arg = port.to_string();
+    let args: [&std::ffi::OsStr; 7] = [
+        "-a".as_ref(),
+        "127.0.0.1".as_ref(),
+        "-p".as_ref(),
+        port_arg.as_ref(),
+        "-js".as_ref(),
+        "-sd".as_ref(),
+        store.as_os_str(),
+    ];
+    let open = Running::start(&args, port);
+    let out = up_on(&format!("nats://127.0.0.1:{port}"), root.path());
+    drop(open);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -209,11 +247,7 @@ fn up_refuses_a_server_of_another_operator() {
     let theirs = tempfile::tempdir().unwrap();
     authd(&["init", "--space", "s1", "--idp", IDP], ours.path());
     authd(&["init", "--space", "s1", "--idp", IDP], theirs.path());
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let store = theirs.path().join("store");
     let store = store.to_str().unwrap();
     let listen = format!("127.0.0.1:{port}");
@@ -232,27 +266,9 @@ fn up_refuses_a_server_of_another_operator() {
     assert!(config.status.success(), "{}", stderr(&config));
     let file = theirs.path().join("nats.conf");
     fs::write(&file, &config.stdout).unwrap();
-    let mut server = Command::new(nats_server())
-        .arg("-c")
-        .arg(&file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "their server did not listen");
-        sleep(Duration::from_millis(20));
-    }
-    let url = format!("nats://{listen}");
-    let out = Command::new(BIN)
-        .args(["up", "--space", "s1", "--server", &url, "--state-dir"])
-        .arg(ours.path())
-        .env("RUST_LOG", "off")
-        .output()
-        .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
+    let server = Running::start(&["-c".as_ref(), file.as_os_str()], port);
+    let out = up_on(&format!("nats://{listen}"), ours.path());
+    drop(server);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");

@@ -46,10 +46,11 @@ use cotal_core::profiles::{
     TakeoverId,
 };
 use cotal_tests::nats::client::{ClientError, JwtAuth, NatsClient};
+use cotal_tests::nats::wall_clock;
 use cotal_tests::nats::{NatsServer, ServerOptions};
 use nkeys::KeyPair;
 use serde_json::Value;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// Above the largest CONNECT line a maximal (16 KiB) JWT makes. The user JWT travels in
 /// CONNECT, and the server's default `max_control_line` (4096 bytes) already refuses the
@@ -72,16 +73,6 @@ const OWNER: &str = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
 const CALLER: &str = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.caller.zyxwvutsrqponmlkjihgfedcba";
 const RUN: &str = "run-0123456789abcdef";
 const OTHER_RUN: &str = "run-fedcba9876543210";
-
-/// Unix seconds now, from the system clock: the server validates `exp` against it.
-fn wall_clock() -> UnixSeconds {
-    UnixSeconds(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-}
 
 fn space() -> SpaceName {
     SpaceName::parse(SPACE).unwrap()

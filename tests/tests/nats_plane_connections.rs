@@ -16,7 +16,7 @@
 )]
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
@@ -41,6 +41,7 @@ use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 use cotal_tests::nats::client::{ClientError, JwtAuth, NatsClient};
 use cotal_tests::nats::operator::OperatorServer;
+use cotal_tests::nats::wall_clock;
 use nkeys::KeyPair;
 
 const SPACE: &str = "plane";
@@ -48,15 +49,6 @@ const IID: &str = "0123456789abcdefghijklmnop";
 const OTHER_IID: &str = "zyxwvutsrqponmlkjihgfedcba";
 const OWNER: &str = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
 const TTL: Duration = Duration::from_secs(900);
-
-fn wall_clock() -> UnixSeconds {
-    UnixSeconds(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-}
 
 fn space() -> SpaceName {
     SpaceName::parse(SPACE).unwrap()

@@ -11,7 +11,7 @@
     clippy::indexing_slicing
 )]
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use cotal_core::jwt::{
     self, Permission, Permissions, UnixSeconds, UserNats, Validity, MAX_JWT_BYTES,
@@ -22,21 +22,12 @@ use cotal_core::trust::{
     MAX_CONTROL_LINE,
 };
 use cotal_tests::nats::client::{ClientError, JwtAuth, NatsClient};
+use cotal_tests::nats::wall_clock;
 use cotal_tests::nats::{check_config, ConfiguredServer};
 use nkeys::{KeyPair, KeyPairType};
 use serde_json::Value;
 
 const AUTH_VIOLATION: &str = "Authorization Violation";
-
-/// The server checks `exp` against its own clock.
-fn wall_clock() -> UnixSeconds {
-    UnixSeconds(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_secs(),
-    )
-}
 
 fn trust_root() -> TrustRoot {
     let entropy: [u8; ProvisionSeeds::ENTROPY_BYTES] =

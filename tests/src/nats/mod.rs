@@ -151,3 +151,10 @@ fn unique_name(kind: &str) -> String {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     format!("cotal-{kind}-{}-{n}", std::process::id())
 }
+
+/// Unix seconds now, from the system clock: a server in operator mode checks every JWT's `exp`
+/// against its own clock, so tests that mint for a live server date their tokens with this.
+pub fn wall_clock() -> cotal_core::jwt::UnixSeconds {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    cotal_core::jwt::UnixSeconds(now.map_or(0, |d| d.as_secs()))
+}
