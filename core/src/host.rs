@@ -24,7 +24,7 @@ use crate::contract::{
     artifact_canonical_bytes, parse_cluster_document, publish_artifact, ClusterManifest,
 };
 use crate::error::EpError;
-use crate::gate::{GateState, ProcessEpoch, RegistrationRevision};
+use crate::gate::{EndpointGate, GateState, OpKind, ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
 use crate::kv::Store;
 use crate::ledger;
@@ -232,8 +232,29 @@ pub struct SelfAuthorizedInstance {
     /// Recorded in the gate when this start provisions it.
     pub principal: Principal,
     pub contract: SelfContract,
-    /// A fresh op id per start.
+    /// The operation this start runs: [`resumed_op`]'s choice, recorded durably by the caller
+    /// before the ceremony's freeze.
     pub op_id: OpId,
+}
+
+/// Which operation a (re)start of a self-authorized registration runs under, given the gate it
+/// observed and the op id an earlier start recorded durably before its freeze (crash-safe
+/// self-registration, F14: only a retry of the same operation may finish a frozen gate, and it
+/// resumes the same op id). `Some(recorded)` when the gate is still frozen by that very
+/// registration: the ceremony then resumes it instead of refusing. `None` otherwise — no record,
+/// or the recorded operation already ended (its gate reopened, or it never froze) — and the
+/// caller takes a fresh op id, records it, then registers.
+///
+/// Resuming is safe only when the recorded operation has no other live executor; the caller
+/// proves that (the daemon holds an exclusive lock on its state dir for its whole life, so a
+/// predecessor that recorded the op id has exited).
+pub fn resumed_op(observed: Option<&EndpointGate>, recorded: Option<&OpId>) -> Option<OpId> {
+    let (gate, recorded) = (observed?, recorded?);
+    let op = gate.op()?;
+    (gate.state() == GateState::Frozen
+        && op.kind() == OpKind::Registration
+        && op.op_id() == recorded)
+        .then(|| recorded.clone())
 }
 
 /// [`SelfAuthorizedInstance::prepare`] as a machine, for callers that run the registration
@@ -265,7 +286,7 @@ impl SelfAuthorizedInstance {
         Ok(true)
     }
 
-    /// Step 4's registrar: the self-authorized spec under a fresh op id.
+    /// Step 4's registrar: the self-authorized spec under this start's op id.
     pub fn registration(&self) -> Result<RegisterInstance, EpError> {
         let endpoint = &self.gate.endpoint;
         let spec = ServiceSpec::from_value(
@@ -374,7 +395,7 @@ pub struct HostIncarnation {
 pub struct RegisterHostIncarnation {
     pub host: HostConfig,
     pub instance: InstanceId,
-    /// A fresh op id per start.
+    /// A fresh op id per start, or the recorded one [`resumed_op`] chose after a crash.
     pub op_id: OpId,
 }
 
