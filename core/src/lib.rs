@@ -23,6 +23,7 @@
 //! * [`serving`] — serve-grant authorization and register-to-READY;
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
+//! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
 //! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence;
@@ -57,6 +58,7 @@ pub mod journal;
 pub mod jwt;
 pub mod kv;
 pub mod ledger;
+pub mod liveness;
 pub mod machine;
 pub mod manager;
 pub mod mint;

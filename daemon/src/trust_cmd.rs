@@ -13,11 +13,18 @@ pub fn init(root: &Path, space: &SpaceName, idp: &str) -> Result<String, String>
             "created the trust root of space {space} under {} (IdP {idp})",
             dir.display()
         ),
-        InitOutcome::Kept { dir, kept } => format!(
+        InitOutcome::Kept { dir, kept, added } if added.is_empty() => format!(
             "kept the trust root of space {space} under {} ({}): it exists and verifies, so \
              nothing changed",
             dir.display(),
             kept.join(", ")
+        ),
+        InitOutcome::Kept { dir, kept, added } => format!(
+            "kept the trust root of space {space} under {} ({}) and added what this version \
+             needs ({})",
+            dir.display(),
+            kept.join(", "),
+            added.join(", ")
         ),
     })
 }

@@ -35,8 +35,9 @@ use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::SpaceName;
 use cotal_core::trust::{
     provision, BrokerMaterial, CalloutMaterial, DaemonMaterial, IdpPin, IssuerKeys,
-    OperatorMaterial, OwnerSecret, ProvisionSeeds, ServiceKeys, BROKER_FILE, CALLOUT_FILE,
-    IDP_FILE, ISSUER_FILE, OPERATOR_DIR, OPERATOR_FILE, OWNER_SECRET_FILE, SERVICE_KEYS_FILE,
+    OperatorMaterial, OwnerSecret, ProvisionSeeds, ServiceKeys, SystemUser, BROKER_FILE,
+    CALLOUT_FILE, IDP_FILE, ISSUER_FILE, OPERATOR_DIR, OPERATOR_FILE, OWNER_SECRET_FILE,
+    SERVICE_KEYS_FILE, SYSTEM_USER_FILE,
 };
 use rustix::fs::{Mode, OFlags, RenameFlags, CWD};
 use rustix::io::Errno;
@@ -51,11 +52,12 @@ pub const STALE_INIT_SECS: u64 = 3600;
 const INIT_PREFIX: &str = ".init-";
 
 /// The daemon's files with the kind of material each holds, as refusals name them.
-const DAEMON_FILES: [(&str, &str); 5] = [
+const DAEMON_FILES: [(&str, &str); 6] = [
     (SERVICE_KEYS_FILE, "service keys"),
     (CALLOUT_FILE, "callout account"),
     (ISSUER_FILE, "issuer keys"),
     (OWNER_SECRET_FILE, "owner secret"),
+    (SYSTEM_USER_FILE, "plane system user"),
     (IDP_FILE, "IdP pin"),
 ];
 
@@ -70,9 +72,14 @@ const OPERATOR_FILES: [(&str, &str); 2] = [
 pub enum InitOutcome {
     /// Fresh material was drawn and published at `dir`.
     Created { dir: PathBuf },
-    /// The space already had a complete, valid trust root pinned to the same IdP; nothing was
-    /// written. `kept` lists its files, relative to `dir`.
-    Kept { dir: PathBuf, kept: Vec<String> },
+    /// The space already had a valid trust root pinned to the same IdP. `kept` lists its
+    /// files, relative to `dir`; `added` the ones a root made by an earlier version lacked and
+    /// this run derived from the operator material (nothing else is ever written).
+    Kept {
+        dir: PathBuf,
+        kept: Vec<String>,
+        added: Vec<String>,
+    },
 }
 
 /// `<root>/auth/space.<hex(utf8 space)>`: hex keeps every space a distinct, portable dir
@@ -253,6 +260,7 @@ fn read_daemon(dir: &Path, space: &SpaceName) -> Result<DaemonMaterial, String> 
             IssuerKeys::parse(b, space, l)
         })?,
         load(&dir.join(OWNER_SECRET_FILE), OwnerSecret::parse)?,
+        load(&dir.join(SYSTEM_USER_FILE), SystemUser::parse)?,
         load(&dir.join(IDP_FILE), IdpPin::parse)?,
     )
     .map_err(|e| format!("{}: {}", shown(dir), e.message))
@@ -334,6 +342,46 @@ fn verify_existing(
     Ok(kept)
 }
 
+/// Upgrades a trust root made before the plane had its own system user: when `system-user.json`
+/// is missing and the operator material is there, mints the user from the system account (a
+/// fresh seed) and publishes it create-only, synced. Returns the files it added. Everything
+/// else missing is left for [`verify_existing`] to refuse.
+fn add_system_user(dir: &Path, space: &SpaceName) -> Result<Vec<String>, String> {
+    let path = dir.join(SYSTEM_USER_FILE);
+    let operator_path = dir.join(OPERATOR_DIR).join(OPERATOR_FILE);
+    if present(&path)? || !check_dir(&dir.join(OPERATOR_DIR))? || !present(&operator_path)? {
+        return Ok(Vec::new());
+    }
+    let operator = load(&operator_path, |b, l| OperatorMaterial::parse(b, space, l))?;
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed)
+        .map_err(|e| format!("cannot draw a key seed from the OS random source: {e}"))?;
+    let user =
+        cotal_core::trust::system_user_for(&operator, &seed, unix_now()?).map_err(|e| e.message)?;
+    let mut tag = [0u8; 8];
+    getrandom::fill(&mut tag)
+        .map_err(|e| format!("cannot draw a temp name from the OS random source: {e}"))?;
+    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+    let tmp = dir.join(format!("{INIT_PREFIX}{SYSTEM_USER_FILE}-{tag}"));
+    write_new(&tmp, &user.to_bytes())?;
+    // A hard link publishes the synced file only if nothing is there: a concurrent init that
+    // added it first wins and this one keeps the winner's.
+    let linked = fs::hard_link(&tmp, &path);
+    let _ = fs::remove_file(&tmp);
+    match linked {
+        Ok(()) => sync_dir(dir).map(|()| vec![SYSTEM_USER_FILE.to_owned()]),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(Vec::new()),
+        Err(e) => Err(format!("cannot create {}: {e}", shown(&path))),
+    }
+}
+
+fn unix_now() -> Result<UnixSeconds, String> {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| UnixSeconds(d.as_secs()))
+        .map_err(|_| "the system clock is before 1970".to_owned())
+}
+
 /// Creates `dir` 0700 unless it exists (another `init` may create it meanwhile).
 fn ensure_dir(dir: &Path) -> Result<(), String> {
     match DirBuilder::new().mode(0o700).create(dir) {
@@ -389,7 +437,12 @@ pub fn init(root: &Path, space: &SpaceName, idp_url: &str) -> Result<InitOutcome
     let pin = IdpPin::from_url(idp_url).map_err(|e| e.message)?;
     let dir = space_dir(root, space);
     let keep = |dir: PathBuf| {
-        verify_existing(&dir, space, &pin).map(|kept| InitOutcome::Kept { dir, kept })
+        let added = add_system_user(&dir, space)?;
+        let kept = verify_existing(&dir, space, &pin)?
+            .into_iter()
+            .filter(|f| !added.contains(f))
+            .collect();
+        Ok(InitOutcome::Kept { dir, kept, added })
     };
     if check_dir(&dir)? {
         return keep(dir);
@@ -407,11 +460,7 @@ pub fn init(root: &Path, space: &SpaceName, idp_url: &str) -> Result<InitOutcome
         .try_into()
         .map(ProvisionSeeds::from_entropy)
         .map_err(|_| "the seed buffer has the wrong length".to_owned())?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| UnixSeconds(d.as_secs()))
-        .map_err(|_| "the system clock is before 1970".to_owned())?;
-    let material = provision(space, pin.clone(), &seeds, now).map_err(|e| e.message)?;
+    let material = provision(space, pin.clone(), &seeds, unix_now()?).map_err(|e| e.message)?;
 
     let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
     let tmp = auth.join(format!("{INIT_PREFIX}{}-{tag}", std::process::id()));

@@ -24,11 +24,12 @@ fn space() -> SpaceName {
     SpaceName::parse("main").unwrap()
 }
 
-const FILES: [&str; 7] = [
+const FILES: [&str; 8] = [
     "service-keys.json",
     "callout.json",
     "issuer.json",
     "owner-secret.json",
+    "system-user.json",
     "idp.json",
     "operator/operator.json",
     "operator/broker.json",
@@ -36,7 +37,11 @@ const FILES: [&str; 7] = [
 
 /// Every file's bytes and mtime.
 fn snapshot(dir: &Path) -> Vec<(Vec<u8>, i64, i64)> {
-    FILES
+    snapshot_of(dir, &FILES)
+}
+
+fn snapshot_of(dir: &Path, files: &[&str]) -> Vec<(Vec<u8>, i64, i64)> {
+    files
         .iter()
         .map(|f| {
             let p = dir.join(f);
@@ -82,7 +87,8 @@ fn init_lays_out_the_space_dir_with_private_modes() {
             "issuer.json",
             "operator",
             "owner-secret.json",
-            "service-keys.json"
+            "service-keys.json",
+            "system-user.json"
         ]
     );
     // No temp dir is left behind.
@@ -104,14 +110,46 @@ fn a_second_init_keeps_everything_and_writes_nothing() {
         InitOutcome::Kept {
             dir: kept_dir,
             kept,
+            added,
         } => {
             assert_eq!(kept_dir, dir);
-            assert_eq!(kept.len(), 7);
+            assert_eq!(kept.len(), 8);
             assert!(kept.contains(&"operator/broker.json".to_owned()));
+            assert!(added.is_empty());
         }
         other => panic!("expected Kept, got {other:?}"),
     }
     assert_eq!(snapshot(&dir), before);
+}
+
+#[test]
+fn init_adds_the_plane_system_user_to_a_root_made_before_it_and_changes_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = created(tmp.path());
+    std::fs::remove_file(dir.join("system-user.json")).unwrap();
+    let others: Vec<&str> = FILES
+        .into_iter()
+        .filter(|f| *f != "system-user.json")
+        .collect();
+    let before = snapshot_of(&dir, &others);
+    let refused = load_daemon(tmp.path(), &space()).unwrap_err();
+    assert!(refused.contains("plane system user"), "{refused}");
+    match init(tmp.path(), &space(), "https://idp.example.com/").unwrap() {
+        InitOutcome::Kept { kept, added, .. } => {
+            assert_eq!(added, ["system-user.json"]);
+            assert_eq!(kept.len(), 7);
+        }
+        other => panic!("expected Kept, got {other:?}"),
+    }
+    assert_eq!(snapshot_of(&dir, &others), before, "nothing else changed");
+    let mode = std::fs::metadata(dir.join("system-user.json"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let daemon = load_daemon(tmp.path(), &space()).unwrap();
+    let broker = load_broker(tmp.path(), &space()).unwrap();
+    daemon.check_broker(&broker).unwrap();
 }
 
 #[test]
@@ -209,7 +247,7 @@ fn missing_material_is_one_sentence_and_an_incomplete_dir_is_never_regenerated()
         e,
         format!(
             "the trust root of space main is missing (service keys, callout account, issuer \
-             keys, owner secret, IdP pin under {}); create it with `cotal-authd init --space \
+             keys, owner secret, plane system user, IdP pin under {}); create it with `cotal-authd init --space \
              main --idp URL`",
             space_dir(tmp.path(), &space()).display()
         )

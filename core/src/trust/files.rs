@@ -32,6 +32,8 @@ pub const CALLOUT_FILE: &str = "callout.json";
 pub const ISSUER_FILE: &str = "issuer.json";
 /// [`OwnerSecret`].
 pub const OWNER_SECRET_FILE: &str = "owner-secret.json";
+/// [`SystemUser`].
+pub const SYSTEM_USER_FILE: &str = "system-user.json";
 
 fn public_key_of_kind(obj: &Obj<'_>, member: &str, kind: KeyPairType) -> Result<String, EpError> {
     let text = obj.str(member)?;
@@ -681,16 +683,127 @@ impl OwnerSecret {
     }
 }
 
+// ---- system-user.json ----------------------------------------------------------------------
+
+/// The plane's own system-account user: it lists connections and kicks them (liveness and
+/// verified eviction, [`crate::liveness`]) and may do nothing else of the system account. The
+/// reference runs these through a separate delivery daemon; this plane holds them itself, so
+/// this file is a credential beyond the reference's four secret kinds. `Debug` shows public keys
+/// only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SystemUser {
+    account: String,
+    user: String,
+    creds: String,
+}
+
+impl std::fmt::Debug for SystemUser {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SystemUser")
+            .field("account", &self.account)
+            .field("user", &self.user)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SystemUser {
+    /// Mints the user under the system account's own key (the system account has no signing
+    /// keys), with exactly [`liveness::system_user_permissions`](crate::liveness) and no expiry.
+    pub fn mint(
+        system: &NkeyPair,
+        user: &NkeyPair,
+        now: jwt::UnixSeconds,
+    ) -> Result<SystemUser, EpError> {
+        let creds = jwt::user_creds(
+            system.key_pair(),
+            system.public_key(),
+            user.key_pair(),
+            crate::liveness::SYSTEM_USER_NAME,
+            &jwt::UserNats {
+                permissions: crate::liveness::system_user_permissions(),
+                ..jwt::UserNats::default()
+            },
+            jwt::Validity {
+                issued_at: now,
+                expires_at: None,
+            },
+        )?;
+        Ok(SystemUser {
+            account: system.public_key().to_owned(),
+            user: user.public_key().to_owned(),
+            creds: creds.text(),
+        })
+    }
+
+    /// The system account's public key.
+    pub fn account(&self) -> &str {
+        &self.account
+    }
+
+    /// The creds text the plane connects with.
+    pub fn creds(&self) -> &str {
+        &self.creds
+    }
+
+    /// `{"ver":1,"systemUser":{"account","creds"}}`.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        file_bytes(&json!({
+            "ver": FILE_VERSION,
+            "systemUser": {"account": self.account, "creds": self.creds},
+        }))
+    }
+
+    /// Reads `system-user.json`: the creds must be a user signed by the stated system account
+    /// itself, named [`crate::liveness::SYSTEM_USER_NAME`], without expiry, and granted exactly
+    /// the plane's system permissions (a wider grant is refused, not trusted).
+    pub fn parse(bytes: &[u8], file_label: &str) -> Result<Self, EpError> {
+        let map = root_map(bytes, file_label)?;
+        let root = Obj::top(&map, file_label);
+        root.closed(&["ver", "systemUser"])?;
+        root.version()?;
+        let user = root.obj("systemUser")?;
+        user.closed(&["account", "creds"])?;
+        let account = public_key_of_kind(&user, "account", KeyPairType::Account)?;
+        let text = user.str("creds")?;
+        let bad = |why: String| user.corrupt(&format!("member systemUser.creds {why}"));
+        let parsed = jwt::parse_creds(text).map_err(|e| bad(e.message))?;
+        let claims = jwt::decode(&parsed.jwt).map_err(|e| bad(e.message))?;
+        let claims = jwt::verify(&parsed.jwt, ClaimType::User, &account, claims.iat)
+            .map_err(|e| bad(format!("does not verify: {}", e.message)))?;
+        if claims.user_account() != Some(account.as_str()) {
+            return Err(bad("is not a user of systemUser.account".to_owned()));
+        }
+        if claims.exp.is_some() {
+            return Err(bad("expires; the trust root's JWTs never do".to_owned()));
+        }
+        if claims.name != crate::liveness::SYSTEM_USER_NAME
+            || claims.user().map(|u| &u.permissions)
+                != Some(&crate::liveness::system_user_permissions())
+        {
+            return Err(bad(format!(
+                "is not the plane's {} user with exactly its grant",
+                crate::liveness::SYSTEM_USER_NAME
+            )));
+        }
+        Ok(SystemUser {
+            account,
+            user: claims.sub,
+            creds: text.to_owned(),
+        })
+    }
+}
+
 // ---- the daemon's set -----------------------------------------------------------------------
 
-/// Everything the running daemon reads: the four secret kinds and the IdP pin, checked to
-/// belong together.
+/// Everything the running daemon reads: the four secret kinds of the reference, the plane's
+/// system user and the IdP pin, checked to belong together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DaemonMaterial {
     service_keys: ServiceKeys,
     callout: CalloutMaterial,
     issuer: IssuerKeys,
     owner_secret: OwnerSecret,
+    system_user: SystemUser,
     idp: IdpPin,
 }
 
@@ -704,6 +817,7 @@ impl DaemonMaterial {
         callout: CalloutMaterial,
         issuer: IssuerKeys,
         owner_secret: OwnerSecret,
+        system_user: SystemUser,
         idp: IdpPin,
     ) -> Result<Self, EpError> {
         let admits = match jwt::decode(&callout.jwt).map(|c| c.nats) {
@@ -725,6 +839,7 @@ impl DaemonMaterial {
             callout,
             issuer,
             owner_secret,
+            system_user,
             idp,
         })
     }
@@ -745,16 +860,20 @@ impl DaemonMaterial {
         {
             return Err(mismatch("callout", CALLOUT_FILE));
         }
+        if broker.system_account.public_key != self.system_user.account {
+            return Err(mismatch("system", SYSTEM_USER_FILE));
+        }
         Ok(())
     }
 
     /// The files of the space dir, by name, with their bytes.
-    pub fn files(&self) -> [(&'static str, Vec<u8>); 5] {
+    pub fn files(&self) -> [(&'static str, Vec<u8>); 6] {
         [
             (SERVICE_KEYS_FILE, self.service_keys.to_bytes()),
             (CALLOUT_FILE, self.callout.to_bytes()),
             (ISSUER_FILE, self.issuer.to_bytes()),
             (OWNER_SECRET_FILE, self.owner_secret.to_bytes()),
+            (SYSTEM_USER_FILE, self.system_user.to_bytes()),
             (super::IDP_FILE, self.idp.to_bytes()),
         ]
     }
@@ -803,5 +922,10 @@ impl DaemonMaterial {
 
     pub fn idp(&self) -> &IdpPin {
         &self.idp
+    }
+
+    /// The plane's system-account user (liveness and eviction).
+    pub fn system_user(&self) -> &SystemUser {
+        &self.system_user
     }
 }

@@ -13,7 +13,9 @@
 //!   mode is configured with ([`broker_config`]);
 //! * [`DaemonMaterial`] — the daemon's secrets: the data account's signing key
 //!   (`service-keys.json`), the callout account (`callout.json`), the bearer issuer keys
-//!   (`issuer.json`), the owner secret (`owner-secret.json`), and the IdP pin (`idp.json`).
+//!   (`issuer.json`), the owner secret (`owner-secret.json`), the plane's system-account user
+//!   for liveness and eviction (`system-user.json`, [`SystemUser`]) and the IdP pin
+//!   (`idp.json`).
 //!
 //! Nothing here expires: the operator and account JWTs are the server's configuration, and the
 //! sentinel's `exp` would cut every client admitted through it (callout-operator-mode G4).
@@ -33,8 +35,8 @@ use sha2::{Digest as _, Sha256};
 pub use broker::{broker_config, MAX_CONTROL_LINE};
 pub use files::{
     AccountJwt, BrokerMaterial, CalloutMaterial, DaemonMaterial, IssuerKey, IssuerKeys,
-    OperatorMaterial, OwnerSecret, ServiceKeys, BROKER_FILE, CALLOUT_FILE, ISSUER_FILE,
-    OPERATOR_DIR, OPERATOR_FILE, OWNER_SECRET_FILE, SERVICE_KEYS_FILE,
+    OperatorMaterial, OwnerSecret, ServiceKeys, SystemUser, BROKER_FILE, CALLOUT_FILE, ISSUER_FILE,
+    OPERATOR_DIR, OPERATOR_FILE, OWNER_SECRET_FILE, SERVICE_KEYS_FILE, SYSTEM_USER_FILE,
 };
 pub use idp::{IdpPin, IDP_FILE};
 pub use json::FILE_VERSION;
@@ -90,11 +92,13 @@ pub struct ProvisionSeeds {
     /// The RFC 8032 private seed of the first bearer issuer key.
     pub issuer_key: [u8; 32],
     pub owner_secret: [u8; 32],
+    /// The plane's system-account user (liveness and eviction).
+    pub system_user: [u8; 32],
 }
 
 impl ProvisionSeeds {
-    /// How many entropy bytes [`ProvisionSeeds::from_entropy`] takes: twelve seeds of 32.
-    pub const ENTROPY_BYTES: usize = 12 * 32;
+    /// How many entropy bytes [`ProvisionSeeds::from_entropy`] takes: thirteen seeds of 32.
+    pub const ENTROPY_BYTES: usize = 13 * 32;
 
     /// Splits one buffer of fresh entropy into the seeds, in field order, so an adapter makes
     /// one CSPRNG call.
@@ -118,6 +122,7 @@ impl ProvisionSeeds {
             sentinel_user: next(),
             issuer_key: next(),
             owner_secret: next(),
+            system_user: next(),
         }
     }
 }
@@ -389,6 +394,11 @@ pub fn provision(
         ),
         IssuerKeys::new(space, issuer_key),
         OwnerSecret::new(seeds.owner_secret),
+        SystemUser::mint(
+            &system,
+            &NkeyPair::from_raw(KeyPairType::User, &seeds.system_user)?,
+            now,
+        )?,
         idp,
     )?;
     Ok(TrustRoot {
@@ -402,6 +412,20 @@ pub fn provision(
         ),
         daemon,
     })
+}
+
+/// The plane's system user for a trust root made before that user existed: minted from the
+/// operator material's system account with a fresh `seed`, as [`provision`] mints it.
+pub fn system_user_for(
+    operator: &OperatorMaterial,
+    seed: &[u8; 32],
+    now: UnixSeconds,
+) -> Result<SystemUser, EpError> {
+    SystemUser::mint(
+        operator.system_account(),
+        &NkeyPair::from_raw(KeyPairType::User, seed)?,
+        now,
+    )
 }
 
 #[cfg(test)]

@@ -169,13 +169,15 @@ fn every_file_round_trips_and_has_its_reference_members() {
         assert!(bytes.ends_with(b"\n"), "{name}");
         assert_eq!(json_of(&bytes)["ver"], 1, "{name}");
     }
-    let [(_, keys), (_, callout), (_, issuer), (_, secret), (_, idp)] = r.daemon.files();
+    let [(_, keys), (_, callout), (_, issuer), (_, secret), (_, system), (_, idp)] =
+        r.daemon.files();
     let daemon = DaemonMaterial::assemble(
         &s,
         ServiceKeys::parse(&keys, "service-keys.json").unwrap(),
         CalloutMaterial::parse(&callout, &s, "callout.json").unwrap(),
         IssuerKeys::parse(&issuer, &s, "issuer.json").unwrap(),
         OwnerSecret::parse(&secret, "owner-secret.json").unwrap(),
+        SystemUser::parse(&system, "system-user.json").unwrap(),
         IdpPin::parse(&idp, "idp.json").unwrap(),
     )
     .unwrap();
@@ -265,7 +267,7 @@ fn files_refuse_unknown_versions_members_and_foreign_spaces() {
         "broker.json"
     ))
     .contains("belongs to a different space"));
-    let [_, (_, callout), (_, issuer), (_, secret), _] = r.daemon.files();
+    let [_, (_, callout), (_, issuer), (_, secret), _, _] = r.daemon.files();
     assert!(
         message(CalloutMaterial::parse(&callout, &other, "callout.json"))
             .starts_with("callout.json belongs to a different space (AUTH_main), not other")
@@ -306,7 +308,7 @@ fn files_refuse_wrong_keys_bad_kids_and_short_secrets() {
         !m.contains(&seed) && !m.contains(&r.operator.data_account().key_pair().seed().unwrap())
     );
 
-    let [(_, keys), (_, callout), (_, issuer), (_, secret), _] = r.daemon.files();
+    let [(_, keys), (_, callout), (_, issuer), (_, secret), (_, system), _] = r.daemon.files();
     let bad_kid = edit(&issuer, |v| v["keys"][0]["kid"] = json!("AAAA"));
     let m = message(IssuerKeys::parse(&bad_kid, &s, "issuer.json"));
     assert!(
@@ -368,9 +370,45 @@ fn files_refuse_wrong_keys_bad_kids_and_short_secrets() {
         CalloutMaterial::parse(&callout, &s, "c").unwrap(),
         IssuerKeys::parse(&issuer, &s, "i").unwrap(),
         OwnerSecret::parse(&secret, "o").unwrap(),
+        SystemUser::parse(&system, "s").unwrap(),
         IdpPin::from_url(IDP).unwrap(),
     ));
     assert!(m.contains("come from different trust roots"), "{m}");
+
+    // The system user: signed by the system account itself, exactly its grant, no expiry.
+    let parsed = SystemUser::parse(&system, "s").unwrap();
+    assert_eq!(parsed.account(), r.operator.system_account().public_key());
+    let members: Vec<String> = json_of(&system)["systemUser"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert_eq!(members, ["account", "creds"]);
+    let foreign = edit(&system, |v| {
+        v["systemUser"]["account"] = json!(other.operator.system_account().public_key())
+    });
+    assert!(message(SystemUser::parse(&foreign, "s")).contains("does not verify"));
+    let user = KeyPair::new_from_raw(KeyPairType::User, [6; 32]).unwrap();
+    let wider = jwt::user_creds(
+        r.operator.system_account().key_pair(),
+        r.operator.system_account().public_key(),
+        &user,
+        crate::liveness::SYSTEM_USER_NAME,
+        &UserNats::default(),
+        Validity {
+            issued_at: NOW,
+            expires_at: None,
+        },
+    )
+    .unwrap();
+    let wider = edit(&system, |v| v["systemUser"]["creds"] = json!(wider.text()));
+    assert!(message(SystemUser::parse(&wider, "s")).contains("exactly its grant"));
+    let upgraded = system_user_for(&r.operator, &[7; 32], NOW).unwrap();
+    assert_eq!(
+        SystemUser::parse(&upgraded.to_bytes(), "s").unwrap(),
+        upgraded
+    );
     assert!(message(r.daemon.check_broker(&other.broker)).contains("different trust roots"));
 }
 

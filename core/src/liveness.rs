@@ -1,0 +1,495 @@
+//! Holder liveness and verified eviction, decided from the NATS servers' own connection listings
+//! (DESIGN: liveness and eviction from NATS itself; spec-fence-rules F24, F52, F68). Pure: the
+//! adapter sends the requests this module names and hands every reply back to it.
+//!
+//! One sweep: ask every server for its JetStream view (`JSZ`), which says which servers make up
+//! the cluster — its meta group, offline peers included, or the one standalone server — so the
+//! expected set comes from the servers themselves, never from configuration; then ask every
+//! server for the data account's connections (`CONNZ`, `auth: true`), page by page. The sweep
+//! is complete only when every expected server answered every page and no reply was malformed.
+//! A holder is `live` when any listed connection is attributed to it, `gone` only under a
+//! complete sweep that lists none, and `unknown` otherwise: silence is never death.
+//!
+//! Attribution is the `principal:<owner>.<actor>` tag every credential the plane mints carries
+//! in its user JWT (profiles, and the plane's own connections), which `CONNZ` with `auth: true`
+//! lists. A connection without one is infrastructure and never a holder.
+//!
+//! Eviction is the system account's `KICK` of each attributed connection on the server that
+//! listed it, verified by a fresh complete sweep that lists none of the holder's connections.
+//! A `KICK` has no per-connection acknowledgement, so only that re-sweep proves anything.
+//!
+//! Residual: a server listing more than one page can shift its list between two page requests
+//! (a connection closing moves later ones down by one), so a page's total must not change
+//! between pages or the sweep is incomplete; a close and an open between the same two requests
+//! keep the total and can still hide one connection. A page holds [`CONNZ_PAGE`] connections
+//! per server and account, so this needs that many live connections of the data account on one
+//! server.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{json, Map, Value};
+
+use crate::jwt::{Permission, Permissions};
+use crate::machine::Liveness;
+use crate::names::Principal;
+
+/// The system-account user the trust root provisions for the plane alone.
+pub const SYSTEM_USER_NAME: &str = "cotal-plane";
+/// The only inbox prefix that user may subscribe under (its creds are static, so the prefix is
+/// fixed; every request still draws its own inbox under it).
+pub const SYSTEM_INBOX_PREFIX: &str = "_INBOX_cotal_plane";
+/// Every server answers with its JetStream view, which names the cluster's members.
+pub const JSZ_PING: &str = "$SYS.REQ.SERVER.PING.JSZ";
+/// Every server answers with its connections (filtered by account in the request).
+pub const CONNZ_PING: &str = "$SYS.REQ.SERVER.PING.CONNZ";
+/// Connections asked for per page and server.
+pub const CONNZ_PAGE: u64 = 4096;
+/// Pages per server before a sweep gives up as incomplete.
+pub const MAX_PAGES: u64 = 16;
+/// The tag prefix that attributes a connection to its holder.
+pub const PRINCIPAL_TAG: &str = "principal:";
+
+/// One server's `CONNZ`, for a later page.
+pub fn server_connz(server_id: &str) -> String {
+    format!("$SYS.REQ.SERVER.{server_id}.CONNZ")
+}
+
+/// One server's `KICK`, which closes one of its connections by id.
+pub fn server_kick(server_id: &str) -> String {
+    format!("$SYS.REQ.SERVER.{server_id}.KICK")
+}
+
+/// The grant of [`SYSTEM_USER_NAME`]: the two pings, one server's listing and its kick, and
+/// replies to its own inboxes. Nothing else of the system account: no account or server
+/// administration, no event subjects.
+pub fn system_user_permissions() -> Permissions {
+    Permissions {
+        publish: Permission {
+            allow: vec![
+                JSZ_PING.to_owned(),
+                CONNZ_PING.to_owned(),
+                server_connz("*"),
+                server_kick("*"),
+            ],
+            deny: Vec::new(),
+        },
+        subscribe: Permission {
+            allow: vec![format!("{SYSTEM_INBOX_PREFIX}.>")],
+            deny: Vec::new(),
+        },
+        response: None,
+    }
+}
+
+/// The `CONNZ` request for one page of `account`'s connections, with the JWT details
+/// (`auth: true`) that carry the tags.
+pub fn connz_request(account: &str, offset: u64) -> Vec<u8> {
+    json!({"acc": account, "auth": true, "offset": offset, "limit": CONNZ_PAGE, "sort": "cid"})
+        .to_string()
+        .into_bytes()
+}
+
+/// The `KICK` request for connection `cid`.
+pub fn kick_request(cid: u64) -> Vec<u8> {
+    json!({ "cid": cid }).to_string().into_bytes()
+}
+
+/// A server as it names itself in a reply's envelope.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerRef {
+    pub name: String,
+    pub id: String,
+}
+
+fn object<'a>(value: &'a Value, what: &str) -> Result<&'a Map<String, Value>, String> {
+    value
+        .as_object()
+        .ok_or_else(|| format!("{what} is not a JSON object"))
+}
+
+fn text<'a>(map: &'a Map<String, Value>, member: &str, what: &str) -> Result<&'a str, String> {
+    match map.get(member).and_then(Value::as_str) {
+        Some(s) if !s.is_empty() => Ok(s),
+        _ => Err(format!("{what} has no {member}")),
+    }
+}
+
+fn count(map: &Map<String, Value>, member: &str, what: &str) -> Result<u64, String> {
+    map.get(member)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("{what} has no unsigned {member}"))
+}
+
+/// The envelope every `$SYS` reply carries: who answered, and its `data` unless it refused.
+struct Envelope {
+    server: ServerRef,
+    /// The cluster the server declares itself a member of; `None` for a standalone server.
+    cluster: Option<String>,
+    data: Option<Value>,
+}
+
+fn envelope(bytes: &[u8]) -> Result<Envelope, String> {
+    let mut value: Value =
+        serde_json::from_slice(bytes).map_err(|e| format!("a reply is not JSON ({e})"))?;
+    let root = object(&value, "a reply")?;
+    let server = object(
+        root.get("server").unwrap_or(&Value::Null),
+        "a reply's server",
+    )?;
+    let server_ref = ServerRef {
+        name: text(server, "name", "a reply's server")?.to_owned(),
+        id: text(server, "id", "a reply's server")?.to_owned(),
+    };
+    let cluster = match server.get("cluster") {
+        None => None,
+        Some(Value::String(c)) if !c.is_empty() => Some(c.clone()),
+        Some(_) => {
+            return Err(format!(
+                "server {} declares a malformed cluster",
+                server_ref.name
+            ))
+        }
+    };
+    if let Some(error) = root.get("error") {
+        return Err(format!(
+            "server {} answered with an error: {error}",
+            server_ref.name
+        ));
+    }
+    Ok(Envelope {
+        server: server_ref,
+        cluster,
+        data: value.get_mut("data").map(Value::take),
+    })
+}
+
+impl Envelope {
+    fn data(&self, what: &str) -> Result<&Map<String, Value>, String> {
+        let data = self
+            .data
+            .as_ref()
+            .ok_or_else(|| format!("server {} answered {what} without data", self.server.name))?;
+        object(data, what)
+    }
+}
+
+/// The servers a complete sweep must hear from, as the servers themselves report them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    names: BTreeSet<String>,
+}
+
+impl Topology {
+    /// Reads the `JSZ` replies: a clustered server lists its meta group (itself and every
+    /// peer, offline ones included, with the group's size); a standalone one declares no
+    /// cluster and is the whole set. Every reply must agree, or the topology is unknown.
+    pub fn from_jsz(replies: &[Vec<u8>]) -> Result<Topology, String> {
+        if replies.is_empty() {
+            return Err("no server answered the cluster query".to_owned());
+        }
+        let mut names = BTreeSet::new();
+        let mut sizes = BTreeSet::new();
+        let mut standalone = 0usize;
+        for reply in replies {
+            let reply = envelope(reply)?;
+            let server = &reply.server;
+            names.insert(server.name.clone());
+            if reply.cluster.is_none() {
+                standalone += 1;
+                sizes.insert(1);
+                continue;
+            }
+            let data = reply.data("a JSZ reply")?;
+            let meta = data
+                .get("meta_cluster")
+                .and_then(Value::as_object)
+                .ok_or_else(|| {
+                    format!(
+                        "server {} is clustered but reports no JetStream meta group",
+                        server.name
+                    )
+                })?;
+            sizes.insert(count(meta, "cluster_size", "a meta group")?);
+            for peer in meta
+                .get("replicas")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let peer = object(peer, "a meta group peer")?;
+                names.insert(text(peer, "name", "a meta group peer")?.to_owned());
+            }
+        }
+        let size = match (sizes.len(), sizes.first()) {
+            (1, Some(&size)) => size,
+            _ => return Err(format!("servers disagree on the cluster size ({sizes:?})")),
+        };
+        if standalone > 0 && (standalone != replies.len() || replies.len() != 1) {
+            return Err("standalone and clustered servers answered together".to_owned());
+        }
+        if u64::try_from(names.len()).ok() != Some(size) {
+            return Err(format!(
+                "the meta group has {size} members but names {} servers",
+                names.len()
+            ));
+        }
+        Ok(Topology { names })
+    }
+
+    pub fn names(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+}
+
+/// One listed connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub server: ServerRef,
+    pub cid: u64,
+    /// From its `principal:` tag; `None` for an unattributed (infrastructure) connection.
+    pub principal: Option<Principal>,
+    /// The connection's name, for the operator's report.
+    pub name: String,
+}
+
+/// One server's listing so far.
+#[derive(Debug, Clone)]
+struct ServerListing {
+    server: ServerRef,
+    total: u64,
+    pages: u64,
+    conns: Vec<Listed>,
+}
+
+/// A `CONNZ` sweep being assembled from replies.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    topology: Topology,
+    servers: BTreeMap<String, ServerListing>,
+    malformed: Option<String>,
+}
+
+/// What a sweep established.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listing {
+    /// Every expected server answered every page.
+    Complete(Vec<Listed>),
+    /// Why nothing can be concluded from absence.
+    Incomplete(String),
+}
+
+impl Sweep {
+    pub fn new(topology: Topology) -> Sweep {
+        Sweep {
+            topology,
+            servers: BTreeMap::new(),
+            malformed: None,
+        }
+    }
+
+    /// Takes one `CONNZ` reply (a first page from the ping, or a later page asked of one
+    /// server). Anything malformed, foreign or out of order makes the sweep incomplete.
+    pub fn add(&mut self, bytes: &[u8]) {
+        if let Err(why) = self.take(bytes) {
+            self.malformed.get_or_insert(why);
+        }
+    }
+
+    fn take(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let reply = envelope(bytes)?;
+        let server = reply.server.clone();
+        if !self.topology.names.contains(&server.name) {
+            return Err(format!(
+                "server {} answered but is not a member of the cluster it reports",
+                server.name
+            ));
+        }
+        let what = format!("server {}'s connection list", server.name);
+        let data = reply.data(&what)?;
+        let total = count(data, "total", &what)?;
+        let offset = count(data, "offset", &what)?;
+        let rows = data
+            .get("connections")
+            .and_then(Value::as_array)
+            .ok_or_else(|| format!("{what} has no connections array"))?;
+        let mut conns = Vec::with_capacity(rows.len());
+        for row in rows {
+            conns.push(listed(&server, row)?);
+        }
+        let entry = self
+            .servers
+            .entry(server.name.clone())
+            .or_insert_with(|| ServerListing {
+                server: server.clone(),
+                total,
+                pages: 0,
+                conns: Vec::new(),
+            });
+        if entry.server != server {
+            return Err(format!(
+                "server {} answered under two ids ({} and {})",
+                server.name, entry.server.id, server.id
+            ));
+        }
+        let expected = u64::try_from(entry.conns.len()).unwrap_or(u64::MAX);
+        if offset != expected {
+            return Err(format!(
+                "{what} came out of order (offset {offset}, {expected} listed so far)"
+            ));
+        }
+        if entry.pages > 0 && total != entry.total {
+            return Err(format!(
+                "{what} changed between pages ({} then {total} connections)",
+                entry.total
+            ));
+        }
+        entry.pages += 1;
+        entry.total = total;
+        entry.conns.extend(conns);
+        if entry.pages > MAX_PAGES && entry.needs_more() {
+            return Err(format!("{what} spans more than {MAX_PAGES} pages"));
+        }
+        Ok(())
+    }
+
+    /// Servers with more to list: `(server id, offset)` of each next page to ask for.
+    pub fn next_pages(&self) -> Vec<(String, u64)> {
+        if self.malformed.is_some() {
+            return Vec::new();
+        }
+        self.servers
+            .values()
+            .filter(|s| s.needs_more() && s.pages <= MAX_PAGES)
+            .map(|s| {
+                (
+                    s.server.id.clone(),
+                    u64::try_from(s.conns.len()).unwrap_or(u64::MAX),
+                )
+            })
+            .collect()
+    }
+
+    /// True once every expected server has sent its first page.
+    pub fn heard_from_all(&self) -> bool {
+        self.topology
+            .names
+            .iter()
+            .all(|n| self.servers.contains_key(n))
+    }
+
+    /// The sweep's verdict, now.
+    pub fn listing(&self) -> Listing {
+        if let Some(why) = &self.malformed {
+            return Listing::Incomplete(why.clone());
+        }
+        let silent: Vec<&str> = self
+            .topology
+            .names
+            .iter()
+            .filter(|n| !self.servers.contains_key(*n))
+            .map(String::as_str)
+            .collect();
+        if !silent.is_empty() {
+            return Listing::Incomplete(format!(
+                "{} of {} servers did not answer ({})",
+                silent.len(),
+                self.topology.names.len(),
+                silent.join(", ")
+            ));
+        }
+        if let Some(s) = self.servers.values().find(|s| s.needs_more()) {
+            return Listing::Incomplete(format!(
+                "server {} listed {} of {} connections",
+                s.server.name,
+                s.conns.len(),
+                s.total
+            ));
+        }
+        Listing::Complete(
+            self.servers
+                .values()
+                .flat_map(|s| s.conns.iter().cloned())
+                .collect(),
+        )
+    }
+}
+
+impl ServerListing {
+    fn needs_more(&self) -> bool {
+        u64::try_from(self.conns.len()).is_ok_and(|n| n < self.total)
+    }
+}
+
+/// One `CONNZ` row: an id is required (a row without one could be the holder and could not be
+/// kicked); the tag, when present, must name a well-formed principal.
+fn listed(server: &ServerRef, row: &Value) -> Result<Listed, String> {
+    let what = format!("a connection listed by server {}", server.name);
+    let row = object(row, &what)?;
+    let cid = count(row, "cid", &what)?;
+    let mut principal = None;
+    for tag in row
+        .get("tags")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let Some(held) = tag.as_str().and_then(|t| t.strip_prefix(PRINCIPAL_TAG)) else {
+            continue;
+        };
+        let parsed = Principal::parse(held).map_err(|e| {
+            format!(
+                "connection {cid} carries a malformed principal tag: {}",
+                e.message
+            )
+        })?;
+        if principal.replace(parsed).is_some() {
+            return Err(format!("connection {cid} carries two principal tags"));
+        }
+    }
+    Ok(Listed {
+        server: server.clone(),
+        cid,
+        principal,
+        name: row
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+    })
+}
+
+impl Listing {
+    /// `live` when any listed connection is the holder's, `gone` only under a complete sweep
+    /// that lists none, `unknown` when the sweep is incomplete (F52: absence of evidence is not
+    /// evidence of absence).
+    pub fn liveness(&self, holder: &Principal) -> Liveness {
+        match self {
+            Listing::Complete(conns) if conns.iter().any(|c| c.holds(holder)) => Liveness::Live,
+            Listing::Complete(_) => Liveness::Gone,
+            Listing::Incomplete(_) => Liveness::Unknown,
+        }
+    }
+
+    /// The holder's listed connections (possibly a partial view when incomplete).
+    pub fn held_by<'a>(&'a self, holder: &'a Principal) -> impl Iterator<Item = &'a Listed> {
+        let conns = match self {
+            Listing::Complete(conns) => conns.as_slice(),
+            Listing::Incomplete(_) => &[],
+        };
+        conns.iter().filter(move |c| c.holds(holder))
+    }
+}
+
+impl Listed {
+    fn holds(&self, holder: &Principal) -> bool {
+        self.principal.as_ref() == Some(holder)
+    }
+}
+
+/// Reads a `KICK` reply: `Err` with the server's description when it refused.
+pub fn kick_outcome(bytes: &[u8]) -> Result<(), String> {
+    envelope(bytes).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,187 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use serde_json::{json, Value};
+
+use super::*;
+
+const ACCOUNT: &str = "ADATA";
+
+fn standalone_jsz(name: &str) -> Vec<u8> {
+    json!({"server": {"name": name, "id": format!("N{name}")}, "data": {"streams": 0}})
+        .to_string()
+        .into_bytes()
+}
+
+fn cluster_jsz(name: &str, peers: &[&str], size: u64) -> Vec<u8> {
+    let replicas: Vec<Value> = peers
+        .iter()
+        .map(|p| json!({"name": p, "current": true}))
+        .collect();
+    json!({
+        "server": {"name": name, "id": format!("N{name}"), "cluster": "c"},
+        "data": {"meta_cluster": {"name": "c", "cluster_size": size, "replicas": replicas}},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn conn(cid: u64, principal: Option<&str>) -> Value {
+    match principal {
+        Some(p) => json!({"cid": cid, "name": "c", "tags": ["owner:x", format!("principal:{p}")]}),
+        None => json!({"cid": cid, "name": "infra"}),
+    }
+}
+
+fn page(name: &str, total: u64, offset: u64, conns: Vec<Value>) -> Vec<u8> {
+    json!({
+        "server": {"name": name, "id": format!("N{name}")},
+        "data": {"total": total, "offset": offset, "connections": conns},
+    })
+    .to_string()
+    .into_bytes()
+}
+
+fn holder(p: &str) -> Principal {
+    Principal::parse(p).unwrap()
+}
+
+#[test]
+fn f52_a_standalone_server_is_the_whole_cluster() {
+    let topology = Topology::from_jsz(&[standalone_jsz("a")]).unwrap();
+    assert_eq!(topology.names().len(), 1);
+    let mut sweep = Sweep::new(topology);
+    assert_eq!(
+        sweep.listing(),
+        Listing::Incomplete("1 of 1 servers did not answer (a)".into())
+    );
+    sweep.add(&page("a", 1, 0, vec![conn(5, Some("local.me"))]));
+    assert!(sweep.heard_from_all());
+    let listing = sweep.listing();
+    assert_eq!(listing.liveness(&holder("local.me")), Liveness::Live);
+    assert_eq!(listing.liveness(&holder("local.other")), Liveness::Gone);
+    assert_eq!(listing.held_by(&holder("local.me")).count(), 1);
+}
+
+#[test]
+fn f52_no_answer_is_unknown_never_gone() {
+    assert!(Topology::from_jsz(&[]).is_err());
+    let mut sweep = Sweep::new(Topology::from_jsz(&[cluster_jsz("a", &["b", "c"], 3)]).unwrap());
+    sweep.add(&page("a", 0, 0, vec![]));
+    sweep.add(&page("b", 0, 0, vec![]));
+    let listing = sweep.listing();
+    assert!(
+        matches!(&listing, Listing::Incomplete(why) if why.contains("(c)")),
+        "{listing:?}"
+    );
+    assert_eq!(listing.liveness(&holder("local.me")), Liveness::Unknown);
+    sweep.add(&page("c", 0, 0, vec![]));
+    assert_eq!(
+        sweep.listing().liveness(&holder("local.me")),
+        Liveness::Gone
+    );
+}
+
+#[test]
+fn f52_the_cluster_size_comes_from_the_meta_group_offline_peers_included() {
+    // A partitioned member still reports the whole meta group.
+    let topology = Topology::from_jsz(&[cluster_jsz("a", &["b", "c"], 3)]).unwrap();
+    assert_eq!(topology.names().iter().collect::<Vec<_>>(), ["a", "b", "c"]);
+    for bad in [
+        vec![cluster_jsz("a", &["b"], 3)],
+        vec![
+            cluster_jsz("a", &["b", "c"], 3),
+            cluster_jsz("b", &["a"], 2),
+        ],
+        vec![standalone_jsz("a"), cluster_jsz("b", &["a"], 2)],
+        vec![standalone_jsz("a"), standalone_jsz("b")],
+        vec![b"not json".to_vec()],
+        vec![
+            json!({"server": {"name": "a", "id": "Na", "cluster": "c"}, "data": {}})
+                .to_string()
+                .into_bytes(),
+        ],
+        vec![
+            json!({"server": {"name": "a", "id": "Na"}, "error": {"code": 500}})
+                .to_string()
+                .into_bytes(),
+        ],
+    ] {
+        assert!(Topology::from_jsz(&bad).is_err());
+    }
+}
+
+#[test]
+fn f52_a_malformed_or_foreign_reply_makes_the_sweep_incomplete() {
+    let topology = || Topology::from_jsz(&[standalone_jsz("a")]).unwrap();
+    for bad in [
+        b"{}".to_vec(),
+        page("z", 0, 0, vec![]),
+        page("a", 1, 0, vec![json!({"name": "no cid"})]),
+        page(
+            "a",
+            1,
+            0,
+            vec![json!({"cid": 1, "tags": ["principal:not a principal"]})],
+        ),
+        page(
+            "a",
+            1,
+            0,
+            vec![json!({"cid": 1, "tags": ["principal:a.b", "principal:a.c"]})],
+        ),
+        json!({"server": {"name": "a", "id": "Na"}, "error": {"description": "denied"}})
+            .to_string()
+            .into_bytes(),
+    ] {
+        let mut sweep = Sweep::new(topology());
+        sweep.add(&bad);
+        sweep.add(&page("a", 0, 0, vec![]));
+        let listing = sweep.listing();
+        assert!(matches!(listing, Listing::Incomplete(_)), "{listing:?}");
+        assert_eq!(listing.liveness(&holder("a.b")), Liveness::Unknown);
+    }
+}
+
+#[test]
+fn f52_pages_are_followed_and_a_shifting_list_is_incomplete() {
+    let topology = || Topology::from_jsz(&[standalone_jsz("a")]).unwrap();
+    let mut sweep = Sweep::new(topology());
+    sweep.add(&page("a", 3, 0, vec![conn(1, None), conn(2, None)]));
+    assert_eq!(sweep.next_pages(), vec![("Na".to_owned(), 2)]);
+    assert!(matches!(sweep.listing(), Listing::Incomplete(_)));
+    sweep.add(&page("a", 3, 2, vec![conn(3, Some("a.b"))]));
+    assert!(sweep.next_pages().is_empty());
+    assert_eq!(sweep.listing().liveness(&holder("a.b")), Liveness::Live);
+
+    let mut shifted = Sweep::new(topology());
+    shifted.add(&page("a", 3, 0, vec![conn(1, None), conn(2, None)]));
+    shifted.add(&page("a", 2, 2, vec![]));
+    assert!(matches!(shifted.listing(), Listing::Incomplete(why) if why.contains("changed")));
+
+    let mut out_of_order = Sweep::new(topology());
+    out_of_order.add(&page("a", 3, 0, vec![conn(1, None), conn(2, None)]));
+    out_of_order.add(&page("a", 3, 1, vec![conn(2, None)]));
+    assert!(matches!(out_of_order.listing(), Listing::Incomplete(why) if why.contains("order")));
+}
+
+#[test]
+fn the_requests_name_the_account_and_the_grant_is_exactly_the_sweep_and_the_kick() {
+    let request: Value = serde_json::from_slice(&connz_request(ACCOUNT, 8)).unwrap();
+    assert_eq!(request["acc"], ACCOUNT);
+    assert_eq!(request["auth"], true);
+    assert_eq!(request["offset"], 8);
+    let grant = system_user_permissions();
+    assert_eq!(
+        grant.publish.allow,
+        [
+            "$SYS.REQ.SERVER.PING.JSZ",
+            "$SYS.REQ.SERVER.PING.CONNZ",
+            "$SYS.REQ.SERVER.*.CONNZ",
+            "$SYS.REQ.SERVER.*.KICK"
+        ]
+    );
+    assert_eq!(grant.subscribe.allow, ["_INBOX_cotal_plane.>"]);
+    assert!(kick_outcome(&page("a", 0, 0, vec![])).is_ok());
+    let refused = json!({"server": {"name": "a", "id": "Na"}, "error": {"description": "no"}});
+    assert!(kick_outcome(refused.to_string().as_bytes()).is_err());
+}
