@@ -579,6 +579,7 @@ pub fn observe_holder_generation(
 /// whatever the holder's liveness) are `conflict`; unreadable, garbled and behind-the-stamp
 /// observations are `unavailable`. No liveness probe is consulted, by design.
 pub fn assert_foreign_slot_is_orphaned(
+    space: &SpaceName,
     endpoint: &EndpointName,
     slot: &Slot,
     live: &HolderGeneration,
@@ -636,8 +637,9 @@ pub fn assert_foreign_slot_is_orphaned(
                 "{held}; its issuance gate is still at generation {stamp}, so that registration \
                  is IN FLIGHT and this one must wait; re-read and re-decide. If its holder is \
                  gone, reopen that instance's gate first (its own restart heals it on boot, or \
-                 run: cotal reconcile-gate --instance {holder}), which advances the generation \
-                 past the slot and lets this registration reclaim it (F64)"
+                 run: {}), which advances the generation past the slot and lets this \
+                 registration reclaim it (F64)",
+                crate::reconcile::remedy(space, endpoint, holder)
             ),
         ),
         HolderGeneration::Live(_) => Ok(()),

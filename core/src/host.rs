@@ -200,19 +200,24 @@ pub fn auth_instance(
     op_id: OpId,
 ) -> Result<SelfAuthorizedInstance, EpError> {
     let endpoint = EndpointName::parse(AUTH_ENDPOINT)?;
+    Ok(SelfAuthorizedInstance {
+        gate: GateRef::new(space.clone(), endpoint, instance.clone()),
+        owner: OwnerToken::local(),
+        principal: auth_principal(serve_key)?,
+        contract: SelfContract::auth()?,
+        op_id,
+    })
+}
+
+/// The plane's gate principal, `local.<serve nkey>`: what its connections are attributed to.
+pub fn auth_principal(serve_key: &str) -> Result<Principal, EpError> {
     let actor = ActorToken::parse(serve_key).map_err(|e| {
         EpError::bad_request(format!(
             "the plane's serve key is not a principal actor: {}",
             e.message
         ))
     })?;
-    Ok(SelfAuthorizedInstance {
-        gate: GateRef::new(space.clone(), endpoint, instance.clone()),
-        owner: OwnerToken::local(),
-        principal: Principal::new(OwnerToken::local(), actor),
-        contract: SelfContract::auth()?,
-        op_id,
-    })
+    Ok(Principal::new(OwnerToken::local(), actor))
 }
 
 /// The shared self-authorized registration ceremony (reference §7.1), used for endpoints the

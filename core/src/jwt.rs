@@ -190,6 +190,16 @@ pub struct UserNats {
     pub tags: Vec<String>,
 }
 
+/// A grant alone: unlimited, every connection type, no tags.
+impl From<Permissions> for UserNats {
+    fn from(permissions: Permissions) -> Self {
+        UserNats {
+            permissions,
+            ..UserNats::default()
+        }
+    }
+}
+
 /// JetStream limits of an account; all zero disables JetStream for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct JetStreamLimits {

@@ -57,10 +57,17 @@ pub enum PlaneConnection {
     /// The auth callout connection: it connects with the stored callout-account creds, never a
     /// self-minted JWT, so it has a label but no builder here.
     AuthService,
+    /// A short connection of the plane's system-account user (`system-user.json`): one
+    /// liveness sweep or one verified eviction, then closed. Not a data-account connection, so
+    /// no builder here either ([`crate::liveness::system_user_permissions`]).
+    PlaneSystem,
+    /// The operator's `cotal-authd gate reconcile` ([`gate_reconcile`]).
+    GateReconcile,
 }
 
 impl PlaneConnection {
-    /// Every plane connection, in boot order of reference §2.4/§2.5 (the callout last).
+    /// Every connection a running plane holds, in boot order of reference §2.4/§2.5 (the
+    /// callout last). The short system and reconcile connections are not among them.
     pub const ALL: [PlaneConnection; 6] = [
         PlaneConnection::AuthMint,
         PlaneConnection::AuthRegistration,
@@ -79,6 +86,8 @@ impl PlaneConnection {
             PlaneConnection::RemoteManagerIssuer => "remote-manager-issuer",
             PlaneConnection::AuthBarrier => "auth-barrier",
             PlaneConnection::AuthService => "auth-service",
+            PlaneConnection::PlaneSystem => "plane-system",
+            PlaneConnection::GateReconcile => "gate-reconcile",
         }
     }
 
@@ -306,9 +315,29 @@ pub fn auth_registration(
     conn: &ConnId,
     instance: &InstanceId,
 ) -> Result<Permissions, EpError> {
+    registration_connection(space, conn, &EndpointName::parse(AUTH_ENDPOINT)?, instance)
+}
+
+/// The operator's `gate reconcile` connection ([`PlaneConnection::GateReconcile`]): exactly the
+/// rows of [`auth_registration`], scoped to the one `endpoint`/`instance` whose frozen
+/// registration it finishes (F14: the reconciler executes the dead registration's own op).
+pub fn gate_reconcile(
+    space: &SpaceName,
+    conn: &ConnId,
+    endpoint: &EndpointName,
+    instance: &InstanceId,
+) -> Result<Permissions, EpError> {
+    registration_connection(space, conn, endpoint, instance)
+}
+
+fn registration_connection(
+    space: &SpaceName,
+    conn: &ConnId,
+    endpoint: &EndpointName,
+    instance: &InstanceId,
+) -> Result<Permissions, EpError> {
     let n = Names::new(space);
-    let endpoint = EndpointName::parse(AUTH_ENDPOINT)?;
-    let mut publish = registration_executor_rows(space, &endpoint, instance);
+    let mut publish = registration_executor_rows(space, endpoint, instance);
     publish.extend([
         format!("$JS.API.STREAM.INFO.{}", n.auth_stream),
         format!("$JS.API.STREAM.INFO.{}", n.rec_stream),

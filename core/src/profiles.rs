@@ -144,7 +144,7 @@ pub fn principal_tags(p: &Principal) -> Vec<String> {
     vec![
         format!("owner:{}", p.owner()),
         format!("actor:{}", p.actor()),
-        format!("principal:{}", p.key()),
+        format!("{}{}", crate::liveness::PRINCIPAL_TAG, p.key()),
     ]
 }
 

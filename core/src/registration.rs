@@ -265,7 +265,7 @@ impl RegisterInstance {
         if let SlotStance::Foreign(slot) = stance {
             let live =
                 govern::observe_holder_generation(cx, &self.space, endpoint, &slot.instance)?;
-            govern::assert_foreign_slot_is_orphaned(endpoint, slot, &live)?;
+            govern::assert_foreign_slot_is_orphaned(&self.space, endpoint, slot, &live)?;
         }
         let surface = self.read_surface(cx)?;
         govern::check_continuity(&head.commands, &surface)?;
@@ -345,12 +345,12 @@ fn blocked(gate: &GateRef, observed: &EndpointGate) -> EpError {
         ))
         .with_detail(detail.into());
     }
-    detail.insert("remedy".into(), "cotal reconcile-gate".into());
+    detail.insert("remedy".into(), crate::reconcile::RECONCILE_COMMAND.into());
     EpError::conflict(format!(
         "gate {} is frozen by another operation; wait for it, or if its holder is gone run \
-         `cotal reconcile-gate --instance {}`",
+         `{}`",
         gate.key(),
-        gate.instance
+        crate::reconcile::remedy(&gate.space, &gate.endpoint, &gate.instance)
     ))
     .with_detail(detail.into())
 }

@@ -505,7 +505,7 @@ fn f64_foreign_slot_predicate_refuses_all_but_a_stamp_behind_the_live_gate() {
         (live(3), Conflict, "in-flight", "IN FLIGHT"),
     ];
     for (observed, code, condition, fragment) in cases {
-        let e = assert_foreign_slot_is_orphaned(&ep(), &held, &observed).unwrap_err();
+        let e = assert_foreign_slot_is_orphaned(&SpaceName::parse("govslotsmoke").unwrap(), &ep(), &held, &observed).unwrap_err();
         assert_eq!((e.code, e.message.contains(fragment)), (code, true), "{e}");
         let detail = serde_json::json!({
             "kind": FOREIGN_SLOT_HELD, "holderInstanceId": AAA, "condition": condition,
@@ -516,7 +516,7 @@ fn f64_foreign_slot_predicate_refuses_all_but_a_stamp_behind_the_live_gate() {
             Some(condition)
         );
     }
-    assert_foreign_slot_is_orphaned(&ep(), &held, &live(4)).unwrap();
+    assert_foreign_slot_is_orphaned(&SpaceName::parse("govslotsmoke").unwrap(), &ep(), &held, &live(4)).unwrap();
 }
 
 #[test]

@@ -199,7 +199,16 @@ fn f14_a_gate_frozen_by_another_operation_is_conflict_with_the_reconcile_remedy(
     assert_eq!(err.code, ErrorCode::Conflict);
     assert_eq!(err.details[0]["kind"], "ai.cotal.ep.lifecycle-blocked");
     assert_eq!(err.details[0]["gateState"], "frozen");
-    assert_eq!(err.details[0]["remedy"], "cotal reconcile-gate");
+    assert_eq!(err.details[0]["remedy"], "cotal-authd gate reconcile");
+    assert!(
+        err.message.contains(&format!(
+            "cotal-authd gate reconcile --space {} --endpoint {} --instance {}",
+            r.space,
+            r.spec.endpoint(),
+            r.instance
+        )),
+        "{err}"
+    );
     assert_eq!(fixture_gate(&world).op().unwrap().op_id(), &op(7));
 }
 

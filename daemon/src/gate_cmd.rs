@@ -1,7 +1,9 @@
-//! `cotal-authd gate ls|show`: read-only views of a space's issuance gates.
+//! `cotal-authd gate ls|show`: read-only views of a space's issuance gates; `gate reconcile`:
+//! the operator's liveness-guarded repair of one frozen registration gate.
 
 use cotal_core::issuance::{GateObservation, GateRef, ObserveGate};
-use cotal_core::machine::Replay;
+use cotal_core::machine::{Liveness, Replay};
+use cotal_core::reconcile::{ReconcileCondition, ReconcileGate, ReconcileReport};
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_core::registry::{ListGates, ListedGate};
 use std::path::PathBuf;
@@ -10,8 +12,9 @@ use std::time::Duration;
 
 use cotal_core::kv::Store;
 use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
-    drive, AuthorityClient, DataAccountSigner, Replicas, Space, SpaceOptions, StoreSet,
+    drive, AuthorityClient, DataAccountSigner, NatsWorld, Replicas, Space, SpaceOptions, StoreSet,
 };
 use serde_json::{json, Value};
 
@@ -130,7 +133,7 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
             account: material.data_account().to_owned(),
             signer: Arc::new(material.data_signing_key().clone()),
         },
-        move |conn| plane_grants::auth_reader(&space_name, conn),
+        move |conn| plane_grants::auth_reader(&space_name, conn).map(Into::into),
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         args.space.clone(),
         options,
@@ -188,4 +191,210 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
     };
     let _ = space.client().drain().await;
     Ok(out)
+}
+
+/// Validated `gate reconcile` flags.
+#[derive(Debug)]
+pub struct ReconcileArgs {
+    pub space: SpaceName,
+    pub server: String,
+    pub root: PathBuf,
+    pub replicas: Replicas,
+    pub endpoint: EndpointName,
+    pub instance: InstanceId,
+    pub json: bool,
+}
+
+/// How a reconcile ended, with what it prints on stdout.
+#[derive(Debug)]
+pub enum Reconciled {
+    /// The gate reopened.
+    Reopened(String),
+    /// The gate stays frozen (its holder is live or its liveness unknown, or an eviction went
+    /// unverified): what was found, and the refusal sentence.
+    LeftFrozen { found: String, why: String },
+}
+
+/// Runs `gate reconcile`: the liveness-guarded repair of one frozen registration gate
+/// ([`ReconcileGate`]: F14, F16, F52, F53, F68), with the servers' own connection listing as
+/// the oracle and the system account's kick as the evictor. It never reopens over a live or
+/// unknown holder. `Err` is a failure that left nothing to report (bad material, no server).
+pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
+    let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
+    let gate = GateRef::new(
+        args.space.clone(),
+        args.endpoint.clone(),
+        args.instance.clone(),
+    );
+    let options = SpaceOptions {
+        replicas: args.replicas,
+        create_missing: false,
+        stores: StoreSet::of(&[Store::Auth, Store::Records]),
+        ..SpaceOptions::default()
+    };
+    let (space, endpoint, instance) = (
+        args.space.clone(),
+        args.endpoint.clone(),
+        args.instance.clone(),
+    );
+    let client = AuthorityClient::open(
+        &args.server,
+        PlaneConnection::GateReconcile.label(&args.space),
+        DataAccountSigner {
+            account: material.data_account().to_owned(),
+            signer: Arc::new(material.data_signing_key().clone()),
+        },
+        move |conn| plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into),
+        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+        args.space.clone(),
+        options,
+    )
+    .await
+    .map_err(|e| e.message.clone())?;
+    let oracle = Arc::new(Oracle::new(
+        &args.server,
+        material.system_user().creds(),
+        material.data_account(),
+        PlaneConnection::PlaneSystem.label(&args.space),
+    ));
+    let outcome = async {
+        let bound = client.space().map_err(|e| e.message.clone())?;
+        let before = read_gate(&bound, gate.clone()).await?;
+        let mut world = NatsWorld::new(&bound);
+        world.set_prober(oracle.prober());
+        world.set_evictor(oracle.evictor());
+        let result = world
+            .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
+            .await;
+        let after = read_gate(&bound, gate.clone()).await.ok().flatten();
+        Ok::<_, String>((before, result, after))
+    }
+    .await;
+    let _ = client.close().await;
+    let (before, result, after) = outcome?;
+    let found = oracle.findings();
+    Ok(match result {
+        Ok(report) => Reconciled::Reopened(if args.json {
+            format!("{:#}", report_json(&report, &found, after.as_ref()))
+        } else {
+            report_text(&report, &found)
+        }),
+        Err(e) => {
+            let condition = ReconcileCondition::of(&e);
+            let frozen = after
+                .as_ref()
+                .is_some_and(|g| g["state"] == "frozen");
+            let mut lines = Vec::new();
+            if let Some(g) = &before {
+                lines.push(format!("found: {}", describe(g)));
+            }
+            lines.extend(found.iter().map(|f| format!("found: {f}")));
+            if let Some(g) = &after {
+                lines.push(format!("now: {}", describe(g)));
+            }
+            let found = if args.json {
+                format!(
+                    "{:#}",
+                    json!({
+                        "reopened": false,
+                        "condition": condition.map(ReconcileCondition::as_str),
+                        "refusal": e.message,
+                        "findings": found,
+                        "before": before,
+                        "after": after,
+                    })
+                )
+            } else {
+                lines.join("\n")
+            };
+            if frozen {
+                Reconciled::LeftFrozen {
+                    found,
+                    why: format!("the gate stays frozen: {}", e.message),
+                }
+            } else {
+                return Err(e.message);
+            }
+        }
+    })
+}
+
+fn describe(g: &Value) -> String {
+    format!(
+        "gate {}/{} is {} at generation {}, epoch {}, registration revision {}{}",
+        cell(g, "endpoint"),
+        cell(g, "instance"),
+        cell(g, "state"),
+        cell(g, "generation"),
+        cell(g, "processEpoch"),
+        cell(g, "registrationRevision"),
+        match g.get("op") {
+            Some(Value::Object(_)) => format!(" (op {}, holder {})", cell(g, "op"), cell(g, "principal")),
+            _ => String::new(),
+        }
+    )
+}
+
+fn report_text(r: &ReconcileReport, found: &[String]) -> String {
+    let mut lines = vec![format!(
+        "found: gate {} frozen by registration {} (holder {}) at generation {}, epoch {}",
+        r.gate.key(),
+        r.op_id,
+        r.holder_principal,
+        r.before.generation,
+        r.before.process_epoch
+    )];
+    lines.extend(found.iter().map(|f| format!("found: {f}")));
+    lines.push(format!(
+        "did: revoked {} of {} credential row(s); verified {} holder(s) gone ({} already by an \
+         earlier attempt)",
+        r.revoked,
+        r.family_rows,
+        r.holders.len(),
+        r.holders_verified_before_attempt.len()
+    ));
+    lines.push(format!(
+        "did: reopened the gate at generation {}, epoch {}, registration revision {} ({})",
+        r.after.generation,
+        r.after.process_epoch,
+        r.after.registration_revision,
+        if r.completed_registration {
+            "completed the registration from its committed spec"
+        } else {
+            "aborted the registration at its unchanged coordinate"
+        }
+    ));
+    lines.join("\n")
+}
+
+fn report_json(r: &ReconcileReport, found: &[String], after: Option<&Value>) -> Value {
+    let coordinates = |c: &cotal_core::gate::Coordinates| {
+        json!({
+            "generation": c.generation.0,
+            "processEpoch": c.process_epoch.0,
+            "registrationRevision": c.registration_revision.0,
+            "nameAuthorityRevision": c.name_authority_revision.0,
+        })
+    };
+    json!({
+        "reopened": true,
+        "gate": r.gate.key(),
+        "opId": r.op_id.as_str(),
+        "holderPrincipal": r.holder_principal.to_string(),
+        "freezeToken": r.freeze_token.0 .0,
+        "liveness": match r.liveness {
+            Liveness::Live => "live",
+            Liveness::Gone => "gone",
+            Liveness::Unknown => "unknown",
+            Liveness::Unestablishable => "unestablishable",
+        },
+        "familyRows": r.family_rows,
+        "revoked": r.revoked,
+        "holders": r.holders.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "completedRegistration": r.completed_registration,
+        "before": coordinates(&r.before),
+        "after": coordinates(&r.after),
+        "findings": found,
+        "gateNow": after,
+    })
 }

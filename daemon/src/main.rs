@@ -7,6 +7,8 @@
 //! * `broker-config` — print the space's operator-mode nats-server configuration ([`trust_cmd`]).
 //! * `status` — where the space's plane is, from its discovery file ([`status`]).
 //! * `gate ls|show` — read-only tables of a space's issuance gates ([`gate_cmd`]).
+//! * `gate reconcile` — reopen one frozen registration gate whose holder is verifiably gone
+//!   ([`gate_cmd`]).
 //!
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
@@ -33,6 +35,9 @@ use tracing_subscriber::EnvFilter;
 const EXIT_USAGE: u8 = 2;
 /// `status`: the plane is not up (said on stdout).
 const EXIT_NOT_UP: u8 = 4;
+/// `gate reconcile`: the gate stays frozen (its holder is live, its liveness unknown, or an
+/// eviction unverified).
+const EXIT_LEFT_FROZEN: u8 = 5;
 
 const EXIT_CODES: &str = "\
 Exit status:
@@ -41,6 +46,7 @@ Exit status:
   2  usage error (one sentence on stderr)
   3  fenced: a successor registered this instance or a barrier took its gate (up)
   4  the plane is not up (status)
+  5  the gate stays frozen: its holder is live or cannot be shown gone (gate reconcile)
 
 Environment:
   NATS_URL           default for --server
@@ -80,7 +86,7 @@ enum Command {
     /// Say where the space's plane is (pid, server, epoch, generation), or that it is not up.
     #[command(after_help = EXIT_CODES)]
     Status(StatusCommand),
-    /// Read-only views of the space's issuance gates.
+    /// The space's issuance gates: read-only views, and the repair of a frozen one.
     #[command(subcommand, subcommand_required = true)]
     Gate(GateCommand),
 }
@@ -93,6 +99,14 @@ enum GateCommand {
     /// Show one gate.
     #[command(after_help = EXIT_CODES)]
     Show(GateShow),
+    /// Reopen a registration gate left frozen by a holder that is gone.
+    ///
+    /// The holder's liveness comes from the servers' own connection listing (every server of
+    /// the cluster must answer); its connections are kicked and a fresh listing must show none.
+    /// A live holder, or one whose liveness cannot be established, leaves the gate frozen
+    /// (exit 5): silence is never taken for death.
+    #[command(after_help = EXIT_CODES)]
+    Reconcile(GateReconcile),
 }
 
 /// The space and the shape of its stores, shared by every command.
@@ -220,6 +234,25 @@ struct GateShow {
     json: bool,
 }
 
+#[derive(Debug, Args)]
+struct GateReconcile {
+    #[command(flatten)]
+    space: SpaceArgs,
+    #[command(flatten)]
+    server: ViewServer,
+    #[command(flatten)]
+    root: StateRoot,
+    /// The frozen gate's endpoint name.
+    #[arg(long, value_name = "ENDPOINT", value_parser = parse_endpoint)]
+    endpoint: EndpointName,
+    /// The frozen gate's instance id.
+    #[arg(long, value_name = "INSTANCE", value_parser = parse_instance)]
+    instance: InstanceId,
+    /// Print JSON instead of lines.
+    #[arg(long)]
+    json: bool,
+}
+
 fn parse_space(s: &str) -> Result<SpaceName, String> {
     SpaceName::parse(s).map_err(|e| e.message)
 }
@@ -264,29 +297,45 @@ impl GateCommand {
         match self {
             GateCommand::Ls(_) => "gate ls",
             GateCommand::Show(_) => "gate show",
+            GateCommand::Reconcile(_) => "gate reconcile",
         }
     }
 
-    fn into_args(self) -> gate_cmd::GateArgs {
+    fn into_run(self) -> GateRun {
         match self {
-            GateCommand::Ls(ls) => gate_cmd::GateArgs {
+            GateCommand::Ls(ls) => GateRun::View(gate_cmd::GateArgs {
                 space: ls.space.space,
                 server: ls.server.server,
                 root: ls.root.dir,
                 replicas: ls.space.replicas,
                 json: ls.json,
                 one: None,
-            },
-            GateCommand::Show(show) => gate_cmd::GateArgs {
+            }),
+            GateCommand::Show(show) => GateRun::View(gate_cmd::GateArgs {
                 space: show.space.space,
                 server: show.server.server,
                 root: show.root.dir,
                 replicas: show.space.replicas,
                 json: show.json,
                 one: Some((show.endpoint, show.instance)),
-            },
+            }),
+            GateCommand::Reconcile(r) => GateRun::Reconcile(gate_cmd::ReconcileArgs {
+                space: r.space.space,
+                server: r.server.server,
+                root: r.root.dir,
+                replicas: r.space.replicas,
+                endpoint: r.endpoint,
+                instance: r.instance,
+                json: r.json,
+            }),
         }
     }
+}
+
+/// What a `gate` command runs.
+enum GateRun {
+    View(gate_cmd::GateArgs),
+    Reconcile(gate_cmd::ReconcileArgs),
 }
 
 /// The command words of `args` (after the program name) that name a command, for the prefix of
@@ -299,6 +348,7 @@ fn command_words(args: &[String]) -> Option<&'static str> {
         [status, ..] if status == "status" => Some("status"),
         [gate, ls, ..] if gate == "gate" && ls == "ls" => Some("gate ls"),
         [gate, show, ..] if gate == "gate" && show == "show" => Some("gate show"),
+        [gate, r, ..] if gate == "gate" && r == "reconcile" => Some("gate reconcile"),
         [gate, ..] if gate == "gate" => Some("gate"),
         _ => None,
     }
@@ -460,13 +510,27 @@ fn main() -> ExitCode {
         },
         Command::Gate(gate) => {
             let name = gate.name();
-            let args = gate.into_args();
-            match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
-                Ok(out) => {
-                    println!("{out}");
-                    ExitCode::SUCCESS
+            match gate.into_run() {
+                GateRun::View(args) => match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
+                    Ok(out) => {
+                        println!("{out}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(why) => fail(name, &why, 1),
+                },
+                GateRun::Reconcile(args) => {
+                    match runtime().and_then(|rt| rt.block_on(gate_cmd::reconcile(args))) {
+                        Ok(gate_cmd::Reconciled::Reopened(out)) => {
+                            println!("{out}");
+                            ExitCode::SUCCESS
+                        }
+                        Ok(gate_cmd::Reconciled::LeftFrozen { found, why }) => {
+                            println!("{found}");
+                            fail(name, &why, EXIT_LEFT_FROZEN)
+                        }
+                        Err(why) => fail(name, &why, 1),
+                    }
                 }
-                Err(why) => fail(name, &why, 1),
             }
         }
     }
@@ -486,5 +550,6 @@ mod tests {
         assert!(EXIT_CODES.contains(&format!("  {EXIT_USAGE}  usage error")));
         assert!(EXIT_CODES.contains(&format!("  {}  fenced", up::EXIT_FENCED)));
         assert!(EXIT_CODES.contains(&format!("  {EXIT_NOT_UP}  the plane is not up")));
+        assert!(EXIT_CODES.contains(&format!("  {EXIT_LEFT_FROZEN}  the gate stays frozen")));
     }
 }

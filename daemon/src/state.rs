@@ -6,22 +6,36 @@
 //!   "seed"}}`, the reference's CLI layout (reference-auth-service §9.1). Created once, by a
 //!   create-only link, so two first starts converge on one identity.
 //! * `<root>/auth/space.<hex>/auth-service.json` — the discovery file of a ready plane.
+//! * `<root>/space.<hex>/auth-registration.json` — `{"ver":1,"opId","pid"}`, the operation a
+//!   start is registering under, recorded durably before its freeze and removed once the
+//!   registration completes, so a start after a crash resumes it instead of finding its own
+//!   freeze in the way (crash-safe self-registration).
+//! * `<root>/space.<hex>/auth-registration.lock` — held (`flock`) by the one start registering:
+//!   while a start holds it, the recorded operation has a live executor and nobody else runs it;
+//!   the kernel drops it when that process dies, which is the proof a resume needs.
 
-use std::fs::{self, DirBuilder, OpenOptions};
+use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cotal_core::names::{InstanceId, OpId, SpaceName};
 use cotal_io_fs::trust;
 use nkeys::KeyPair;
+use rustix::fs::{flock, FlockOperation, OFlags};
+use rustix::io::Errno;
 use serde_json::{json, Value};
 
 /// The discovery file a ready plane writes and every exit removes.
 pub const DISCOVERY_FILE: &str = "auth-service.json";
 /// The plane's instance identity, beside the space's other per-root state.
 const INSTANCE_FILE: &str = "auth-instance.json";
-/// The one version of both files this build writes and reads.
+/// The operation a start registers under, until it completes.
+const REGISTRATION_RECORD_FILE: &str = "auth-registration.json";
+/// Held by the one start registering the instance.
+const REGISTRATION_LOCK_FILE: &str = "auth-registration.lock";
+/// The one version of every file here this build writes and reads.
 const VERSION: u64 = 1;
 
 /// What a plane is across restarts.
@@ -107,10 +121,113 @@ pub fn entropy() -> Result<[u8; 20], String> {
     Ok(buf)
 }
 
-/// A fresh operation id: every start is a new operation, never a resumed one, because a
-/// restart cannot prove its predecessor dead (one live executor per op id).
+/// A fresh operation id.
 pub fn fresh_op_id() -> Result<OpId, String> {
     Ok(OpId::mint(entropy()?))
+}
+
+/// How long a start waits for another start of the same instance to finish registering.
+const REGISTRATION_LOCK_WAIT: Duration = Duration::from_secs(30);
+const REGISTRATION_LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// The registration lock of one instance, held until dropped.
+#[derive(Debug)]
+pub struct RegistrationLock {
+    _file: File,
+}
+
+/// Takes the registration lock of `space`'s instance, waiting while another start holds it
+/// (its registration takes milliseconds; a stopped or hung one is refused after a bound).
+pub async fn lock_registration(root: &Path, space: &SpaceName) -> Result<RegistrationLock, String> {
+    let dir = root.join(trust::space_segment(space));
+    ensure_dir(&dir)?;
+    let path = dir.join(REGISTRATION_LOCK_FILE);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        // A symlink planted in its place is refused.
+        .custom_flags(OFlags::NOFOLLOW.bits().cast_signed())
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let waited = std::time::Instant::now();
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(RegistrationLock { _file: file }),
+            Err(Errno::WOULDBLOCK) if waited.elapsed() < REGISTRATION_LOCK_WAIT => {
+                tokio::time::sleep(REGISTRATION_LOCK_POLL).await;
+            }
+            Err(Errno::WOULDBLOCK) => {
+                return Err(format!(
+                    "another start of this auth instance has been registering for {}s and still \
+                     holds {}; stop it (a stopped or hung `cotal-authd up`) and start again",
+                    REGISTRATION_LOCK_WAIT.as_secs(),
+                    path.display()
+                ))
+            }
+            Err(e) => return Err(format!("cannot lock {}: {e}", path.display())),
+        }
+    }
+}
+
+/// Where the registration record of `space`'s instance lives.
+pub fn registration_record_path(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join(trust::space_segment(space))
+        .join(REGISTRATION_RECORD_FILE)
+}
+
+/// The op id a start recorded before its freeze; `None` when there is no record. A record this
+/// build cannot read is refused: guessing would either resume the wrong operation or abandon a
+/// freeze.
+pub fn load_registration(path: &Path) -> Result<Option<OpId>, String> {
+    let Some(bytes) = read_regular(path)? else {
+        return Ok(None);
+    };
+    let corrupt = |why: &str| {
+        format!(
+            "{} is not a registration record this build reads ({why}); if no `cotal-authd up` \
+             of this instance is running, remove it and reconcile the gate with `cotal-authd \
+             gate reconcile`",
+            path.display()
+        )
+    };
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|_| corrupt("not JSON"))?;
+    if doc.get("ver").and_then(Value::as_u64) != Some(VERSION) {
+        return Err(corrupt("unknown version"));
+    }
+    doc.get("opId")
+        .and_then(Value::as_str)
+        .and_then(|s| OpId::parse(s).ok())
+        .map(Some)
+        .ok_or_else(|| corrupt("no valid opId"))
+}
+
+/// Records `op_id` durably (synced temp file, rename, synced directory) before the freeze it
+/// names is attempted.
+pub fn record_registration(path: &Path, op_id: &OpId) -> Result<(), String> {
+    let doc = json!({"ver": VERSION, "opId": op_id.as_str(), "pid": std::process::id()});
+    write_private(path, format!("{doc:#}\n").as_bytes())?;
+    sync_parent(path)
+}
+
+/// Removes the record once its registration completed, durably.
+pub fn clear_registration(path: &Path) -> Result<(), String> {
+    match fs::remove_file(path) {
+        Ok(()) => sync_parent(path),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
+    }
+}
+
+fn sync_parent(path: &Path) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .ok_or_else(|| format!("{} has no parent directory", path.display()))?;
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| format!("cannot sync {}: {e}", dir.display()))
 }
 
 /// Where the plane's instance identity for `space` lives.

@@ -19,29 +19,34 @@
 //! eviction (F68). Should a family ever be non-empty, the re-registration fails after its
 //! freeze and the gate stays frozen for reconciliation rather than fencing unverified holders.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
-    auth_instance, confirm_registration, AwaitHostFence, PrepareSelfAuthorized,
+    auth_instance, auth_principal, confirm_registration, resumed_op, AwaitHostFence, PrepareSelfAuthorized,
+    AUTH_ENDPOINT,
 };
-use cotal_core::issuance::GateRef;
-use cotal_core::jwt::Permissions;
+use cotal_core::issuance::{observe_gate, GateRef};
+use cotal_core::jwt::{Permissions, UserNats};
 use cotal_core::kv::Store;
 use cotal_core::machine::{script, Replay};
-use cotal_core::names::SpaceName;
+use cotal_core::names::{EndpointName, OpId, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
-use cotal_core::profiles::ConnId;
+use cotal_core::profiles::{principal_tags, ConnId};
 use cotal_core::serving::RegisterServing;
 use cotal_core::trust::DaemonMaterial;
 use cotal_core::EpError;
 use cotal_io_fs::trust;
 use cotal_io_nats::authority::{connect_with_creds, AuthorityClient, DataAccountSigner};
 use cotal_io_nats::host::hold_fence;
-use cotal_io_nats::{drive, NatsWorld, Replicas, SpaceOptions, StoreSet};
+use cotal_io_nats::{
+    drive, NatsWorld, Replicas, SendHook, SendPhase, Space, SpaceOptions, StoreSet,
+};
+use rustix::process::{getpid, kill_process, Signal as KillSignal};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{info, info_span, warn, Instrument};
 
@@ -84,11 +89,13 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         }
     };
     let span = info_span!("up", space = %args.space, instance = %identity.instance);
+    let holder = auth_principal(&identity.serve_key).map_err(|e| e.message)?;
     let plane = Plane {
         args: &args,
         identity: &identity,
         material: &material,
         url: &url,
+        holder,
     };
     match plane.serve().instrument(span).await {
         Ok(outcome) => {
@@ -123,6 +130,8 @@ struct Plane<'a> {
     identity: &'a state::Identity,
     material: &'a DaemonMaterial,
     url: &'a str,
+    /// The gate principal, `local.<serve nkey>`.
+    holder: Principal,
 }
 
 /// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
@@ -197,11 +206,21 @@ impl Plane<'_> {
         grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
         options: SpaceOptions,
     ) -> Result<AuthorityClient, String> {
+        // Every connection carries the gate principal's tags, so the servers' own listing
+        // attributes it to this plane: a reconcile of a frozen `auth` gate then sees the plane
+        // that froze it as live for as long as it runs (F24, F52).
+        let tags = principal_tags(&self.holder);
         AuthorityClient::open(
             self.url,
             role.label(self.space()),
             self.signer(),
-            grants,
+            move |conn| {
+                Ok(UserNats {
+                    permissions: grants(conn)?,
+                    tags,
+                    ..UserNats::default()
+                })
+            },
             Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
             self.space().clone(),
             options,
@@ -355,12 +374,25 @@ impl Plane<'_> {
             )
             .await?
         };
-        let op_id = state::fresh_op_id()?;
-        let ceremony = auth_instance(&space, &instance, &self.identity.serve_key, op_id.clone())
-            .map_err(|e| e.message.clone())?;
+        // One start registers this instance at a time; the lock dies with its holder, which is
+        // what lets the next start resume a recorded operation as its only executor.
+        let lock = state::lock_registration(&self.args.root, &space).await;
         let result = async {
+            let _lock = lock?;
             let bound = client.space().map_err(|e| e.message.clone())?;
-            let provisioned = drive(&mut Replay::new(PrepareSelfAuthorized(&ceremony)), &bound)
+            let record = state::registration_record_path(&self.args.root, &space);
+            let op_id = self.operation(&bound, &record).await?;
+            let ceremony =
+                auth_instance(&space, &instance, &self.identity.serve_key, op_id.clone())
+                    .map_err(|e| e.message.clone())?;
+            let kill = KillPoint::from_env()?;
+            let world = || {
+                let mut world = NatsWorld::new(&bound);
+                world.set_send_hook(kill.as_ref().map(KillPoint::hook));
+                world
+            };
+            let provisioned = world()
+                .run(&mut Replay::new(PrepareSelfAuthorized(&ceremony)))
                 .await
                 .map_err(|e| {
                     format!("publishing the auth cluster or provisioning the gate failed: {e}")
@@ -372,7 +404,7 @@ impl Plane<'_> {
                 register: ceremony.registration().map_err(|e| e.message.clone())?,
                 status: serde_json::Map::new(),
             };
-            let serving = NatsWorld::new(&bound)
+            let serving = world()
                 .run(&mut Replay::new(register))
                 .await
                 .map_err(|e| format!("registering the auth instance failed: {e}"))?;
@@ -382,6 +414,7 @@ impl Plane<'_> {
             drive(&mut Replay::new(confirm), &bound)
                 .await
                 .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+            state::clear_registration(&record)?;
             info!(
                 op_id = %op_id,
                 epoch = reg.process_epoch.0,
@@ -401,6 +434,110 @@ impl Plane<'_> {
             warn!("closing the registration connection failed: {e}");
         }
         result
+    }
+}
+
+impl Plane<'_> {
+    /// The operation this start registers under (crash-safe self-registration): the one an
+    /// earlier start recorded, when the gate is still frozen by it ([`resumed_op`]: that start
+    /// crashed mid-ceremony, and the registration lock this start holds proves it gone), else a
+    /// fresh one, recorded durably before the ceremony freezes the gate.
+    async fn operation(&self, bound: &Space, record: &Path) -> Result<OpId, String> {
+        let recorded = state::load_registration(record)?;
+        let gate = GateRef::new(
+            self.space().clone(),
+            EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message)?,
+            self.identity.instance.clone(),
+        );
+        let observed = drive(
+            &mut Replay::new(script(|cx| observe_gate(cx, &gate))),
+            bound,
+        )
+        .await
+        .map_err(|e| format!("reading the plane's gate failed: {e}"))?;
+        if let Some(op_id) = resumed_op(observed.as_ref().map(|o| &o.gate), recorded.as_ref()) {
+            warn!(
+                op_id = %op_id,
+                gate = %gate.key(),
+                "resuming the registration a previous start left frozen (it crashed mid-ceremony)"
+            );
+            return Ok(op_id);
+        }
+        let op_id = state::fresh_op_id()?;
+        state::record_registration(record, &op_id)?;
+        Ok(op_id)
+    }
+}
+
+/// The crash-test hook (`COTAL_AUTHD_KILL_AT=<before|after>:<n>[:stop]`): this process sends
+/// itself SIGKILL right before, or just after, the n-th KV write of its registration (counted
+/// from 1 across the ceremony), so a test can crash a real start at every write boundary.
+/// "After" waits a moment first, so the write reaches the server and only its reply goes unread:
+/// the ambiguous case. With `:stop` it sends SIGSTOP instead: a holder that is alive (its
+/// connections open) but makes no progress. Unset in production; a malformed value is refused
+/// rather than ignored.
+#[derive(Debug, Clone)]
+struct KillPoint {
+    phase: SendPhase,
+    write: usize,
+    signal: KillSignal,
+    seen: Arc<AtomicUsize>,
+}
+
+const KILL_AT_ENV: &str = "COTAL_AUTHD_KILL_AT";
+
+impl KillPoint {
+    fn from_env() -> Result<Option<KillPoint>, String> {
+        let Some(value) = std::env::var_os(KILL_AT_ENV) else {
+            return Ok(None);
+        };
+        let bad = || {
+            format!("{KILL_AT_ENV} must be before:<n> or after:<n>, n >= 1, optionally then :stop")
+        };
+        let value = value.into_string().map_err(|_| bad())?;
+        let mut fields = value.split(':');
+        let phase = match fields.next() {
+            Some("before") => SendPhase::Before,
+            Some("after") => SendPhase::After,
+            _ => return Err(bad()),
+        };
+        let write: usize = fields
+            .next()
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(bad)?;
+        let signal = match (fields.next(), fields.next()) {
+            (None, _) => KillSignal::KILL,
+            (Some("stop"), None) => KillSignal::STOP,
+            _ => return Err(bad()),
+        };
+        Ok(Some(KillPoint {
+            phase,
+            write,
+            signal,
+            seen: Arc::default(),
+        }))
+    }
+
+    fn hook(&self) -> SendHook {
+        let point = self.clone();
+        Box::new(move |phase, _request| {
+            let nth = if phase == SendPhase::Before {
+                point.seen.fetch_add(1, Ordering::SeqCst) + 1
+            } else {
+                point.seen.load(Ordering::SeqCst)
+            };
+            let kill = phase == point.phase && nth == point.write;
+            let signal = point.signal;
+            Box::pin(async move {
+                if kill {
+                    if phase == SendPhase::After {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    let _ = kill_process(getpid(), signal);
+                }
+            })
+        })
     }
 }
 

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::{AuthError, Client, ConnectOptions, Event};
-use cotal_core::jwt::{self, Permissions, UnixSeconds, UserNats, Validity};
+use cotal_core::jwt::{self, UnixSeconds, UserNats, Validity};
 use cotal_core::kv::{KvOutcome, KvRequest};
 use cotal_core::names::SpaceName;
 use cotal_core::profiles::ConnId;
@@ -333,14 +333,15 @@ impl Shared {
 
 impl AuthorityClient {
     /// Opens one labelled connection (`name` = `label`) whose user JWT this process mints for
-    /// a fresh user nkey with `grant(&conn_id)` (the nkey's public key is the connection id),
+    /// a fresh user nkey with `grant(&conn_id)` (the nkey's public key is the connection id;
+    /// the grant's permissions and tags, which attribute the connection to its holder),
     /// `exp` = now + `ttl`, signed by `signer`; binds `space` on it with `options`; and starts
     /// the half-life renewal. `ttl` is whole seconds, at least [`MIN_TTL`].
     pub async fn open(
         servers: &str,
         label: String,
         signer: DataAccountSigner,
-        grant: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        grant: impl FnOnce(&ConnId) -> Result<UserNats, EpError>,
         ttl: Duration,
         space: SpaceName,
         options: SpaceOptions,
@@ -353,10 +354,7 @@ impl AuthorityClient {
         }
         let user = Arc::new(KeyPair::new_user());
         let conn = ConnId::parse(&user.public_key())?;
-        let nats = UserNats {
-            permissions: grant(&conn)?,
-            ..UserNats::default()
-        };
+        let nats = grant(&conn)?;
         let cfg = Config {
             label,
             servers: servers.to_owned(),

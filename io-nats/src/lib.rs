@@ -13,11 +13,15 @@
 //!   at half-life on a fresh connection without dropping in-flight work, and
 //!   [`authority::connect_with_creds`] for the callout connection.
 //! * [`driver`] — the async driver: any core machine run against a [`Space`], evictions and
-//!   liveness probes answered by injectable async closures (fail-closed by default).
+//!   liveness probes answered by injectable async closures (fail-closed by default);
+//! * [`liveness`] — [`liveness::Oracle`]: holder liveness from the servers' own connection
+//!   listings and verified eviction by the system account's kick, the production prober and
+//!   evictor.
 
 pub mod authority;
 pub mod driver;
 pub mod host;
+pub mod liveness;
 pub mod shape;
 pub mod space;
 

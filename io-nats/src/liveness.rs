@@ -1,0 +1,345 @@
+//! The liveness oracle and the verified evictor on a real server: [`cotal_core::liveness`]'s
+//! sweep, driven over the plane's own system-account user (`system-user.json`).
+//!
+//! Every call opens its own short connection (the system user is never a standing connection
+//! of the plane: nothing idles with the power to kick) and closes it when done. A connection
+//! that cannot be made, a request that is refused and a server that stays silent all end as an
+//! incomplete sweep, so a probe answers `unknown` and an eviction is unverified: nothing here
+//! ever turns silence into `gone`.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_nats::{Client, ConnectOptions};
+use cotal_core::liveness::{
+    connz_request, kick_outcome, kick_request, server_connz, server_kick, Listing, Sweep,
+    Topology, CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
+};
+use cotal_core::machine::Liveness;
+use cotal_core::names::Principal;
+use futures::StreamExt;
+use tokio::time::{timeout, Instant};
+use tracing::{info, warn};
+
+use crate::driver::{Evictor, Prober};
+
+/// How long a ping waits for every expected server, and a single request for its reply.
+pub const SWEEP_WAIT: Duration = Duration::from_secs(2);
+/// Re-sweeps after the kicks before an eviction counts as unverified.
+pub const VERIFY_ROUNDS: usize = 3;
+/// Pause between a round of kicks and its verifying sweep.
+const VERIFY_PAUSE: Duration = Duration::from_millis(100);
+
+/// Where and as whom the oracle connects, and what it has found so far.
+pub struct Oracle {
+    servers: String,
+    creds: String,
+    /// The data account whose connections are listed.
+    account: String,
+    label: String,
+    wait: Duration,
+    /// One line per probe or eviction, for the operator's report.
+    findings: Mutex<Vec<String>>,
+}
+
+impl fmt::Debug for Oracle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The creds hold a seed: never printed.
+        f.debug_struct("Oracle")
+            .field("label", &self.label)
+            .field("account", &self.account)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One verdict and the sweep it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub liveness: Liveness,
+    pub listing: Listing,
+}
+
+impl Oracle {
+    /// An oracle over the servers at `servers` (comma-separated URLs), connecting with the
+    /// system user's `creds` as `label`, listing `account`'s connections.
+    pub fn new(servers: &str, creds: &str, account: &str, label: String) -> Oracle {
+        Oracle {
+            servers: servers.to_owned(),
+            creds: creds.to_owned(),
+            account: account.to_owned(),
+            label,
+            wait: SWEEP_WAIT,
+            findings: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Waits at most `wait` per ping and request (tests shorten it).
+    pub fn with_wait(mut self, wait: Duration) -> Oracle {
+        self.wait = wait;
+        self
+    }
+
+    /// What every probe and eviction found, in order.
+    pub fn findings(&self) -> Vec<String> {
+        self.findings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn note(&self, line: String) {
+        info!(connection = %self.label, "{line}");
+        self.findings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(line);
+    }
+
+    async fn connect(&self) -> Result<Client, String> {
+        let options = ConnectOptions::new()
+            .credentials(&self.creds)
+            .map_err(|_| "the plane's system user is not a valid creds file".to_owned())?;
+        options
+            .name(&self.label)
+            .custom_inbox_prefix(SYSTEM_INBOX_PREFIX)
+            // One attempt at most after a drop: a sweep is short and is simply incomplete
+            // when its connection goes.
+            .max_reconnects(1)
+            .connection_timeout(self.wait)
+            .request_timeout(Some(self.wait))
+            .connect(
+                self.servers
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .collect::<Vec<_>>(),
+            )
+            .await
+            .map_err(|e| format!("the system user cannot connect to {}: {e}", self.servers))
+    }
+
+    /// Publishes one ping and gathers replies until `enough` says so or the wait ends.
+    async fn gather(
+        &self,
+        client: &Client,
+        subject: &str,
+        payload: Vec<u8>,
+        mut enough: impl FnMut(&[Vec<u8>]) -> bool,
+    ) -> Result<Vec<Vec<u8>>, String> {
+        let inbox = client.new_inbox();
+        let mut replies = client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| format!("cannot subscribe to the reply inbox: {e}"))?;
+        client
+            .publish_with_reply(subject.to_owned(), inbox, payload.into())
+            .await
+            .map_err(|e| format!("cannot send {subject}: {e}"))?;
+        client
+            .flush()
+            .await
+            .map_err(|e| format!("cannot send {subject}: {e}"))?;
+        let deadline = Instant::now() + self.wait;
+        let mut got = Vec::new();
+        while !enough(&got) {
+            match timeout(deadline.saturating_duration_since(Instant::now()), replies.next()).await
+            {
+                Ok(Some(message)) => got.push(message.payload.to_vec()),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let _ = replies.unsubscribe().await;
+        Ok(got)
+    }
+
+    /// The servers' own account of who the cluster is: replies until every member they name
+    /// has answered, or the wait ends.
+    async fn topology(&self, client: &Client) -> Result<Topology, String> {
+        let replies = self
+            .gather(client, JSZ_PING, b"{}".to_vec(), |got| {
+                Topology::from_jsz(got).is_ok_and(|t| t.names().len() == got.len())
+            })
+            .await?;
+        Topology::from_jsz(&replies)
+    }
+
+    /// One complete-or-not sweep of the data account's connections on `client`.
+    async fn sweep_on(&self, client: &Client) -> Listing {
+        let topology = match self.topology(client).await {
+            Ok(topology) => topology,
+            Err(why) => return Listing::Incomplete(why),
+        };
+        let mut sweep = Sweep::new(topology);
+        let first = self
+            .gather(
+                client,
+                CONNZ_PING,
+                connz_request(&self.account, 0),
+                |got| {
+                    let mut probe = sweep.clone();
+                    got.iter().for_each(|reply| probe.add(reply));
+                    probe.heard_from_all()
+                },
+            )
+            .await;
+        match first {
+            Ok(replies) => replies.iter().for_each(|reply| sweep.add(reply)),
+            Err(why) => return Listing::Incomplete(why),
+        }
+        loop {
+            let pages = sweep.next_pages();
+            if pages.is_empty() {
+                break;
+            }
+            for (server, offset) in pages {
+                match client
+                    .request(server_connz(&server), connz_request(&self.account, offset).into())
+                    .await
+                {
+                    Ok(reply) => sweep.add(&reply.payload),
+                    Err(e) => {
+                        return Listing::Incomplete(format!(
+                            "server {server} did not list page {offset}: {e}"
+                        ))
+                    }
+                }
+            }
+        }
+        sweep.listing()
+    }
+
+    /// A fresh sweep on a connection of its own.
+    pub async fn sweep(&self) -> Listing {
+        let client = match self.connect().await {
+            Ok(client) => client,
+            Err(why) => return Listing::Incomplete(why),
+        };
+        let listing = self.sweep_on(&client).await;
+        let _ = client.drain().await;
+        listing
+    }
+
+    /// Whether `holder` has a live connection: `live`, `gone` under a complete sweep, else
+    /// `unknown` (F52).
+    pub async fn probe(&self, holder: &Principal) -> Probe {
+        let listing = self.sweep().await;
+        let liveness = listing.liveness(holder);
+        self.note(match &listing {
+            Listing::Complete(conns) => format!(
+                "liveness of {holder}: {} ({} of its connections among {} listed; every server \
+                 answered)",
+                verdict(liveness),
+                listing.held_by(holder).count(),
+                conns.len()
+            ),
+            Listing::Incomplete(why) => {
+                format!("liveness of {holder}: unknown (the sweep is incomplete: {why})")
+            }
+        });
+        Probe { liveness, listing }
+    }
+
+    /// Kicks every connection of `holders` and verifies by fresh sweeps that none remains:
+    /// one verdict per holder, `true` = verified gone. An incomplete first sweep kicks nothing.
+    pub async fn evict(&self, holders: &[Principal]) -> Vec<bool> {
+        let client = match self.connect().await {
+            Ok(client) => client,
+            Err(why) => {
+                self.note(format!("eviction unverified: {why}"));
+                return vec![false; holders.len()];
+            }
+        };
+        let verdicts = self.evict_on(&client, holders).await;
+        let _ = client.drain().await;
+        verdicts
+    }
+
+    async fn evict_on(&self, client: &Client, holders: &[Principal]) -> Vec<bool> {
+        let mut listing = self.sweep_on(client).await;
+        let mut kicked = 0usize;
+        for round in 0..=VERIFY_ROUNDS {
+            if let Listing::Incomplete(why) = &listing {
+                self.note(format!(
+                    "eviction of {} unverified: the sweep is incomplete ({why})",
+                    names(holders)
+                ));
+                return vec![false; holders.len()];
+            }
+            let targets: Vec<(String, u64)> = holders
+                .iter()
+                .flat_map(|h| listing.held_by(h))
+                .map(|c| (c.server.id.clone(), c.cid))
+                .collect();
+            if targets.is_empty() {
+                self.note(format!(
+                    "evicted {}: {kicked} connection(s) kicked, none left (verified by a \
+                     complete sweep)",
+                    names(holders)
+                ));
+                return vec![true; holders.len()];
+            }
+            if round == VERIFY_ROUNDS {
+                break;
+            }
+            for (server, cid) in targets {
+                match client
+                    .request(server_kick(&server), kick_request(cid).into())
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(|reply| kick_outcome(&reply.payload))
+                {
+                    Ok(()) => kicked += 1,
+                    Err(why) => {
+                        warn!(connection = %self.label, "kicking connection {cid} on {server} failed: {why}")
+                    }
+                }
+            }
+            tokio::time::sleep(VERIFY_PAUSE).await;
+            listing = self.sweep_on(client).await;
+        }
+        let verdicts: Vec<bool> = holders
+            .iter()
+            .map(|h| listing.held_by(h).next().is_none())
+            .collect();
+        self.note(format!(
+            "eviction of {} unverified: connections remain after {VERIFY_ROUNDS} rounds of kicks",
+            names(holders)
+        ));
+        verdicts
+    }
+
+    /// The oracle as a driver prober.
+    pub fn prober(self: &Arc<Self>) -> Prober {
+        let oracle = Arc::clone(self);
+        Box::new(move |holder| {
+            let oracle = Arc::clone(&oracle);
+            Box::pin(async move { oracle.probe(&holder).await.liveness })
+        })
+    }
+
+    /// The oracle as a driver evictor.
+    pub fn evictor(self: &Arc<Self>) -> Evictor {
+        let oracle = Arc::clone(self);
+        Box::new(move |holders| {
+            let oracle = Arc::clone(&oracle);
+            Box::pin(async move { oracle.evict(&holders).await })
+        })
+    }
+}
+
+fn verdict(liveness: Liveness) -> &'static str {
+    match liveness {
+        Liveness::Live => "live",
+        Liveness::Gone => "gone",
+        Liveness::Unknown => "unknown",
+        Liveness::Unestablishable => "unestablishable",
+    }
+}
+
+fn names(holders: &[Principal]) -> String {
+    holders
+        .iter()
+        .map(Principal::key)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
