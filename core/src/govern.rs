@@ -277,9 +277,13 @@ pub enum SlotStance<'h> {
     Foreign(&'h Slot),
 }
 
-/// Classifies the slot for `instance` frozen at `frozen` (F64). A resumed registration must
-/// still hold its slot at `frozen` (else `unavailable`, the gate stays frozen); an own slot
-/// stamped at or above a fresh freeze cannot exist (`internal`).
+/// Classifies the slot for `instance` frozen at `frozen` (F64). A resumed registration that
+/// holds its slot at `frozen` does not take it again. Any other slot is classified as for a
+/// fresh run, resuming or not: a resumed run cannot tell whether its crashed predecessor reached
+/// the take, and one that did not finds the head exactly as a fresh run would — vacant, its own
+/// older slot left behind by a best-effort release, or another instance's (whose orphan check
+/// still guards it: a slot this run took at `frozen` is never another's to reclaim while this
+/// gate stands frozen there). An own slot stamped above a freeze cannot exist (`internal`).
 pub fn slot_stance<'h>(
     head: &'h GovernanceHead,
     instance: &InstanceId,
@@ -289,15 +293,8 @@ pub fn slot_stance<'h>(
     let Some(slot) = &head.provisional else {
         return Ok(SlotStance::Vacant);
     };
-    if resuming {
-        return if head.held_by(instance, frozen) {
-            Ok(SlotStance::Resumed)
-        } else {
-            Err(EpError::unavailable(format!(
-                "the resumed registration of instance \"{instance}\" no longer holds the \
-                 governance slot at generation {frozen}; the gate stays frozen for reconciliation"
-            )))
-        };
+    if resuming && head.held_by(instance, frozen) {
+        return Ok(SlotStance::Resumed);
     }
     if slot.instance != *instance {
         return Ok(SlotStance::Foreign(slot));

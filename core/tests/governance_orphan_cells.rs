@@ -387,7 +387,10 @@ fn f64_cells_07_to_11_an_in_flight_slot_is_never_stolen() {
     refused(
         &refusal,
         ErrorCode::Conflict,
-        &["cotal-authd gate reconcile --space", "--instance aaaaaaaaaaaaaaaaaaaaaaaaaa"],
+        &[
+            "cotal-authd gate reconcile --space",
+            "--instance aaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ],
     );
     // 10: the slot is untouched: still A's, still stamped 0.
     let slot = s.slot().unwrap();
@@ -407,7 +410,13 @@ fn f64_cells_12_13_the_negative_control_discriminates_an_off_by_one() {
     let (mut s, _) = section_3();
     let slot = s.slot().unwrap();
     let live = s.holder_generation('a');
-    let shipped = assert_foreign_slot_is_orphaned(&SpaceName::parse(SPACE).unwrap(), &endpoint(), &slot, &live).is_ok();
+    let shipped = assert_foreign_slot_is_orphaned(
+        &SpaceName::parse(SPACE).unwrap(),
+        &endpoint(),
+        &slot,
+        &live,
+    )
+    .is_ok();
     let loosened = matches!(live, HolderGeneration::Live(g) if g >= slot.generation);
     // 12: at section 3's coordinate the shipped predicate refuses and `live >= stamp` admits.
     assert!(
@@ -655,7 +664,12 @@ fn fails_closed(s8: &mut Section8, doubt: Doubt) {
 #[test]
 fn f64_cell_26_no_seam_refuses_conflict() {
     let Section8 { s, orphan, .. } = section_8();
-    let e = assert_foreign_slot_is_orphaned(&SpaceName::parse(SPACE).unwrap(), &endpoint(), &orphan, &HolderGeneration::NoSeam);
+    let e = assert_foreign_slot_is_orphaned(
+        &SpaceName::parse(SPACE).unwrap(),
+        &endpoint(),
+        &orphan,
+        &HolderGeneration::NoSeam,
+    );
     let e = e.unwrap_err();
     refused(
         &e,

@@ -3,8 +3,8 @@
 
 use cotal_core::issuance::{GateObservation, GateRef, ObserveGate};
 use cotal_core::machine::{Liveness, Replay};
-use cotal_core::reconcile::{ReconcileCondition, ReconcileGate, ReconcileReport};
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
+use cotal_core::reconcile::{ReconcileCondition, ReconcileGate, ReconcileReport};
 use cotal_core::registry::{ListGates, ListedGate};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -244,7 +244,9 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
             account: material.data_account().to_owned(),
             signer: Arc::new(material.data_signing_key().clone()),
         },
-        move |conn| plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into),
+        move |conn| {
+            plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
+        },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         args.space.clone(),
         options,
@@ -281,9 +283,7 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
         }),
         Err(e) => {
             let condition = ReconcileCondition::of(&e);
-            let frozen = after
-                .as_ref()
-                .is_some_and(|g| g["state"] == "frozen");
+            let frozen = after.as_ref().is_some_and(|g| g["state"] == "frozen");
             let mut lines = Vec::new();
             if let Some(g) = &before {
                 lines.push(format!("found: {}", describe(g)));
@@ -329,7 +329,8 @@ fn describe(g: &Value) -> String {
         cell(g, "processEpoch"),
         cell(g, "registrationRevision"),
         match g.get("op") {
-            Some(Value::Object(_)) => format!(" (op {}, holder {})", cell(g, "op"), cell(g, "principal")),
+            Some(Value::Object(_)) =>
+                format!(" (op {}, holder {})", cell(g, "op"), cell(g, "principal")),
             _ => String::new(),
         }
     )

@@ -511,13 +511,15 @@ fn main() -> ExitCode {
         Command::Gate(gate) => {
             let name = gate.name();
             match gate.into_run() {
-                GateRun::View(args) => match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
-                    Ok(out) => {
-                        println!("{out}");
-                        ExitCode::SUCCESS
+                GateRun::View(args) => {
+                    match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
+                        Ok(out) => {
+                            println!("{out}");
+                            ExitCode::SUCCESS
+                        }
+                        Err(why) => fail(name, &why, 1),
                     }
-                    Err(why) => fail(name, &why, 1),
-                },
+                }
                 GateRun::Reconcile(args) => {
                     match runtime().and_then(|rt| rt.block_on(gate_cmd::reconcile(args))) {
                         Ok(gate_cmd::Reconciled::Reopened(out)) => {

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
-    auth_instance, auth_principal, confirm_registration, resumed_op, AwaitHostFence, PrepareSelfAuthorized,
-    AUTH_ENDPOINT,
+    auth_instance, auth_principal, confirm_registration, resumed_op, AwaitHostFence,
+    PrepareSelfAuthorized, AUTH_ENDPOINT,
 };
 use cotal_core::issuance::{observe_gate, GateRef};
 use cotal_core::jwt::{Permissions, UserNats};

@@ -130,7 +130,11 @@ fn died(state: &Path, child: &mut Child) -> Option<()> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            assert_eq!(status.signal(), Some(9), "a killed start dies by SIGKILL: {status}");
+            assert_eq!(
+                status.signal(),
+                Some(9),
+                "a killed start dies by SIGKILL: {status}"
+            );
             return Some(());
         }
         if discovery(state).is_some_and(|d| d["pid"] == child.id()) {
@@ -138,7 +142,10 @@ fn died(state: &Path, child: &mut Child) -> Option<()> {
             child.wait().unwrap();
             return None;
         }
-        assert!(Instant::now() < deadline, "the killed start neither died nor came up");
+        assert!(
+            Instant::now() < deadline,
+            "the killed start neither died nor came up"
+        );
         sleep(POLL);
     }
 }
@@ -196,7 +203,10 @@ fn f14_a_restart_killed_at_every_write_boundary_comes_up_next_time() {
         }
     }
     report("restart", &outcomes);
-    assert!(writes >= 8, "a restart writes at least 8 times, saw {writes}");
+    assert!(
+        writes >= 8,
+        "a restart writes at least 8 times, saw {writes}"
+    );
     assert!(outcomes.contains_key("gate frozen by the recorded op (resumed)"));
 }
 
@@ -221,11 +231,19 @@ fn f14_a_first_start_killed_at_every_write_boundary_comes_up_next_time() {
             writes = k;
             let (outcome, epoch) = after_crash(&state, None);
             *outcomes.entry(outcome).or_default() += 1;
-            comes_up_at(&state, &mut reaper, epoch, &format!("first start killed {point}"));
+            comes_up_at(
+                &state,
+                &mut reaper,
+                epoch,
+                &format!("first start killed {point}"),
+            );
         }
     }
     report("first start", &outcomes);
-    assert!(writes >= 9, "a first start writes at least 9 times, saw {writes}");
+    assert!(
+        writes >= 9,
+        "a first start writes at least 9 times, saw {writes}"
+    );
     assert!(outcomes.contains_key("gate frozen by the recorded op (resumed)"));
 }
 
@@ -267,7 +285,11 @@ fn f14_kill_9_at_random_instants_never_leaves_the_gate_frozen() {
         victim.kill().unwrap();
         victim.wait().unwrap();
         let (outcome, epoch) = after_crash(&state, Some(last));
-        let outcome = if ready_first { "killed while serving" } else { outcome };
+        let outcome = if ready_first {
+            "killed while serving"
+        } else {
+            outcome
+        };
         *outcomes.entry(outcome).or_default() += 1;
         span = comes_up_at(
             &state,
@@ -278,5 +300,8 @@ fn f14_kill_9_at_random_instants_never_leaves_the_gate_frozen() {
         last = epoch;
     }
     report("random kill -9", &outcomes);
-    assert!(outcomes.len() >= 2, "the delays must hit more than one stage: {outcomes:?}");
+    assert!(
+        outcomes.len() >= 2,
+        "the delays must hit more than one stage: {outcomes:?}"
+    );
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions};
 use cotal_core::liveness::{
-    connz_request, kick_outcome, kick_request, server_connz, server_kick, Listing, Sweep,
-    Topology, CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
+    connz_request, kick_outcome, kick_request, server_connz, server_kick, Listing, Sweep, Topology,
+    CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
 };
 use cotal_core::machine::Liveness;
 use cotal_core::names::Principal;
@@ -142,7 +142,11 @@ impl Oracle {
         let deadline = Instant::now() + self.wait;
         let mut got = Vec::new();
         while !enough(&got) {
-            match timeout(deadline.saturating_duration_since(Instant::now()), replies.next()).await
+            match timeout(
+                deadline.saturating_duration_since(Instant::now()),
+                replies.next(),
+            )
+            .await
             {
                 Ok(Some(message)) => got.push(message.payload.to_vec()),
                 Ok(None) | Err(_) => break,
@@ -171,16 +175,11 @@ impl Oracle {
         };
         let mut sweep = Sweep::new(topology);
         let first = self
-            .gather(
-                client,
-                CONNZ_PING,
-                connz_request(&self.account, 0),
-                |got| {
-                    let mut probe = sweep.clone();
-                    got.iter().for_each(|reply| probe.add(reply));
-                    probe.heard_from_all()
-                },
-            )
+            .gather(client, CONNZ_PING, connz_request(&self.account, 0), |got| {
+                let mut probe = sweep.clone();
+                got.iter().for_each(|reply| probe.add(reply));
+                probe.heard_from_all()
+            })
             .await;
         match first {
             Ok(replies) => replies.iter().for_each(|reply| sweep.add(reply)),
@@ -193,7 +192,10 @@ impl Oracle {
             }
             for (server, offset) in pages {
                 match client
-                    .request(server_connz(&server), connz_request(&self.account, offset).into())
+                    .request(
+                        server_connz(&server),
+                        connz_request(&self.account, offset).into(),
+                    )
                     .await
                 {
                     Ok(reply) => sweep.add(&reply.payload),
