@@ -15,87 +15,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use common::*;
-use serde_json::Value;
 
 /// Seeded random crashes (`COTAL_KILL_CYCLES` raises or lowers the count).
 const RANDOM_CYCLES: usize = 100;
 const SEED: u64 = 0x5eed_c07a1;
-
-fn start_killed_at(state: &Path, kill_at: &str) -> Child {
-    command()
-        .args(["up", "--space", SPACE, "--state-dir"])
-        .arg(state)
-        .env("COTAL_AUTHD_KILL_AT", kill_at)
-        .env("RUST_LOG", "off")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-fn quiet_up(state: &Path) -> Child {
-    command()
-        .args(["up", "--space", SPACE, "--state-dir"])
-        .arg(state)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
-}
-
-fn instance(state: &Path) -> String {
-    let doc: Value =
-        serde_json::from_slice(&fs::read(state.join(SEGMENT).join("auth-instance.json")).unwrap())
-            .unwrap();
-    doc["instanceId"].as_str().unwrap().to_owned()
-}
-
-fn server_url(state: &Path) -> String {
-    let doc: Value = serde_json::from_slice(&fs::read(server_record(state)).unwrap()).unwrap();
-    doc["url"].as_str().unwrap().to_owned()
-}
-
-/// The plane's gate as `gate show --json` prints it; `None` when it does not exist yet.
-fn gate(state: &Path) -> Option<Value> {
-    let out = run(&[
-        "gate",
-        "show",
-        "--space",
-        SPACE,
-        "--server",
-        &server_url(state),
-        "--endpoint",
-        "auth",
-        "--instance",
-        &instance(state),
-        "--json",
-        "--state-dir",
-        state.to_str().unwrap(),
-    ]);
-    if out.status.success() {
-        return Some(serde_json::from_slice(&out.stdout).unwrap());
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("has no gate"), "gate show failed: {err}");
-    None
-}
-
-fn recorded_op(state: &Path) -> Option<String> {
-    let bytes = fs::read(state.join(SEGMENT).join("auth-registration.json")).ok()?;
-    let doc: Value = serde_json::from_slice(&bytes).unwrap();
-    Some(doc["opId"].as_str().unwrap().to_owned())
-}
 
 /// How a crash left the plane, checked against the rule that only the recorded operation may
 /// hold the gate frozen; returns the outcome's name and the epoch the next start must commit.
@@ -121,32 +49,6 @@ fn after_crash(state: &Path, last: Option<u64>) -> (&'static str, u64) {
             ("gate frozen by the recorded op (resumed)", next)
         }
         other => panic!("unexpected gate state {other}: {g}"),
-    }
-}
-
-/// Waits for a killed start to die; `None` when it came up instead (it had fewer writes than
-/// its kill point), and is then killed here.
-fn died(state: &Path, child: &mut Child) -> Option<()> {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert_eq!(
-                status.signal(),
-                Some(9),
-                "a killed start dies by SIGKILL: {status}"
-            );
-            return Some(());
-        }
-        if discovery(state).is_some_and(|d| d["pid"] == child.id()) {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            return None;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the killed start neither died nor came up"
-        );
-        sleep(POLL);
     }
 }
 
