@@ -56,7 +56,10 @@ fn registered_then_freeze_write(state: &Path, reaper: &mut Reaper) -> usize {
     reaper.0.last_mut().unwrap().kill().unwrap();
     for k in 1..32 {
         let mut victim = start_killed_at(state, &format!("after:{k}"));
-        assert!(died(state, &mut victim).is_some(), "no freeze before write {k}");
+        assert!(
+            died(state, &mut victim).is_some(),
+            "no freeze before write {k}"
+        );
         if gate(state).unwrap()["state"] == "frozen" {
             // Heal it (the restart resumes its recorded op) and stop that plane too.
             reaper.0.push(up(state));
@@ -81,12 +84,21 @@ fn f52_reconcile_refuses_a_live_holder_and_reopens_once_it_is_gone() {
 
     let open = reconcile(&state, false);
     assert_eq!(open.status.code(), Some(1), "{}", text(&open.stderr));
-    assert!(text(&open.stderr).contains("not \"frozen\""), "{}", text(&open.stderr));
+    assert!(
+        text(&open.stderr).contains("not \"frozen\""),
+        "{}",
+        text(&open.stderr)
+    );
 
-    reaper.0.push(start_killed_at(&state, &format!("after:{freeze}:stop")));
+    reaper
+        .0
+        .push(start_killed_at(&state, &format!("after:{freeze}:stop")));
     let deadline = std::time::Instant::now() + READY_TIMEOUT;
     while gate(&state).unwrap()["state"] != "frozen" {
-        assert!(std::time::Instant::now() < deadline, "the stopped start never froze");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the stopped start never froze"
+        );
         std::thread::sleep(POLL);
     }
     let before = gate(&state).unwrap();
@@ -97,7 +109,11 @@ fn f52_reconcile_refuses_a_live_holder_and_reopens_once_it_is_gone() {
     assert!(err.contains("the gate stays frozen"), "{err}");
     assert!(out.contains("live ("), "{out}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert_eq!(gate(&state).unwrap(), before, "a refused reconcile changes nothing");
+    assert_eq!(
+        gate(&state).unwrap(),
+        before,
+        "a refused reconcile changes nothing"
+    );
 
     // The holder dies: its connections close with it.
     let stopped = reaper.0.last_mut().unwrap();
@@ -121,7 +137,10 @@ fn f52_reconcile_refuses_a_live_holder_and_reopens_once_it_is_gone() {
     let d = ready(&state, reaper.0.last_mut().unwrap());
     assert_eq!(d["processEpoch"], epoch + 1);
     signal(reaper.0.last().unwrap(), Signal::TERM);
-    assert_eq!(exits(reaper.0.last_mut().unwrap(), EXIT_TIMEOUT).code(), Some(0));
+    assert_eq!(
+        exits(reaper.0.last_mut().unwrap(), EXIT_TIMEOUT).code(),
+        Some(0)
+    );
 }
 
 /// A freeze left by an operation this state dir did not record (a lost record, another copy of

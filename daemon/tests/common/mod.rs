@@ -231,4 +231,3 @@ pub fn died(state: &Path, child: &mut Child) -> Option<()> {
         sleep(POLL);
     }
 }
-
