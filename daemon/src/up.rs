@@ -13,11 +13,13 @@
 //! (`cotal:auth-service:<space>`, the stored callout creds) → discovery file + banner → the watch.
 //! Every self-minted connection carries a 15-minute JWT re-minted in process at half-life.
 //!
-//! Eviction: the plane has no connection-level evictor yet, so the driver keeps its fail-closed
-//! default (nothing is ever verified evicted). That is honest today because the plane mints no
-//! credentials for its own instance: the `epcred` family is empty, and an empty family needs no
-//! eviction (F68). Should a family ever be non-empty, the re-registration fails after its
-//! freeze and the gate stays frozen for reconciliation rather than fencing unverified holders.
+//! Crash safety: the registration's op id is recorded durably before the freeze and resumed by
+//! the next start (see [`Plane::operation`]); no `kill -9` leaves the gate frozen for good.
+//!
+//! Eviction: the registration's evictor is the servers' own listing and the system account's
+//! kick ([`Oracle`]), as `gate reconcile` uses. The plane mints no credentials for its own
+//! instance, so its `epcred` family is empty and nothing is evicted today (F68); should a family
+//! ever hold rows, their holders are kicked and verified gone before the reopen.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -43,6 +45,7 @@ use cotal_core::EpError;
 use cotal_io_fs::trust;
 use cotal_io_nats::authority::{connect_with_creds, AuthorityClient, DataAccountSigner};
 use cotal_io_nats::host::hold_fence;
+use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
     drive, NatsWorld, Replicas, SendHook, SendPhase, Space, SpaceOptions, StoreSet,
 };
@@ -386,9 +389,17 @@ impl Plane<'_> {
                 auth_instance(&space, &instance, &self.identity.serve_key, op_id.clone())
                     .map_err(|e| e.message.clone())?;
             let kill = KillPoint::from_env()?;
+            let oracle = Arc::new(Oracle::new(
+                self.url,
+                self.material.system_user().creds(),
+                self.material.data_account(),
+                PlaneConnection::PlaneSystem.label(&space),
+            ));
             let world = || {
                 let mut world = NatsWorld::new(&bound);
                 world.set_send_hook(kill.as_ref().map(KillPoint::hook));
+                world.set_evictor(oracle.evictor());
+                world.set_prober(oracle.prober());
                 world
             };
             let provisioned = world()

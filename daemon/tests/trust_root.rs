@@ -134,7 +134,7 @@ fn init_twice_at_once_converges_and_a_rerun_changes_nothing() {
     let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&dir), 0o700);
     let before = snapshot(&dir);
-    assert_eq!(before.len(), 7, "{before:?}");
+    assert_eq!(before.len(), 8, "{before:?}");
     for (path, _) in &before {
         assert_eq!(mode(path), 0o600, "{}", path.display());
     }
