@@ -12,6 +12,7 @@ use crate::error::EpError;
 use crate::kv::model::KvModel;
 use crate::machine::{Effect, Liveness, Machine, Observation, Step};
 use crate::names::Principal;
+use crate::plane_claim::{PlaneQuery, PlaneVerdict};
 
 /// An upper bound on the steps one machine may take under [`drive`]; a machine that needs more
 /// is looping and is failed `internal` instead of hanging the test.
@@ -26,12 +27,15 @@ pub trait World {
 pub type Evictor = Box<dyn FnMut(&[Principal]) -> Vec<bool>>;
 /// Answers liveness probes.
 pub type Prober = Box<dyn FnMut(&Principal) -> Liveness>;
+/// Answers plane-claim liveness questions.
+pub type PlaneProber = Box<dyn FnMut(&PlaneQuery) -> PlaneVerdict>;
 
 /// The KV model plus eviction and probe policies.
 pub struct ModelWorld {
     pub kv: KvModel,
     evictor: Evictor,
     prober: Prober,
+    plane_prober: PlaneProber,
     /// The host's actor ledger (clones share it).
     pub actors: MemoryActors,
     /// The broker's agent durables.
@@ -65,6 +69,7 @@ impl ModelWorld {
             kv,
             evictor: Box::new(|holders| vec![false; holders.len()]),
             prober: Box::new(|_| Liveness::Unknown),
+            plane_prober: Box::new(|_| PlaneVerdict::unknown("this world has no plane oracle")),
             actors: MemoryActors::new(),
             durables: MemoryDurables::new(),
             log: Vec::new(),
@@ -77,6 +82,10 @@ impl ModelWorld {
 
     pub fn set_prober(&mut self, prober: Prober) {
         self.prober = prober;
+    }
+
+    pub fn set_plane_prober(&mut self, prober: PlaneProber) {
+        self.plane_prober = prober;
     }
 
     /// Every principal an `Evict` effect named so far.
@@ -99,6 +108,7 @@ impl World for ModelWorld {
             Effect::Kv(request) => Observation::Kv(self.kv.execute(request)),
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders)),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder)),
+            Effect::ProbePlane(query) => Observation::PlaneProbed((self.plane_prober)(query)),
             // Artifacts live in the Contracts store at their digest hex. The read goes through
             // the model's request path, so scheduled faults apply to artifact reads too: an
             // unserved read is `ArtifactUnavailable`.

@@ -23,6 +23,7 @@
 //! * [`serving`] — serve-grant authorization and register-to-READY;
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
+//! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
@@ -63,6 +64,7 @@ pub mod machine;
 pub mod manager;
 pub mod mint;
 pub mod names;
+pub mod plane_claim;
 pub mod plane_grants;
 pub mod profiles;
 pub mod reconcile;

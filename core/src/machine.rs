@@ -37,6 +37,7 @@ use crate::canon::Digest;
 use crate::error::EpError;
 use crate::kv::{KeysOutcome, KvOutcome, KvRequest, ReadOutcome, Revision, Store, WriteOutcome};
 use crate::names::Principal;
+use crate::plane_claim::{PlaneQuery, PlaneVerdict};
 
 /// What a machine needs from the world next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub enum Effect {
     Evict(Vec<Principal>),
     /// Liveness of a holder principal.
     Probe(Principal),
+    /// Liveness of a held plane claim's two scanner connections.
+    ProbePlane(PlaneQuery),
     /// Read a contract artifact; the bytes are verified by the core, not the adapter.
     ReadArtifact(Digest),
     /// Wait (poll loops).
@@ -73,6 +76,7 @@ pub enum Observation {
     /// One verdict per holder of the `Evict` effect: `true` = verified gone.
     Evicted(Vec<bool>),
     Probed(Liveness),
+    PlaneProbed(PlaneVerdict),
     /// The artifact bytes, or `None` when the store has none.
     Artifact(Option<Vec<u8>>),
     /// The contract store could not be read: neither presence nor absence is known.
@@ -459,6 +463,14 @@ impl Ctx<'_> {
                 verdicts.len()
             )))),
             other => Err(mismatch("eviction verdicts", &other)),
+        }
+    }
+
+    /// Asks the oracle about a held plane claim's scanner connections.
+    pub fn probe_plane(&mut self, query: PlaneQuery) -> Result<PlaneVerdict, Halt> {
+        match self.perform(Effect::ProbePlane(query))? {
+            Observation::PlaneProbed(verdict) => Ok(verdict),
+            other => Err(mismatch("a plane-liveness verdict", &other)),
         }
     }
 

@@ -15,6 +15,7 @@ use cotal_core::actors::{
 use cotal_core::driver::MAX_STEPS;
 use cotal_core::machine::{Effect, Liveness, Machine, Observation, Step};
 use cotal_core::names::Principal;
+use cotal_core::plane_claim::{PlaneQuery, PlaneVerdict};
 use cotal_core::EpError;
 use futures::future::BoxFuture;
 
@@ -24,12 +25,15 @@ use crate::space::{SendHook, Space};
 pub type Evictor = Box<dyn FnMut(Vec<Principal>) -> BoxFuture<'static, Vec<bool>> + Send>;
 /// Answers a liveness probe.
 pub type Prober = Box<dyn FnMut(Principal) -> BoxFuture<'static, Liveness> + Send>;
+/// Answers a plane-claim liveness question.
+pub type PlaneProber = Box<dyn FnMut(PlaneQuery) -> BoxFuture<'static, PlaneVerdict> + Send>;
 
 /// A space plus the policies that answer the effects NATS KV cannot.
 pub struct NatsWorld<'s> {
     pub space: &'s Space,
     evictor: Evictor,
     prober: Prober,
+    plane_prober: PlaneProber,
     send_hook: Option<SendHook>,
     actors: Option<Arc<dyn ActorLedger>>,
     durables: Option<Arc<dyn DurablesPort>>,
@@ -56,6 +60,9 @@ impl<'s> NatsWorld<'s> {
                 Box::pin(async move { verdicts })
             }),
             prober: Box::new(|_| Box::pin(async { Liveness::Unknown })),
+            plane_prober: Box::new(|_| {
+                Box::pin(async { PlaneVerdict::unknown("this world has no plane oracle") })
+            }),
             send_hook: None,
             actors: None,
             durables: None,
@@ -81,6 +88,10 @@ impl<'s> NatsWorld<'s> {
 
     pub fn set_prober(&mut self, prober: Prober) {
         self.prober = prober;
+    }
+
+    pub fn set_plane_prober(&mut self, prober: PlaneProber) {
+        self.plane_prober = prober;
     }
 
     /// Installs a hook run around every write's publish (see [`SendHook`]).
@@ -111,6 +122,9 @@ impl<'s> NatsWorld<'s> {
             ),
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders.clone()).await),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder.clone()).await),
+            Effect::ProbePlane(query) => {
+                Observation::PlaneProbed((self.plane_prober)(query.clone()).await)
+            }
             Effect::ReadArtifact(digest) => self.space.read_artifact(digest).await,
             Effect::Sleep(duration) => {
                 tokio::time::sleep(*duration).await;

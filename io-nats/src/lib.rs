@@ -26,7 +26,7 @@ pub mod shape;
 pub mod space;
 
 pub use authority::{AuthorityClient, DataAccountSigner};
-pub use driver::{drive, Evictor, NatsWorld, Prober};
+pub use driver::{drive, Evictor, NatsWorld, PlaneProber, Prober};
 pub use shape::{Replicas, StoreLayout};
 pub use space::{SendHook, SendPhase, Space, SpaceOptions, StoreSet};
 

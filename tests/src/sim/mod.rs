@@ -1350,7 +1350,10 @@ impl<'f> Sim<'f> {
                 self.note(format!("{tag} probe {holder} -> {liveness:?}"));
                 Ok(Observation::Probed(liveness))
             }
-            Effect::ReadArtifact(_) | Effect::Actors(_) | Effect::Durables(_) => {
+            Effect::ReadArtifact(_)
+            | Effect::Actors(_)
+            | Effect::Durables(_)
+            | Effect::ProbePlane(_) => {
                 let observation = self.world.perform(effect);
                 self.world.log.clear();
                 Ok(observation)
