@@ -32,6 +32,7 @@ use serde_json::{json, Map, Value};
 use crate::jwt::{Permission, Permissions};
 use crate::machine::Liveness;
 use crate::names::Principal;
+use crate::plane_claim::{ConnTuple, TupleLiveness};
 
 /// The system-account user the trust root provisions for the plane alone.
 pub const SYSTEM_USER_NAME: &str = "cotal-plane";
@@ -250,6 +251,8 @@ pub struct Listed {
     pub principal: Option<Principal>,
     /// The connection's name, for the operator's report.
     pub name: String,
+    /// The connection's user (its nkey, for a JWT user).
+    pub user: Option<String>,
 }
 
 /// One server's listing so far.
@@ -455,6 +458,10 @@ fn listed(server: &ServerRef, row: &Value) -> Result<Listed, String> {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned(),
+        user: row
+            .get("authorized_user")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     })
 }
 
@@ -467,6 +474,26 @@ impl Listing {
             Listing::Complete(conns) if conns.iter().any(|c| c.holds(holder)) => Liveness::Live,
             Listing::Complete(_) => Liveness::Gone,
             Listing::Incomplete(_) => Liveness::Unknown,
+        }
+    }
+
+    /// A plane claim's scanner connection (reference §2.10): `live` when that exact connection
+    /// or any connection of its user nkey is listed (an identity still connected anywhere blocks
+    /// a takeover), `gone` only under a complete sweep — which covers a claimed server that
+    /// restarted: its run id never answers again, and every connection it held is gone with
+    /// it — and `unknown` otherwise.
+    pub fn tuple_liveness(&self, tuple: &ConnTuple) -> TupleLiveness {
+        match self {
+            Listing::Complete(conns)
+                if conns.iter().any(|c| {
+                    c.user.as_deref() == Some(tuple.user_nkey.as_str())
+                        || (c.server.id == tuple.server_id && c.cid == tuple.cid)
+                }) =>
+            {
+                TupleLiveness::Live
+            }
+            Listing::Complete(_) => TupleLiveness::Gone,
+            Listing::Incomplete(_) => TupleLiveness::Unknown,
         }
     }
 

@@ -394,11 +394,12 @@ impl AcquirePlaneClaim {
         if !live.is_empty() {
             return Err(ClaimRefusal::LivePeer
                 .refuse(format!(
-                    "another auth plane already owns space \"{space}\": its {} is live on the \
+                    "another auth plane already owns space \"{space}\": its {} {} live on the \
                      servers (claim held since {}). Two planes over one space would split its \
                      sealed scans, so this one refuses. Stop the other auth service process for \
                      this space, then start this one",
                     live.join(" and "),
+                    if live.len() == 1 { "is" } else { "are" },
                     row.opened_at
                 ))
                 .into());

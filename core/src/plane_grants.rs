@@ -54,6 +54,10 @@ pub enum PlaneConnection {
     RemoteManagerIssuer,
     /// The barrier executor, the only writer of `plane` ([`auth_barrier`]).
     AuthBarrier,
+    /// The sealed auth-ledger scanner, whose connection the plane claim pins ([`auth_scan`]).
+    AuthScan,
+    /// The sealed records scanner, pinned likewise ([`records_scan`]).
+    RecordsScan,
     /// The auth callout connection: it connects with the stored callout-account creds, never a
     /// self-minted JWT, so it has a label but no builder here.
     AuthService,
@@ -68,12 +72,14 @@ pub enum PlaneConnection {
 impl PlaneConnection {
     /// Every connection a running plane holds, in boot order of reference §2.4/§2.5 (the
     /// callout last). The short system and reconcile connections are not among them.
-    pub const ALL: [PlaneConnection; 6] = [
+    pub const ALL: [PlaneConnection; 8] = [
         PlaneConnection::AuthMint,
         PlaneConnection::AuthRegistration,
         PlaneConnection::AuthReader,
         PlaneConnection::RemoteManagerIssuer,
         PlaneConnection::AuthBarrier,
+        PlaneConnection::AuthScan,
+        PlaneConnection::RecordsScan,
         PlaneConnection::AuthService,
     ];
 
@@ -85,6 +91,8 @@ impl PlaneConnection {
             PlaneConnection::AuthReader => "auth-reader",
             PlaneConnection::RemoteManagerIssuer => "remote-manager-issuer",
             PlaneConnection::AuthBarrier => "auth-barrier",
+            PlaneConnection::AuthScan => "auth-scan",
+            PlaneConnection::RecordsScan => "records-scan",
             PlaneConnection::AuthService => "auth-service",
             PlaneConnection::PlaneSystem => "plane-system",
             PlaneConnection::GateReconcile => "gate-reconcile",
@@ -226,6 +234,40 @@ pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpErro
 /// created by a reader.
 pub fn auth_reader(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     grant(Names::new(space).proof_and_read_rows(), conn)
+}
+
+/// `cotal:auth-scan:<s>` — the sealed auth-ledger scanner: its store's shape proof and
+/// leader-served reads, nothing else.
+///
+/// **Deviation**: the reference's sealed scanners are the plane's only consumer-creating
+/// connections. This plane enumerates without consumers (`STREAM.INFO` with a subjects filter,
+/// F98), so no connection of it creates one, and the scanner grant carries no consumer row: a
+/// grant nothing exercises is only exposure. What the scanners keep is their role in the plane
+/// claim — the claim pins their exact connections, and either one's drop fences the plane.
+pub fn auth_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let a = &Names::new(space).auth_stream;
+    grant(
+        vec![
+            "$JS.API.INFO".to_owned(),
+            format!("$JS.API.STREAM.INFO.{a}"),
+            format!("$JS.API.STREAM.MSG.GET.{a}"),
+        ],
+        conn,
+    )
+}
+
+/// `cotal:records-scan:<s>` — the sealed records scanner, as [`auth_scan`] over the records
+/// store.
+pub fn records_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let r = &Names::new(space).rec_stream;
+    grant(
+        vec![
+            "$JS.API.INFO".to_owned(),
+            format!("$JS.API.STREAM.INFO.{r}"),
+            format!("$JS.API.STREAM.MSG.GET.{r}"),
+        ],
+        conn,
+    )
 }
 
 /// `cotal:remote-manager-issuer:<s>` — the writer rows 1–15 of [`auth_mint`] (without its
@@ -517,6 +559,8 @@ mod tests {
                 "cotal:auth-reader:prod",
                 "cotal:remote-manager-issuer:prod",
                 "cotal:auth-barrier:prod",
+                "cotal:auth-scan:prod",
+                "cotal:records-scan:prod",
                 "cotal:auth-service:prod",
             ]
         );

@@ -136,6 +136,10 @@ struct UpCommand {
     server: Option<String>,
     #[command(flatten)]
     root: StateRoot,
+    /// Stand by while another plane serves the space: wait on its plane claim and take over
+    /// when it dies or stops (instead of refusing a live peer).
+    #[arg(long)]
+    standby: bool,
 }
 
 /// Where the spaces' state lives: trust roots, instance identities, discovery files, the
@@ -288,6 +292,7 @@ impl UpCommand {
             replicas: self.space.replicas,
             root: self.root.dir,
             space: self.space.space,
+            standby: self.standby,
         }
     }
 }

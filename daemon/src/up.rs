@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use cotal_core::gate::ProcessEpoch;
 use cotal_core::host::{
@@ -37,6 +37,9 @@ use cotal_core::jwt::{Permissions, UserNats};
 use cotal_core::kv::Store;
 use cotal_core::machine::{script, Replay};
 use cotal_core::names::{EndpointName, OpId, Principal, SpaceName};
+use cotal_core::plane_claim::{
+    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
+};
 use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
 use cotal_core::serving::RegisterServing;
@@ -49,9 +52,10 @@ use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
     drive, NatsWorld, Replicas, SendHook, SendPhase, Space, SpaceOptions, StoreSet,
 };
+use nkeys::KeyPair;
 use rustix::process::{getpid, kill_process, Signal as KillSignal};
 use tokio::signal::unix::{signal, Signal, SignalKind};
-use tracing::{info, info_span, warn, Instrument};
+use tracing::{error, info, info_span, warn, Instrument};
 
 use crate::embedded::Embedded;
 use crate::state::{self, Discovery};
@@ -67,6 +71,9 @@ const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
 /// a failure (1) so a supervisor can leave it stopped (systemd `RestartPreventExitStatus=3`)
 /// instead of restarting it to fence its successor in turn.
 pub const EXIT_FENCED: u8 = 3;
+/// How often a standby re-tries the plane claim: how late, at most, it notices that the active
+/// plane died or released it (plus one listing).
+pub const STANDBY_POLL: Duration = Duration::from_millis(250);
 /// Validated `up` flags.
 #[derive(Debug)]
 pub struct UpArgs {
@@ -74,6 +81,8 @@ pub struct UpArgs {
     pub server: Option<String>,
     pub root: PathBuf,
     pub replicas: Replicas,
+    /// Wait on a live plane's claim instead of refusing, and take over when it dies.
+    pub standby: bool,
 }
 
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
@@ -138,13 +147,42 @@ struct Plane<'a> {
 }
 
 /// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
-/// the callout connection last.
+/// the scanners before the claim is released, the callout connection last.
 struct Connections {
     mint: AuthorityClient,
     reader: AuthorityClient,
     issuer: AuthorityClient,
     barrier: AuthorityClient,
+    scanners: Scanners,
+    hold: ClaimHold,
     callout: cotal_io_nats::async_nats::Client,
+}
+
+/// The two sealed scanner connections the plane claim pins.
+struct Scanners {
+    ledger: AuthorityClient,
+    records: AuthorityClient,
+}
+
+impl Scanners {
+    /// Resolves with the operator copy once either scanner's connection dropped: the claim
+    /// pins their exact connections, so the plane fences itself rather than go on with one
+    /// that is not the one its claim names (reference §2.6).
+    async fn died(&self, space: &SpaceName) -> String {
+        let role = tokio::select! {
+            why = self.ledger.lost() => { warn!("{why}"); "auth-ledger" }
+            why = self.records.lost() => { warn!("{why}"); "records" }
+        };
+        scanner_death_copy(space, role)
+    }
+
+    async fn close(self) {
+        for (label, client) in [("auth-scan", self.ledger), ("records-scan", self.records)] {
+            if let Err(e) = client.close().await {
+                warn!(connection = label, "closing failed: {e}");
+            }
+        }
+    }
 }
 
 impl Connections {
@@ -155,28 +193,46 @@ impl Connections {
             e = self.reader.failed() => e,
             e = self.issuer.failed() => e,
             e = self.barrier.failed() => e,
+            e = self.scanners.ledger.failed() => e,
+            e = self.scanners.records.failed() => e,
         }
     }
 
-    async fn close(self) {
+    /// Closes in order (reference §2.9): the reader, the scanners, then the claim is released
+    /// over the barrier connection (never while a scanner could still act), then the barrier,
+    /// issuer and mint connections, and the callout connection last. A release that failed is
+    /// returned after everything is closed.
+    async fn close(self) -> Result<(), String> {
         let Connections {
             mint,
             reader,
             issuer,
             barrier,
+            scanners,
+            hold,
             callout,
         } = self;
-        for (label, client) in [
-            ("reader", reader),
-            ("barrier", barrier),
-            ("issuer", issuer),
-            ("mint", mint),
-        ] {
+        if let Err(e) = reader.close().await {
+            warn!(connection = "reader", "closing failed: {e}");
+        }
+        scanners.close().await;
+        let released = match barrier.space() {
+            Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound)
+                .await
+                .map_err(|e| e.message),
+            Err(e) => Err(e.message),
+        };
+        match &released {
+            Ok(()) => info!("released the plane claim"),
+            Err(why) => error!("{why}"),
+        }
+        for (label, client) in [("barrier", barrier), ("issuer", issuer), ("mint", mint)] {
             if let Err(e) = client.close().await {
                 warn!(connection = label, "closing failed: {e}");
             }
         }
         let _ = callout.drain().await;
+        released
     }
 }
 
@@ -308,6 +364,39 @@ impl Plane<'_> {
             )
             .await?
         };
+        let scanners = Scanners {
+            ledger: {
+                let space = space.clone();
+                self.open(
+                    PlaneConnection::AuthScan,
+                    move |conn| plane_grants::auth_scan(&space, conn),
+                    self.options(&[Store::Auth], false),
+                )
+                .await?
+            },
+            records: {
+                let space = space.clone();
+                self.open(
+                    PlaneConnection::RecordsScan,
+                    move |conn| plane_grants::records_scan(&space, conn),
+                    self.options(&[Store::Records], false),
+                )
+                .await?
+            },
+        };
+        // Handlers go in before the claim wait and the discovery file: a standby stops on a
+        // signal, and whoever finds the file may signal at once.
+        let mut signals = Signals {
+            term: signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?,
+            int: signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?,
+        };
+        let Some(hold) = self.claim(&barrier, &scanners, &mut signals).await? else {
+            scanners.close().await;
+            for client in [barrier, issuer, reader, mint] {
+                let _ = client.close().await;
+            }
+            return Ok(Outcome::Stopped);
+        };
         let callout = connect_with_creds(
             self.url,
             &PlaneConnection::AuthService.label(&space),
@@ -320,15 +409,12 @@ impl Plane<'_> {
             reader,
             issuer,
             barrier,
+            scanners,
+            hold,
             callout,
         };
 
         let discovery = state::discovery_path(&self.args.root, &space);
-        // Handlers go in before the discovery file: whoever finds the file may signal at once.
-        let signals = Signals {
-            term: signal(SignalKind::terminate()).map_err(|e| format!("signals: {e}"))?,
-            int: signal(SignalKind::interrupt()).map_err(|e| format!("signals: {e}"))?,
-        };
         let server = state::redacted(self.url);
         state::write_discovery(
             &discovery,
@@ -359,8 +445,94 @@ impl Plane<'_> {
         let outcome = watch(&connections, &gate, registered.process_epoch, signals).await;
         // The discovery file goes first: nobody may find a plane that is on its way out.
         state::remove_discovery_if_ours(&discovery);
-        connections.close().await;
-        outcome
+        let released = connections.close().await;
+        match (outcome, released) {
+            (Ok(outcome), Ok(())) => Ok(outcome),
+            (Ok(Outcome::Stopped), Err(why)) => Err(format!("stopped, but {why}")),
+            (outcome, _) => outcome,
+        }
+    }
+
+    /// Acquires the plane claim over the barrier connection with the scanners' connections
+    /// (reference §2.5 step 5, §2.10), the servers' own listing adjudicating a held row. A
+    /// standby (`--standby`) waits on a live or unknown holder instead of refusing, re-trying
+    /// every [`STANDBY_POLL`], and takes over as soon as the holder is gone or released the
+    /// claim. `None`: a signal stopped the wait.
+    async fn claim(
+        &self,
+        barrier: &AuthorityClient,
+        scanners: &Scanners,
+        signals: &mut Signals,
+    ) -> Result<Option<ClaimHold>, String> {
+        let tuple = |client: &AuthorityClient| {
+            let (server, cid) = client.server_connection();
+            ConnTuple::new(&server, cid, client.conn_id().as_str()).map_err(|e| e.message)
+        };
+        let oracle = Arc::new(self.oracle());
+        let acquire = AcquirePlaneClaim {
+            space: self.space().clone(),
+            claim_id: KeyPair::new_user().public_key(),
+            ledger: tuple(&scanners.ledger)?,
+            records: tuple(&scanners.records)?,
+            now_ms: 0,
+        };
+        let mut waiting = false;
+        loop {
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_err(|_| "the system clock is before 1970".to_owned())?
+                .as_millis();
+            let attempt = AcquirePlaneClaim {
+                now_ms: u64::try_from(now_ms).unwrap_or(u64::MAX),
+                ..acquire.clone()
+            };
+            let bound = barrier.space().map_err(|e| e.message.clone())?;
+            let mut world = NatsWorld::new(&bound);
+            world.set_plane_prober(oracle.plane_prober());
+            let refusal = match world.run(&mut Replay::new(attempt)).await {
+                Ok(hold) => {
+                    info!(
+                        generation = hold.generation,
+                        reclaimed = hold.reclaimed,
+                        "{}",
+                        if hold.reclaimed {
+                            "holds the plane claim, reclaimed from a dead plane"
+                        } else {
+                            "holds the plane claim"
+                        }
+                    );
+                    return Ok(Some(hold));
+                }
+                Err(e) => e,
+            };
+            let wait = self.args.standby
+                && matches!(
+                    ClaimRefusal::of(&refusal),
+                    Some(ClaimRefusal::LivePeer | ClaimRefusal::Unknown | ClaimRefusal::Concurrent)
+                );
+            if !wait {
+                return Err(refusal.message);
+            }
+            if !waiting {
+                info!("standby: {}; waiting to take over", refusal.message);
+                waiting = true;
+            }
+            tokio::select! {
+                _ = signals.term.recv() => { info!("SIGTERM: stopping the standby"); return Ok(None) }
+                _ = signals.int.recv() => { info!("SIGINT: stopping the standby"); return Ok(None) }
+                () = tokio::time::sleep(STANDBY_POLL) => {}
+            }
+        }
+    }
+
+    /// The servers' own listing and the system account's kick, as this plane's system user.
+    fn oracle(&self) -> Oracle {
+        Oracle::new(
+            self.url,
+            self.material.system_user().creds(),
+            self.material.data_account(),
+            PlaneConnection::PlaneSystem.label(self.space()),
+        )
     }
 
     /// The registration ceremony on its own short-lived connection, scoped to this instance's
@@ -389,12 +561,7 @@ impl Plane<'_> {
                 auth_instance(&space, &instance, &self.identity.serve_key, op_id.clone())
                     .map_err(|e| e.message.clone())?;
             let kill = KillPoint::from_env()?;
-            let oracle = Arc::new(Oracle::new(
-                self.url,
-                self.material.system_user().creds(),
-                self.material.data_account(),
-                PlaneConnection::PlaneSystem.label(&space),
-            ));
+            let oracle = Arc::new(self.oracle());
             let world = || {
                 let mut world = NatsWorld::new(&bound);
                 world.set_send_hook(kill.as_ref().map(KillPoint::hook));
@@ -593,6 +760,10 @@ async fn watch(
         _ = signals.term.recv() => { info!("SIGTERM: stopping"); return Ok(Outcome::Stopped) }
         _ = signals.int.recv() => { info!("SIGINT: stopping"); return Ok(Outcome::Stopped) }
         fenced = hold_fence(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
+        copy = connections.scanners.died(&gate.space) => {
+            error!("fenced: {copy}");
+            return Ok(Outcome::Fenced);
+        }
         // A connection whose credential could not be renewed fails closed: the plane stops
         // rather than serve on authority it can no longer hold.
         e = connections.failed() => return Err(format!("stopping: {}", e.message)),

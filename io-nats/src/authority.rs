@@ -80,6 +80,8 @@ struct Binding {
     space: Arc<Space>,
     issued: Instant,
     expires: Instant,
+    /// Set once a renewal replaced this binding: its connection's end is then expected.
+    retired: Arc<AtomicBool>,
 }
 
 /// What every binding of one client is made from.
@@ -94,6 +96,8 @@ struct Config {
     space: SpaceName,
     options: SpaceOptions,
     hub: Arc<GateWrites>,
+    /// `Some(why)` once the current connection dropped (see [`AuthorityClient::lost`]).
+    lost: Arc<watch::Sender<Option<String>>>,
 }
 
 /// Everything the renewal task shares with the client.
@@ -140,13 +144,19 @@ fn servers_of(servers: &str) -> Vec<String> {
 /// grant the plane lacks and must be visible, never swallowed.
 fn event_logger(label: String) -> impl Fn(Event) -> futures::future::Ready<()> {
     move |event| {
-        match &event {
+        log_event(&label, &event);
+        futures::future::ready(())
+    }
+}
+
+fn log_event(label: &str, event: &Event) {
+    {
+        match event {
             Event::ServerError(e) => warn!(connection = %label, "server error: {e}"),
             Event::ClientError(e) => warn!(connection = %label, "client error: {e}"),
             Event::Disconnected => warn!(connection = %label, "disconnected"),
             other => info!(connection = %label, "connection event: {other}"),
         }
-        futures::future::ready(())
     }
 }
 
@@ -181,6 +191,21 @@ impl Config {
         let (jwt, left) = self.mint()?;
         let issued = Instant::now();
         let key = Arc::clone(&self.user);
+        let retired = Arc::new(AtomicBool::new(false));
+        let (label, lost, gone) = (
+            self.label.clone(),
+            Arc::clone(&self.lost),
+            Arc::clone(&retired),
+        );
+        // A drop of the current connection is recorded (a renewal's drain of the one it
+        // replaced is not), for owners that must not outlive their exact connection.
+        let events = move |event: Event| {
+            log_event(&label, &event);
+            if matches!(event, Event::Disconnected) && !gone.load(Ordering::SeqCst) {
+                lost.send_replace(Some(format!("connection {label} dropped")));
+            }
+            futures::future::ready(())
+        };
         let client = ConnectOptions::with_jwt(jwt, move |nonce| {
             let key = Arc::clone(&key);
             async move { key.sign(&nonce).map_err(AuthError::new) }
@@ -188,7 +213,7 @@ impl Config {
         .name(&self.label)
         .custom_inbox_prefix(format!("_INBOX_{}", self.conn))
         .connection_timeout(self.options.request_timeout)
-        .event_callback(event_logger(self.label.clone()))
+        .event_callback(events)
         .connect(servers_of(&self.servers))
         .await
         .map_err(|e| {
@@ -221,6 +246,7 @@ impl Config {
             space: Arc::new(space),
             issued,
             expires: issued + left,
+            retired,
         })
     }
 }
@@ -263,6 +289,7 @@ impl Shared {
     /// Drains `old` once no caller holds its space, or at [`retire_margin`] before its expiry,
     /// or at once when the client closes.
     async fn retire(&self, old: Binding) {
+        old.retired.store(true, Ordering::SeqCst);
         let deadline = old
             .expires
             .checked_sub(retire_margin(self.cfg.ttl))
@@ -366,6 +393,7 @@ impl AuthorityClient {
             space,
             options,
             hub: Arc::default(),
+            lost: Arc::new(watch::channel(None).0),
         };
         let first = cfg.fresh_binding().await?;
         let shared = Arc::new(Shared {
@@ -433,6 +461,28 @@ impl AuthorityClient {
                 futures::future::pending::<()>().await;
             }
         }
+    }
+
+    /// Resolves with the reason once the current connection dropped (a renewal's planned swap
+    /// is not a drop). The client itself reconnects like any other; an owner whose identity is
+    /// that exact connection (a sealed scanner, whose `(server, cid)` the plane claim pins)
+    /// treats this as its death.
+    pub async fn lost(&self) -> String {
+        let mut lost = self.shared.cfg.lost.subscribe();
+        loop {
+            if let Some(why) = lost.borrow_and_update().as_ref() {
+                return why.clone();
+            }
+            if lost.changed().await.is_err() {
+                futures::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// The current connection as the server identifies it: its run id and the connection id.
+    pub fn server_connection(&self) -> (String, u64) {
+        let info = self.shared.current().space.client().server_info();
+        (info.server_id, info.client_id)
     }
 
     /// Stops renewing, drains the current connection and every retiring one. Fails naming the

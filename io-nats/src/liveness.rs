@@ -18,11 +18,12 @@ use cotal_core::liveness::{
 };
 use cotal_core::machine::Liveness;
 use cotal_core::names::Principal;
+use cotal_core::plane_claim::{PlaneQuery, PlaneVerdict};
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use tracing::{info, warn};
 
-use crate::driver::{Evictor, Prober};
+use crate::driver::{Evictor, PlaneProber, Prober};
 
 /// How long a ping waits for every expected server, and a single request for its reply.
 pub const SWEEP_WAIT: Duration = Duration::from_secs(2);
@@ -241,6 +242,43 @@ impl Oracle {
         Probe { liveness, listing }
     }
 
+    /// The plane claim's question (reference §2.10): are a held claim's two scanner
+    /// connections still connected? One fresh sweep answers both.
+    pub async fn probe_plane(&self, query: &PlaneQuery) -> PlaneVerdict {
+        let listing = self.sweep().await;
+        let verdict = PlaneVerdict {
+            ledger: listing.tuple_liveness(&query.ledger),
+            records: listing.tuple_liveness(&query.records),
+            note: match &listing {
+                Listing::Complete(_) => None,
+                Listing::Incomplete(why) => Some(why.clone()),
+            },
+        };
+        self.note(format!(
+            "the previous plane's scanners: auth-ledger {:?}, records {:?}{}",
+            verdict.ledger,
+            verdict.records,
+            verdict
+                .note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default()
+        ));
+        verdict
+    }
+
+    /// Kicks one connection on the server that holds it; the caller verifies by a sweep.
+    pub async fn kick(&self, server_id: &str, cid: u64) -> Result<(), String> {
+        let client = self.connect().await?;
+        let kicked = client
+            .request(server_kick(server_id), kick_request(cid).into())
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|reply| kick_outcome(&reply.payload));
+        let _ = client.drain().await;
+        kicked
+    }
+
     /// Kicks every connection of `holders` and verifies by fresh sweeps that none remains:
     /// one verdict per holder, `true` = verified gone. An incomplete first sweep kicks nothing.
     pub async fn evict(&self, holders: &[Principal]) -> Vec<bool> {
@@ -316,6 +354,15 @@ impl Oracle {
         Box::new(move |holder| {
             let oracle = Arc::clone(&oracle);
             Box::pin(async move { oracle.probe(&holder).await.liveness })
+        })
+    }
+
+    /// The oracle as a driver plane prober.
+    pub fn plane_prober(self: &Arc<Self>) -> PlaneProber {
+        let oracle = Arc::clone(self);
+        Box::new(move |query| {
+            let oracle = Arc::clone(&oracle);
+            Box::pin(async move { oracle.probe_plane(&query).await })
         })
     }
 

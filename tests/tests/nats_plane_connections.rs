@@ -31,7 +31,8 @@ use cotal_core::names::{
     ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName,
 };
 use cotal_core::plane_grants::{
-    auth_barrier, auth_mint, auth_reader, auth_registration, remote_manager_issuer, PlaneConnection,
+    auth_barrier, auth_mint, auth_reader, auth_registration, auth_scan, records_scan,
+    remote_manager_issuer, PlaneConnection,
 };
 use cotal_core::profiles::ConnId;
 use cotal_core::serving::RegisterServing;
@@ -85,7 +86,7 @@ fn registration_grant(space: &SpaceName, conn: &ConnId) -> Result<Permissions, E
 }
 
 /// The five self-minted connections: role, grant, the stores it binds, whether it creates them.
-fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 5] {
+fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 7] {
     use Store::*;
     [
         (
@@ -116,6 +117,13 @@ fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 5] 
             PlaneConnection::AuthBarrier,
             auth_barrier,
             &[Auth, Records],
+            false,
+        ),
+        (PlaneConnection::AuthScan, auth_scan, &[Auth], false),
+        (
+            PlaneConnection::RecordsScan,
+            records_scan,
+            &[Records],
             false,
         ),
     ]

@@ -165,6 +165,31 @@ fn f52_pages_are_followed_and_a_shifting_list_is_incomplete() {
 }
 
 #[test]
+fn a_claimed_scanner_is_live_by_its_exact_connection_or_its_user_anywhere() {
+    let user = format!("U{}", "A".repeat(55));
+    let tuple = ConnTuple::new("Na", 7, &user).unwrap();
+    let mut sweep = Sweep::new(Topology::from_jsz(&[standalone_jsz("a")]).unwrap());
+    sweep.add(&page(
+        "a",
+        1,
+        0,
+        vec![json!({"cid": 9, "authorized_user": user})],
+    ));
+    assert_eq!(sweep.listing().tuple_liveness(&tuple), TupleLiveness::Live);
+    let mut sweep = Sweep::new(Topology::from_jsz(&[standalone_jsz("a")]).unwrap());
+    sweep.add(&page("a", 1, 0, vec![json!({"cid": 7})]));
+    assert_eq!(sweep.listing().tuple_liveness(&tuple), TupleLiveness::Live);
+    let mut sweep = Sweep::new(Topology::from_jsz(&[standalone_jsz("a")]).unwrap());
+    sweep.add(&page("a", 1, 0, vec![json!({"cid": 8})]));
+    assert_eq!(sweep.listing().tuple_liveness(&tuple), TupleLiveness::Gone);
+    let silent = Sweep::new(Topology::from_jsz(&[standalone_jsz("a")]).unwrap());
+    assert_eq!(
+        silent.listing().tuple_liveness(&tuple),
+        TupleLiveness::Unknown
+    );
+}
+
+#[test]
 fn the_requests_name_the_account_and_the_grant_is_exactly_the_sweep_and_the_kick() {
     let request: Value = serde_json::from_slice(&connz_request(ACCOUNT, 8)).unwrap();
     assert_eq!(request["acc"], ACCOUNT);
