@@ -6,6 +6,8 @@
 //!   when every server of the cluster answered and none lists it; `unknown` when a server is
 //!   down or the sweep is denied — and the reconcile then leaves the gate frozen, until every
 //!   server answers again.
+//! * SPEC 13.13: the plane claim is reclaimed only when every member answers and the prior
+//!   scanners are gone.
 //! * F68: eviction kicks the holder's connections on the server that lists them and counts only
 //!   when a fresh complete listing shows none.
 #![allow(
@@ -26,6 +28,7 @@ use cotal_core::kv::Store;
 use cotal_core::liveness::Listing;
 use cotal_core::machine::{script, Liveness, Replay};
 use cotal_core::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
+use cotal_core::plane_claim::{AcquirePlaneClaim, ClaimRefusal, ConnTuple};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::principal_tags;
 use cotal_core::reconcile::{ReconcileCondition, ReconcileGate};
@@ -335,5 +338,116 @@ fn f52_cluster_a_silent_member_makes_liveness_unknown_and_reconcile_waits_for_it
         assert_eq!(report.after.generation.0, report.before.generation.0 + 1);
         drop(bound);
         writer.close().await.unwrap();
+
+        plane_claim_on_the_cluster(&root, &mut cluster, &oracle).await;
     });
+}
+
+/// The plane claim on the same cluster (§2.10): a held claim whose scanners live refuses a
+/// second plane; once they are closed without a release, a silent member makes the answer
+/// unknown (refused, fail-safe), and with every member back the claim is reclaimed.
+async fn plane_claim_on_the_cluster(
+    root: &TrustRoot,
+    cluster: &mut NatsCluster,
+    oracle: &Arc<Oracle>,
+) {
+    let urls = cluster.urls().join(",");
+    let signer = DataAccountSigner {
+        account: root.daemon.data_account().to_owned(),
+        signer: Arc::new(root.daemon.data_signing_key().clone()),
+    };
+    let open = |role: PlaneConnection, store: Store| {
+        let (urls, signer) = (urls.clone(), signer.clone());
+        async move {
+            AuthorityClient::open(
+                &urls,
+                role.label(&space()),
+                signer,
+                move |conn| {
+                    match role {
+                        PlaneConnection::AuthScan => plane_grants::auth_scan(&space(), conn),
+                        PlaneConnection::RecordsScan => plane_grants::records_scan(&space(), conn),
+                        _ => plane_grants::auth_barrier(&space(), conn),
+                    }
+                    .map(Into::into)
+                },
+                Duration::from_secs(60),
+                space(),
+                SpaceOptions {
+                    replicas: Replicas::Three,
+                    create_missing: false,
+                    stores: StoreSet::of(&[store]),
+                    ..SpaceOptions::default()
+                },
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let tuple = |c: &AuthorityClient| {
+        let (server, cid) = c.server_connection();
+        ConnTuple::new(&server, cid, c.conn_id().as_str()).unwrap()
+    };
+    let barrier = open(PlaneConnection::AuthBarrier, Store::Auth).await;
+    let acquire = |ledger: &AuthorityClient, records: &AuthorityClient, n: u64| AcquirePlaneClaim {
+        space: space(),
+        claim_id: format!("claim{n}"),
+        ledger: tuple(ledger),
+        records: tuple(records),
+        now_ms: 1_780_000_000_000 + n,
+    };
+    let run = |acquire: AcquirePlaneClaim| {
+        let bound = barrier.space().unwrap();
+        let oracle = Arc::clone(oracle);
+        async move {
+            let mut world = NatsWorld::new(&bound);
+            world.set_plane_prober(oracle.plane_prober());
+            world.run(&mut Replay::new(acquire)).await
+        }
+    };
+    let (ledger, records) = (
+        open(PlaneConnection::AuthScan, Store::Auth).await,
+        open(PlaneConnection::RecordsScan, Store::Records).await,
+    );
+    let first = run(acquire(&ledger, &records, 1)).await.unwrap();
+    assert_eq!(first.generation, 1);
+    let (ledger2, records2) = (
+        open(PlaneConnection::AuthScan, Store::Auth).await,
+        open(PlaneConnection::RecordsScan, Store::Records).await,
+    );
+    let refused = run(acquire(&ledger2, &records2, 2)).await.unwrap_err();
+    assert_eq!(
+        ClaimRefusal::of(&refused),
+        Some(ClaimRefusal::LivePeer),
+        "{refused}"
+    );
+
+    // The first plane dies without releasing; one member goes silent.
+    ledger.close().await.unwrap();
+    records.close().await.unwrap();
+    cluster.kill_node(1).unwrap();
+    let refused = run(acquire(&ledger2, &records2, 2)).await.unwrap_err();
+    assert_eq!(
+        ClaimRefusal::of(&refused),
+        Some(ClaimRefusal::Unknown),
+        "{refused}"
+    );
+    assert!(refused.message.contains("did not answer"), "{refused}");
+    cluster.restart_node(1).unwrap();
+    cluster.wait_formed().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let hold = loop {
+        match run(acquire(&ledger2, &records2, 2)).await {
+            Ok(hold) => break hold,
+            Err(e) if Instant::now() < deadline => {
+                assert_eq!(ClaimRefusal::of(&e), Some(ClaimRefusal::Unknown), "{e}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the claim was never reclaimed once the node was back: {e}"),
+        }
+    };
+    assert_eq!((hold.generation, hold.reclaimed), (2, true));
+    for client in [ledger2, records2, barrier] {
+        client.close().await.unwrap();
+    }
 }
