@@ -484,17 +484,23 @@ impl Listing {
     /// it — and `unknown` otherwise.
     pub fn tuple_liveness(&self, tuple: &ConnTuple) -> TupleLiveness {
         match self {
-            Listing::Complete(conns)
-                if conns.iter().any(|c| {
-                    c.user.as_deref() == Some(tuple.user_nkey.as_str())
-                        || (c.server.id == tuple.server_id && c.cid == tuple.cid)
-                }) =>
-            {
-                TupleLiveness::Live
-            }
+            Listing::Complete(_) if self.of_tuple(tuple).next().is_some() => TupleLiveness::Live,
             Listing::Complete(_) => TupleLiveness::Gone,
             Listing::Incomplete(_) => TupleLiveness::Unknown,
         }
+    }
+
+    /// The listed connections [`Listing::tuple_liveness`] counts for `tuple`: that exact
+    /// connection, and every connection of its user nkey.
+    pub fn of_tuple<'a>(&'a self, tuple: &'a ConnTuple) -> impl Iterator<Item = &'a Listed> {
+        let conns = match self {
+            Listing::Complete(conns) => conns.as_slice(),
+            Listing::Incomplete(_) => &[],
+        };
+        conns.iter().filter(move |c| {
+            c.user.as_deref() == Some(tuple.user_nkey.as_str())
+                || (c.server.id == tuple.server_id && c.cid == tuple.cid)
+        })
     }
 
     /// The holder's listed connections (possibly a partial view when incomplete).

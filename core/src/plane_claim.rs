@@ -248,6 +248,18 @@ impl ClaimRefusal {
         EpError::new(self.code(), message)
             .with_detail(json!({"kind": PLANE_CLAIM_REFUSED, "reason": self.as_str()}))
     }
+
+    /// The held row's scanner connections a `live-peer` refusal names, so a caller can tell
+    /// whose they are (the plane's own fenced predecessor, or another plane).
+    pub fn live_peer(error: &EpError) -> Option<PlaneQuery> {
+        let detail = error.details.iter().find(|d| {
+            d["kind"] == PLANE_CLAIM_REFUSED && d["reason"] == ClaimRefusal::LivePeer.as_str()
+        })?;
+        Some(PlaneQuery {
+            ledger: ConnTuple::parse(&detail["ledger"])?,
+            records: ConnTuple::parse(&detail["records"])?,
+        })
+    }
 }
 
 /// What the oracle says about one claimed connection.
@@ -392,17 +404,22 @@ impl AcquirePlaneClaim {
         .collect();
         let space = &self.space;
         if !live.is_empty() {
-            return Err(ClaimRefusal::LivePeer
-                .refuse(format!(
-                    "another auth plane already owns space \"{space}\": its {} {} live on the \
+            let mut refusal = ClaimRefusal::LivePeer.refuse(format!(
+                "another auth plane already owns space \"{space}\": its {} {} live on the \
                      servers (claim held since {}). Two planes over one space would split its \
                      sealed scans, so this one refuses. Stop the other auth service process for \
                      this space, then start this one",
-                    live.join(" and "),
-                    if live.len() == 1 { "is" } else { "are" },
-                    row.opened_at
-                ))
-                .into());
+                live.join(" and "),
+                if live.len() == 1 { "is" } else { "are" },
+                row.opened_at
+            ));
+            refusal.details = vec![json!({
+                "kind": PLANE_CLAIM_REFUSED,
+                "reason": ClaimRefusal::LivePeer.as_str(),
+                "ledger": row.ledger.to_json(),
+                "records": row.records.to_json(),
+            })];
+            return Err(refusal.into());
         }
         if verdict.ledger != TupleLiveness::Gone || verdict.records != TupleLiveness::Gone {
             return Err(ClaimRefusal::Unknown

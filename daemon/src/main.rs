@@ -15,6 +15,7 @@
 
 mod embedded;
 mod gate_cmd;
+mod plane;
 mod state;
 mod status;
 mod trust_cmd;

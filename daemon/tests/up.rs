@@ -312,11 +312,12 @@ fn help_and_version_print_to_stdout_and_exit_0() {
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("cotal-authd "));
 }
 
-/// A plane that can no longer read its gate stops claiming to serve: with its embedded server
-/// killed, it exits 1 once no gate read has succeeded for the unreachable limit (10 s), with one
-/// sentence naming the gate, and its discovery file is gone.
+/// A plane that loses its server stops claiming to serve: with its embedded server killed,
+/// every connection drops at once (its sealed scanners included), which is a broker loss, not a
+/// fence: it exits 1 (a supervisor restarts it) with one sentence, and its discovery file is
+/// gone. (A fence would exit 3 and stay down.)
 #[test]
-fn a_plane_whose_gate_stays_unreadable_exits_1() {
+fn a_plane_that_loses_its_server_exits_1() {
     require_server();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -345,15 +346,12 @@ fn a_plane_whose_gate_stays_unreadable_exits_1() {
         killed.elapsed()
     );
     assert_eq!(status.code(), Some(1));
-    assert!(
-        killed.elapsed() >= Duration::from_secs(9),
-        "{:?}",
-        killed.elapsed()
-    );
     let mut err = String::new();
     std::io::Read::read_to_string(reaper.0[0].stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(err.contains("cannot read gate epgate.auth."), "{err}");
-    assert!(err.contains("for 10s"), "{err}");
+    assert!(
+        err.contains("lost the connection to the NATS server"),
+        "{err}"
+    );
     assert!(discovery(&state).is_none());
 }

@@ -479,6 +479,12 @@ impl AuthorityClient {
         }
     }
 
+    /// True while the current connection is connected (not reconnecting, not closed).
+    pub fn is_connected(&self) -> bool {
+        self.shared.current().space.client().connection_state()
+            == async_nats::connection::State::Connected
+    }
+
     /// The current connection as the server identifies it: its run id and the connection id.
     pub fn server_connection(&self) -> (String, u64) {
         let info = self.shared.current().space.client().server_info();

@@ -1,0 +1,304 @@
+//! The plane's connections: how each is opened (self-minted, labelled, attributed to the gate
+//! principal), the plane claim they are pinned to, and their close order.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cotal_core::jwt::{Permissions, UserNats};
+use cotal_core::kv::Store;
+use cotal_core::machine::Replay;
+use cotal_core::names::SpaceName;
+use cotal_core::plane_claim::{
+    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
+};
+use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_core::profiles::{principal_tags, ConnId};
+use cotal_core::EpError;
+use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
+use cotal_io_nats::liveness::Oracle;
+use cotal_io_nats::{drive, NatsWorld, SpaceOptions, StoreSet};
+use nkeys::KeyPair;
+use tracing::{error, info, warn};
+
+use super::{Start, PREDECESSOR_WAIT, STANDBY_POLL};
+use crate::state;
+
+/// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
+/// the scanners before the claim is released, the callout connection last.
+pub(super) struct Connections {
+    pub(super) mint: AuthorityClient,
+    pub(super) reader: AuthorityClient,
+    pub(super) issuer: AuthorityClient,
+    pub(super) barrier: AuthorityClient,
+    pub(super) scanners: Scanners,
+    pub(super) hold: ClaimHold,
+    pub(super) callout: cotal_io_nats::async_nats::Client,
+}
+
+/// The two sealed scanner connections the plane claim pins.
+pub(super) struct Scanners {
+    pub(super) ledger: AuthorityClient,
+    pub(super) records: AuthorityClient,
+}
+
+impl Scanners {
+    /// Resolves with the operator copy once either scanner's connection dropped: the claim
+    /// pins their exact connections, so the plane fences itself rather than go on with one
+    /// that is not the one its claim names (reference §2.6).
+    pub(super) async fn died(&self, space: &SpaceName) -> String {
+        let role = tokio::select! {
+            why = self.ledger.lost() => { warn!("{why}"); "auth-ledger" }
+            why = self.records.lost() => { warn!("{why}"); "records" }
+        };
+        scanner_death_copy(space, role)
+    }
+
+    pub(super) async fn close(self) {
+        for (label, client) in [("auth-scan", self.ledger), ("records-scan", self.records)] {
+            if let Err(e) = client.close().await {
+                warn!(connection = label, "closing failed: {e}");
+            }
+        }
+    }
+}
+
+impl Connections {
+    /// Resolves when any self-minted connection fails closed (its renewal failed).
+    pub(super) async fn failed(&self) -> EpError {
+        tokio::select! {
+            e = self.mint.failed() => e,
+            e = self.reader.failed() => e,
+            e = self.issuer.failed() => e,
+            e = self.barrier.failed() => e,
+            e = self.scanners.ledger.failed() => e,
+            e = self.scanners.records.failed() => e,
+        }
+    }
+
+    /// Closes in order (reference §2.9): the reader, the scanners, then the claim is released
+    /// over the barrier connection (never while a scanner could still act), then the barrier,
+    /// issuer and mint connections, and the callout connection last. A release that failed is
+    /// returned after everything is closed.
+    pub(super) async fn close(self) -> Result<(), String> {
+        let Connections {
+            mint,
+            reader,
+            issuer,
+            barrier,
+            scanners,
+            hold,
+            callout,
+        } = self;
+        if let Err(e) = reader.close().await {
+            warn!(connection = "reader", "closing failed: {e}");
+        }
+        scanners.close().await;
+        let released = match barrier.space() {
+            Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound)
+                .await
+                .map_err(|e| e.message),
+            Err(e) => Err(e.message),
+        };
+        match &released {
+            Ok(()) => info!("released the plane claim"),
+            Err(why) => error!("{why}"),
+        }
+        for (label, client) in [("barrier", barrier), ("issuer", issuer), ("mint", mint)] {
+            if let Err(e) = client.close().await {
+                warn!(connection = label, "closing failed: {e}");
+            }
+        }
+        let _ = callout.drain().await;
+        released
+    }
+}
+
+impl Start<'_> {
+    pub(super) fn space(&self) -> &SpaceName {
+        &self.inputs.space
+    }
+
+    pub(super) fn signer(&self) -> DataAccountSigner {
+        DataAccountSigner {
+            account: self.inputs.material.data_account().to_owned(),
+            signer: Arc::new(self.inputs.material.data_signing_key().clone()),
+        }
+    }
+
+    pub(super) fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
+        SpaceOptions {
+            replicas: self.inputs.replicas,
+            stores: StoreSet::of(stores),
+            create_missing,
+            ..SpaceOptions::default()
+        }
+    }
+
+    /// Opens one self-minted connection of `role`, refusing in one sentence a server this
+    /// space's trust root does not govern.
+    pub(super) async fn open(
+        &self,
+        role: PlaneConnection,
+        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        options: SpaceOptions,
+    ) -> Result<AuthorityClient, String> {
+        // Every connection carries the gate principal's tags, so the servers' own listing
+        // attributes it to this plane: a reconcile of a frozen `auth` gate then sees the plane
+        // that froze it as live for as long as it runs (F24, F52).
+        let tags = principal_tags(&self.holder);
+        AuthorityClient::open(
+            &self.inputs.server,
+            role.label(self.space()),
+            self.signer(),
+            move |conn| {
+                Ok(UserNats {
+                    permissions: grants(conn)?,
+                    tags,
+                    ..UserNats::default()
+                })
+            },
+            Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+            self.space().clone(),
+            options,
+        )
+        .await
+        .map_err(|e| self.refusal(&e.message))
+    }
+
+    /// A refused credential means the server does not trust this space's operator (or lacks
+    /// its accounts); anything else (unreachable, timed out) is said as it is.
+    pub(super) fn refusal(&self, why: &str) -> String {
+        if why.to_ascii_lowercase().contains("authorization") {
+            self.not_ours(why)
+        } else {
+            why.to_owned()
+        }
+    }
+
+    /// The one sentence for a server that refused or ignored this space's credentials.
+    pub(super) fn not_ours(&self, why: &str) -> String {
+        format!(
+            "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
+             from `cotal-authd broker-config --space {}`, or start `up` without --server",
+            state::redacted(&self.inputs.server),
+            self.space(),
+            self.space()
+        )
+    }
+
+    /// Acquires the plane claim over the barrier connection with the scanners' connections
+    /// (reference §2.5 step 5, §2.10), the servers' own listing adjudicating a held row. A
+    /// standby (`--standby`) waits on a live or unknown holder instead of refusing, re-trying
+    /// every [`STANDBY_POLL`], and takes over as soon as the holder is gone or released the
+    /// claim; dropping the future ends the wait.
+    pub(super) async fn claim(
+        &self,
+        barrier: &AuthorityClient,
+        scanners: &Scanners,
+    ) -> Result<ClaimHold, String> {
+        let tuple = |client: &AuthorityClient| {
+            let (server, cid) = client.server_connection();
+            ConnTuple::new(&server, cid, client.conn_id().as_str()).map_err(|e| e.message)
+        };
+        let oracle = Arc::new(self.oracle());
+        let acquire = AcquirePlaneClaim {
+            space: self.space().clone(),
+            claim_id: KeyPair::new_user().public_key(),
+            ledger: tuple(&scanners.ledger)?,
+            records: tuple(&scanners.records)?,
+            now_ms: 0,
+        };
+        let mut waiting = false;
+        let waited = std::time::Instant::now();
+        loop {
+            let now_ms = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_err(|_| "the system clock is before 1970".to_owned())?
+                .as_millis();
+            let attempt = AcquirePlaneClaim {
+                now_ms: u64::try_from(now_ms).unwrap_or(u64::MAX),
+                ..acquire.clone()
+            };
+            let bound = barrier.space().map_err(|e| e.message.clone())?;
+            let mut world = NatsWorld::new(&bound);
+            world.set_plane_prober(oracle.plane_prober());
+            let refusal = match world.run(&mut Replay::new(attempt)).await {
+                Ok(hold) => {
+                    info!(
+                        generation = hold.generation,
+                        reclaimed = hold.reclaimed,
+                        "{}",
+                        if hold.reclaimed {
+                            "holds the plane claim, reclaimed from a dead plane"
+                        } else {
+                            "holds the plane claim"
+                        }
+                    );
+                    return Ok(hold);
+                }
+                Err(e) => e,
+            };
+            if self
+                .is_own_predecessor(&oracle, &refusal, waited.elapsed())
+                .await
+            {
+                if !waiting {
+                    info!(
+                        "waiting for this instance's predecessor, which this start's \
+                         registration fenced, to release the plane claim"
+                    );
+                    waiting = true;
+                }
+                tokio::time::sleep(STANDBY_POLL).await;
+                continue;
+            }
+            let wait = self.inputs.standby
+                && matches!(
+                    ClaimRefusal::of(&refusal),
+                    Some(ClaimRefusal::LivePeer | ClaimRefusal::Unknown | ClaimRefusal::Concurrent)
+                );
+            if !wait {
+                return Err(refusal.message);
+            }
+            if !waiting {
+                info!("standby: {}; waiting to take over", refusal.message);
+                waiting = true;
+            }
+            tokio::time::sleep(STANDBY_POLL).await;
+        }
+    }
+
+    /// True when a `live-peer` refusal names scanner connections of this very instance (they
+    /// carry its gate principal): a predecessor on the same identity, which this start's
+    /// registration just fenced and which releases the claim as it exits. Waited on for
+    /// [`PREDECESSOR_WAIT`] at most; any other live plane is refused at once.
+    async fn is_own_predecessor(
+        &self,
+        oracle: &Oracle,
+        refusal: &EpError,
+        waited: Duration,
+    ) -> bool {
+        let Some(query) = ClaimRefusal::live_peer(refusal) else {
+            return false;
+        };
+        if waited >= PREDECESSOR_WAIT {
+            return false;
+        }
+        let listing = oracle.sweep().await;
+        let mut held = listing
+            .of_tuple(&query.ledger)
+            .chain(listing.of_tuple(&query.records))
+            .peekable();
+        held.peek().is_some() && held.all(|c| c.principal.as_ref() == Some(&self.holder))
+    }
+
+    /// The servers' own listing and the system account's kick, as this plane's system user.
+    pub(super) fn oracle(&self) -> Oracle {
+        Oracle::new(
+            &self.inputs.server,
+            self.inputs.material.system_user().creds(),
+            self.inputs.material.data_account(),
+            PlaneConnection::PlaneSystem.label(self.space()),
+        )
+    }
+}

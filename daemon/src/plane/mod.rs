@@ -1,0 +1,346 @@
+//! The plane of one space as a value: [`Plane::start`] brings it up and returns only once it
+//! serves, [`Plane::ended`] resolves when it stops serving on its own (fenced, or a connection
+//! that could not be renewed), and [`Plane::close`] takes it down in order. It installs no
+//! signal handler and never exits the process: the `up` command wraps it.
+//!
+//! Start order: the mint writer (`cotal:auth-mint:<space>`: store ensure and shape proof) → the
+//! shared self-authorized ceremony (reference §7.1) on the short-lived
+//! `cotal:auth-registration:<space>` connection, scoped to this one instance, crash-safe
+//! ([`register`]) → the reader (`cotal:auth-reader:<space>`) that the fence watch reads over,
+//! the remote-manager issuer, the barrier executor → the two sealed scanners and the plane
+//! claim over the barrier connection (a standby waits here) → the callout connection
+//! (`cotal:auth-service:<space>`, the stored callout creds). Every self-minted connection
+//! carries a 15-minute JWT re-minted in process at half-life.
+//!
+//! Eviction: the registration's evictor is the servers' own listing and the system account's
+//! kick ([`Oracle`](cotal_io_nats::liveness::Oracle)), as `gate reconcile` uses. The plane mints
+//! no credentials for its own instance, so its `epcred` family is empty and nothing is evicted
+//! today (F68); should a family ever hold rows, their holders are kicked and verified gone
+//! before the reopen.
+
+mod connections;
+mod register;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
+use cotal_core::host::{auth_principal, AwaitHostFence};
+use cotal_core::issuance::GateRef;
+use cotal_core::kv::Store;
+use cotal_core::names::{Principal, SpaceName};
+use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_nats::authority::connect_with_creds;
+use cotal_io_nats::host::hold_fence;
+use cotal_io_nats::Replicas;
+use tokio::sync::{watch, Mutex};
+use tokio::task::JoinHandle;
+use tracing::{error, warn};
+
+use crate::state::Identity;
+use connections::{Connections, Scanners};
+
+/// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
+/// at most, it notices a successor on another process.
+pub const FENCE_POLL: Duration = Duration::from_millis(250);
+/// How long the gate may stay unreadable before the plane gives up: it can no longer tell
+/// whether it has been fenced, so it stops claiming to serve.
+const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
+/// How long after a scanner drop the plane looks at its other connections to tell a broker loss
+/// (everything dropped) from a cut scanner.
+const BROKER_LOSS_GRACE: Duration = Duration::from_millis(200);
+/// How long a start waits for this very instance's predecessor, which its registration just
+/// fenced, to release the plane claim.
+pub const PREDECESSOR_WAIT: Duration = Duration::from_secs(10);
+/// How often a standby re-tries the plane claim: how late, at most, it notices that the active
+/// plane died or released it (plus one listing).
+pub const STANDBY_POLL: Duration = Duration::from_millis(250);
+
+/// Everything one plane starts from, given explicitly.
+#[derive(Debug)]
+pub struct PlaneInputs {
+    pub space: SpaceName,
+    /// The NATS server URL(s) of the space (comma-separated).
+    pub server: String,
+    /// The state root: the registration record and lock live under it.
+    pub root: PathBuf,
+    pub replicas: Replicas,
+    /// Wait on a live plane's claim instead of refusing, and take over when it dies.
+    pub standby: bool,
+    pub material: DaemonMaterial,
+    pub identity: Identity,
+}
+
+/// What the registration committed.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    pub gate: GateRef,
+    pub process_epoch: ProcessEpoch,
+    pub generation: Generation,
+    pub registration_revision: RegistrationRevision,
+}
+
+/// Why a plane stopped serving on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// A successor or a barrier fenced it, or it lost a sealed scanner: the message says which.
+    Fenced(String),
+    /// It can no longer serve (its gate unreadable too long, a credential not renewed).
+    Failed(String),
+}
+
+/// One start's working view of its inputs.
+struct Start<'a> {
+    inputs: &'a PlaneInputs,
+    /// The gate principal, `local.<serve nkey>`.
+    holder: Principal,
+}
+
+/// A serving plane.
+pub struct Plane {
+    registered: Registered,
+    ended: watch::Receiver<Option<Ended>>,
+    monitor: Mutex<Option<JoinHandle<()>>>,
+    connections: Mutex<Option<Arc<Connections>>>,
+}
+
+impl std::fmt::Debug for Plane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plane")
+            .field("registered", &self.registered)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Plane {
+    /// Brings the plane up (see the module doc). Errors are one sentence. A standby's start
+    /// waits on the plane claim until it takes over; drop the future to give up.
+    pub async fn start(inputs: &PlaneInputs) -> Result<Plane, String> {
+        let start = Start {
+            inputs,
+            holder: auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
+        };
+        let (connections, registered) = start.open_all().await?;
+        let connections = Arc::new(connections);
+        let (tx, ended) = watch::channel(None);
+        let monitor = tokio::spawn({
+            let connections = Arc::clone(&connections);
+            let (gate, epoch) = (registered.gate.clone(), registered.process_epoch);
+            async move {
+                let why = watch_fence(&connections, &gate, epoch).await;
+                tx.send_replace(Some(why));
+            }
+        });
+        Ok(Plane {
+            registered,
+            ended,
+            monitor: Mutex::new(Some(monitor)),
+            connections: Mutex::new(Some(connections)),
+        })
+    }
+
+    /// What this start's registration committed.
+    pub fn registered(&self) -> &Registered {
+        &self.registered
+    }
+
+    /// Resolves once the plane stopped serving on its own; pending while it serves.
+    pub async fn ended(&self) -> Ended {
+        let mut ended = self.ended.clone();
+        loop {
+            if let Some(why) = ended.borrow_and_update().as_ref() {
+                return why.clone();
+            }
+            if ended.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// Takes the plane down in order (reference §2.9); idempotent. Returns a claim release that
+    /// failed, after everything else is closed.
+    pub async fn close(&self) -> Result<(), String> {
+        if let Some(monitor) = self.monitor.lock().await.take() {
+            monitor.abort();
+            let _ = monitor.await;
+        }
+        let Some(connections) = self.connections.lock().await.take() else {
+            return Ok(());
+        };
+        match Arc::try_unwrap(connections) {
+            Ok(connections) => connections.close().await,
+            Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
+        }
+    }
+}
+
+impl Start<'_> {
+    /// Opens every connection in order, registers, and takes the claim.
+    async fn open_all(&self) -> Result<(Connections, Registered), String> {
+        let space = self.space().clone();
+        let all = [
+            Store::Auth,
+            Store::Records,
+            Store::Admission,
+            Store::Contracts,
+        ];
+        let mint = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::AuthMint,
+                move |conn| plane_grants::auth_mint(&space, conn),
+                self.options(&all, true),
+            )
+            .await?
+        };
+        let open_to_all = !mint
+            .space()
+            .map_err(|e| e.message.clone())?
+            .client()
+            .server_info()
+            .auth_required;
+        if open_to_all {
+            let _ = mint.close().await;
+            return Err(self.not_ours("it lets clients in without credentials"));
+        }
+        let registered = self.register().await?;
+        let reader = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::AuthReader,
+                move |conn| plane_grants::auth_reader(&space, conn),
+                self.options(&[Store::Auth, Store::Records], false),
+            )
+            .await?
+        };
+        let issuer = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::RemoteManagerIssuer,
+                move |conn| plane_grants::remote_manager_issuer(&space, conn),
+                self.options(&[Store::Auth, Store::Records], false),
+            )
+            .await?
+        };
+        let barrier = {
+            let space = space.clone();
+            self.open(
+                PlaneConnection::AuthBarrier,
+                move |conn| plane_grants::auth_barrier(&space, conn),
+                self.options(&[Store::Auth, Store::Records], false),
+            )
+            .await?
+        };
+        let scanners = Scanners {
+            ledger: {
+                let space = space.clone();
+                self.open(
+                    PlaneConnection::AuthScan,
+                    move |conn| plane_grants::auth_scan(&space, conn),
+                    self.options(&[Store::Auth], false),
+                )
+                .await?
+            },
+            records: {
+                let space = space.clone();
+                self.open(
+                    PlaneConnection::RecordsScan,
+                    move |conn| plane_grants::records_scan(&space, conn),
+                    self.options(&[Store::Records], false),
+                )
+                .await?
+            },
+        };
+        let hold = self.claim(&barrier, &scanners).await?;
+        let callout = connect_with_creds(
+            &self.inputs.server,
+            &PlaneConnection::AuthService.label(&space),
+            self.inputs.material.callout_creds(),
+        )
+        .await
+        .map_err(|e| self.refusal(&e.message))?;
+        let connections = Connections {
+            mint,
+            reader,
+            issuer,
+            barrier,
+            scanners,
+            hold,
+            callout,
+        };
+        Ok((connections, registered))
+    }
+}
+
+/// Holds the registration until the core's host fence resolves (fenced), driven by
+/// [`hold_fence`]: one leader read of the gate every
+/// [`FENCE_POLL`], or at once when this plane writes it, and a stop with an error once no read
+/// has succeeded for [`UNREACHABLE_LIMIT`].
+///
+/// Fenced means what [`host_fenced`](cotal_core::host::host_fenced) says: the gate is gone, at
+/// another epoch, or not `open`. A frozen gate at this plane's own epoch counts: a barrier won
+/// the gate (F21: a successor's registration of this instance, a retirement, or a reconciler),
+/// nothing is minted at this plane's coordinate while it stands (F22), and none of them reopens
+/// it at this registration again (a re-registration reopens at the next epoch, F69; an
+/// abort-reopen at the next generation, F52), so a plane that waited would only claim to serve
+/// what it no longer can. The watch is armed only after the confirming read saw the gate open
+/// at this start's committed epoch and registration revision, so it never sees this start's
+/// own freeze.
+async fn watch_fence(connections: &Connections, gate: &GateRef, epoch: ProcessEpoch) -> Ended {
+    let fence = match AwaitHostFence::new(gate.clone(), epoch) {
+        Ok(fence) => fence.with_poll(FENCE_POLL),
+        Err(e) => return Ended::Failed(e.message),
+    };
+    let fenced = tokio::select! {
+        fenced = hold_fence(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
+        copy = connections.scanners.died(&gate.space) => {
+            // A lost server drops every connection at once, scanners included: that is a broker
+            // loss (restart and retry), not a fence. A scanner gone while the reader is still
+            // connected was cut on its own: the plane fences itself (reference §2.6).
+            tokio::time::sleep(BROKER_LOSS_GRACE).await;
+            if !connections.reader.is_connected() {
+                return Ended::Failed(
+                    "lost the connection to the NATS server; stopping (start again once it is \
+                     back)"
+                        .to_owned(),
+                );
+            }
+            error!("fenced: {copy}");
+            return Ended::Fenced(copy);
+        }
+        // A connection whose credential could not be renewed fails closed: the plane stops
+        // rather than serve on authority it can no longer hold.
+        e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
+    };
+    let why = match fenced {
+        Ok(Some(seen)) if seen.gate.process_epoch() != epoch => format!(
+            "the gate moved from epoch {epoch} to {} (generation {}, {}); a successor registered",
+            seen.gate.process_epoch(),
+            seen.gate.generation(),
+            seen.gate.state().as_str()
+        ),
+        Ok(Some(seen)) => format!(
+            "the gate is {} at generation {} ({}), not open at this plane's epoch {epoch}; a \
+             barrier holds it",
+            seen.gate.state().as_str(),
+            seen.gate.generation(),
+            seen.gate
+                .op()
+                .map(|op| format!("{}:{}", op.kind().as_str(), op.op_id()))
+                .unwrap_or_default()
+        ),
+        Ok(None) => format!("gate {} is gone", gate.key()),
+        Err(e) => {
+            return Ended::Failed(format!(
+                "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
+                 noticed",
+                gate.key(),
+                UNREACHABLE_LIMIT.as_secs()
+            ))
+        }
+    };
+    warn!(gate = %gate.key(), "fenced: {why}");
+    Ended::Fenced(why)
+}

@@ -1,0 +1,210 @@
+//! The plane's own registration, crash-safe: its op id is recorded durably before the freeze
+//! and resumed by the next start, under a lock held for the ceremony (F14, F69).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cotal_core::host::{
+    auth_instance, confirm_registration, resumed_op, PrepareSelfAuthorized, AUTH_ENDPOINT,
+};
+use cotal_core::issuance::{observe_gate, GateRef};
+use cotal_core::kv::Store;
+use cotal_core::machine::{script, Replay};
+use cotal_core::names::{EndpointName, OpId};
+use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::serving::RegisterServing;
+use cotal_io_nats::{drive, NatsWorld, SendHook, SendPhase, Space};
+use rustix::process::{getpid, kill_process, Signal as KillSignal};
+use tracing::{info, warn};
+
+use super::{Registered, Start};
+use crate::state;
+
+impl Start<'_> {
+    /// The registration ceremony on its own short-lived connection, scoped to this instance's
+    /// keys (reference §2.5 step 2); the connection closes when the ceremony ends.
+    pub(super) async fn register(&self) -> Result<Registered, String> {
+        let space = self.space().clone();
+        let instance = self.inputs.identity.instance.clone();
+        let client = {
+            let (space, instance) = (space.clone(), instance.clone());
+            self.open(
+                PlaneConnection::AuthRegistration,
+                move |conn| plane_grants::auth_registration(&space, conn, &instance),
+                self.options(&[Store::Auth, Store::Records, Store::Contracts], false),
+            )
+            .await?
+        };
+        // One start registers this instance at a time; the lock dies with its holder, which is
+        // what lets the next start resume a recorded operation as its only executor.
+        let lock = state::lock_registration(&self.inputs.root, &space).await;
+        let result = async {
+            let _lock = lock?;
+            let bound = client.space().map_err(|e| e.message.clone())?;
+            let record = state::registration_record_path(&self.inputs.root, &space);
+            let op_id = self.operation(&bound, &record).await?;
+            let ceremony = auth_instance(
+                &space,
+                &instance,
+                &self.inputs.identity.serve_key,
+                op_id.clone(),
+            )
+            .map_err(|e| e.message.clone())?;
+            let kill = KillPoint::from_env()?;
+            let oracle = Arc::new(self.oracle());
+            let world = || {
+                let mut world = NatsWorld::new(&bound);
+                world.set_send_hook(kill.as_ref().map(KillPoint::hook));
+                world.set_evictor(oracle.evictor());
+                world.set_prober(oracle.prober());
+                world
+            };
+            let provisioned = world()
+                .run(&mut Replay::new(PrepareSelfAuthorized(&ceremony)))
+                .await
+                .map_err(|e| {
+                    format!("publishing the auth cluster or provisioning the gate failed: {e}")
+                })?;
+            if provisioned {
+                info!(gate = %ceremony.gate.key(), "provisioned the gate");
+            }
+            let register = RegisterServing {
+                register: ceremony.registration().map_err(|e| e.message.clone())?,
+                status: serde_json::Map::new(),
+            };
+            let serving = world()
+                .run(&mut Replay::new(register))
+                .await
+                .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+            let reg = serving.registered;
+            let gate = ceremony.gate.clone();
+            let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
+            drive(&mut Replay::new(confirm), &bound)
+                .await
+                .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+            state::clear_registration(&record)?;
+            info!(
+                op_id = %op_id,
+                epoch = reg.process_epoch.0,
+                generation = reg.generation.0,
+                registration_revision = reg.registration_revision.0,
+                "registered the auth instance"
+            );
+            Ok(Registered {
+                gate: ceremony.gate.clone(),
+                process_epoch: reg.process_epoch,
+                generation: reg.generation,
+                registration_revision: reg.registration_revision,
+            })
+        }
+        .await;
+        if let Err(e) = client.close().await {
+            warn!("closing the registration connection failed: {e}");
+        }
+        result
+    }
+
+    /// The operation this start registers under (crash-safe self-registration): the one an
+    /// earlier start recorded, when the gate is still frozen by it ([`resumed_op`]: that start
+    /// crashed mid-ceremony, and the registration lock this start holds proves it gone), else a
+    /// fresh one, recorded durably before the ceremony freezes the gate.
+    async fn operation(&self, bound: &Space, record: &Path) -> Result<OpId, String> {
+        let recorded = state::load_registration(record)?;
+        let gate = GateRef::new(
+            self.space().clone(),
+            EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message)?,
+            self.inputs.identity.instance.clone(),
+        );
+        let observed = drive(
+            &mut Replay::new(script(|cx| observe_gate(cx, &gate))),
+            bound,
+        )
+        .await
+        .map_err(|e| format!("reading the plane's gate failed: {e}"))?;
+        if let Some(op_id) = resumed_op(observed.as_ref().map(|o| &o.gate), recorded.as_ref()) {
+            warn!(
+                op_id = %op_id,
+                gate = %gate.key(),
+                "resuming the registration a previous start left frozen (it crashed mid-ceremony)"
+            );
+            return Ok(op_id);
+        }
+        let op_id = state::fresh_op_id()?;
+        state::record_registration(record, &op_id)?;
+        Ok(op_id)
+    }
+}
+
+/// The crash-test hook (`COTAL_AUTHD_KILL_AT=<before|after>:<n>[:stop]`): this process sends
+/// itself SIGKILL right before, or just after, the n-th KV write of its registration (counted
+/// from 1 across the ceremony), so a test can crash a real start at every write boundary.
+/// "After" waits a moment first, so the write reaches the server and only its reply goes unread:
+/// the ambiguous case. With `:stop` it sends SIGSTOP instead: a holder that is alive (its
+/// connections open) but makes no progress. Unset in production; a malformed value is refused
+/// rather than ignored.
+#[derive(Debug, Clone)]
+struct KillPoint {
+    phase: SendPhase,
+    write: usize,
+    signal: KillSignal,
+    seen: Arc<AtomicUsize>,
+}
+
+const KILL_AT_ENV: &str = "COTAL_AUTHD_KILL_AT";
+
+impl KillPoint {
+    fn from_env() -> Result<Option<KillPoint>, String> {
+        let Some(value) = std::env::var_os(KILL_AT_ENV) else {
+            return Ok(None);
+        };
+        let bad = || {
+            format!("{KILL_AT_ENV} must be before:<n> or after:<n>, n >= 1, optionally then :stop")
+        };
+        let value = value.into_string().map_err(|_| bad())?;
+        let mut fields = value.split(':');
+        let phase = match fields.next() {
+            Some("before") => SendPhase::Before,
+            Some("after") => SendPhase::After,
+            _ => return Err(bad()),
+        };
+        let write: usize = fields
+            .next()
+            .and_then(|n| n.parse().ok())
+            .filter(|n| *n >= 1)
+            .ok_or_else(bad)?;
+        let signal = match (fields.next(), fields.next()) {
+            (None, _) => KillSignal::KILL,
+            (Some("stop"), None) => KillSignal::STOP,
+            _ => return Err(bad()),
+        };
+        Ok(Some(KillPoint {
+            phase,
+            write,
+            signal,
+            seen: Arc::default(),
+        }))
+    }
+
+    fn hook(&self) -> SendHook {
+        let point = self.clone();
+        Box::new(move |phase, _request| {
+            let nth = if phase == SendPhase::Before {
+                point.seen.fetch_add(1, Ordering::SeqCst) + 1
+            } else {
+                point.seen.load(Ordering::SeqCst)
+            };
+            let kill = phase == point.phase && nth == point.write;
+            let signal = point.signal;
+            Box::pin(async move {
+                if kill {
+                    if phase == SendPhase::After {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    let _ = kill_process(getpid(), signal);
+                }
+            })
+        })
+    }
+}
