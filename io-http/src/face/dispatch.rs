@@ -130,7 +130,9 @@ async fn through_door<H: FaceHandler>(
     if let Some(gate) = &state.gate {
         if !gate.capability.authorizes(headers) {
             // Audited and throttled in its own window, before anything downstream runs. The
-            // presented value is never logged: it may be a near miss of the real one.
+            // window is one per face, shared by every capability door: a cap guesser gains
+            // nothing by spreading its guesses. The presented value is never logged: it may be
+            // a near miss of the real one.
             let past_limit = lock(&gate.bad_caps).record_exceeds(state.clock.now());
             tracing::warn!(
                 face = %state.face,

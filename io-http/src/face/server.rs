@@ -4,6 +4,9 @@
 //! [`FaceHandle::close`] stops admitting (the listener is dropped, so new connections are
 //! refused), asks every connection to finish its in-flight request and close, waits up to the
 //! grace period, then cuts whatever is left.
+//!
+//! hyper's own 30 s limit on reading a request's headers applies on both faces; the public
+//! face's per-request deadline starts once the headers are in.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -125,7 +128,8 @@ pub async fn start_public<H: FaceHandler>(
     start(config.port, state).await
 }
 
-/// A running face.
+/// A running face. Close it with [`FaceHandle::close`]; dropping the handle instead cuts every
+/// connection at once.
 #[derive(Debug)]
 pub struct FaceHandle {
     face: Face,
