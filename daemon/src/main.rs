@@ -141,6 +141,9 @@ struct UpCommand {
     /// when it dies or stops (instead of refusing a live peer).
     #[arg(long)]
     standby: bool,
+    /// The loopback face's port on 127.0.0.1 (0: a free one, named in the discovery file).
+    #[arg(long, value_name = "PORT", default_value = "0")]
+    port: u16,
 }
 
 /// Where the spaces' state lives: trust roots, instance identities, discovery files, the
@@ -294,6 +297,7 @@ impl UpCommand {
             root: self.root.dir,
             space: self.space.space,
             standby: self.standby,
+            port: self.port,
         }
     }
 }

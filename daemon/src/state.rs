@@ -5,7 +5,9 @@
 //! * `<root>/space.<hex>/auth-instance.json` — `{"ver":1,"instanceId","serveIdentity":{"id",
 //!   "seed"}}`, the reference's CLI layout (reference-auth-service §9.1). Created once, by a
 //!   create-only link, so two first starts converge on one identity.
-//! * `<root>/auth/space.<hex>/auth-service.json` — the discovery file of a ready plane.
+//! * `<root>/auth/space.<hex>/auth-service.json` — the discovery file of a ready plane:
+//!   `{"ver":1,"pid","url","cap","space","server","instanceId","processEpoch","generation",
+//!   "registrationRevision"}`, `cap` being the loopback face's capability.
 //! * `<root>/space.<hex>/auth-registration.json` — `{"ver":1,"opId","pid"}`, the operation a
 //!   start is registering under, recorded durably before its freeze and removed once the
 //!   registration completes, so a start after a crash resumes it instead of finding its own
@@ -312,6 +314,10 @@ fn parse_identity(path: &Path, bytes: &[u8]) -> Result<Identity, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Discovery {
     pub pid: u32,
+    /// The loopback face's URL.
+    pub url: String,
+    /// The loopback capability (which is why the file is 0600).
+    pub cap: String,
     /// The server it serves on, without any userinfo.
     pub server: String,
     pub instance: String,
@@ -330,6 +336,8 @@ pub fn write_discovery(path: &Path, space: &SpaceName, d: &Discovery) -> Result<
     let doc = json!({
         "ver": VERSION,
         "pid": d.pid,
+        "url": d.url,
+        "cap": d.cap,
         "space": space.as_str(),
         "server": d.server,
         "instanceId": d.instance,
@@ -364,6 +372,8 @@ pub fn read_discovery(path: &Path) -> Result<Option<Discovery>, String> {
     let number = |name: &str| doc.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
     Ok(Some(Discovery {
         pid: u32::try_from(number("pid")?).map_err(|_| corrupt())?,
+        url: text("url")?,
+        cap: text("cap")?,
         server: text("server")?,
         instance: text("instanceId")?,
         process_epoch: number("processEpoch")?,

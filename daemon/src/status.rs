@@ -62,9 +62,9 @@ fn one(root: &Path, space: &SpaceName) -> Result<(String, bool), String> {
 
 fn describe(space: &SpaceName, d: &Discovery) -> String {
     format!(
-        "space {space}: up, pid {}, server {}, auth instance {} at epoch {} (generation {}, \
-         registration revision {})",
-        d.pid, d.server, d.instance, d.process_epoch, d.generation, d.registration_revision
+        "space {space}: up, pid {}, serving {}, server {}, auth instance {} at epoch {} \
+         (generation {}, registration revision {})",
+        d.pid, d.url, d.server, d.instance, d.process_epoch, d.generation, d.registration_revision
     )
 }
 

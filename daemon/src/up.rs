@@ -37,6 +37,8 @@ pub struct UpArgs {
     pub replicas: Replicas,
     /// Wait on a live plane's claim instead of refusing, and take over when it dies.
     pub standby: bool,
+    /// The loopback face's port (0: a free one).
+    pub port: u16,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,6 +93,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         standby: args.standby,
         material,
         identity,
+        port: args.port,
     };
     match serve(&inputs).instrument(span).await {
         Ok(outcome) => {
@@ -130,6 +133,8 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
         space,
         &Discovery {
             pid: std::process::id(),
+            url: plane.loopback_url(),
+            cap: plane.capability().to_owned(),
             server: server.clone(),
             instance: inputs.identity.instance.to_string(),
             process_epoch: registered.process_epoch.0,
@@ -139,11 +144,12 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     )?;
     println!(
         "cotal-authd: auth instance {} ready in space {space} on {server} at epoch {} \
-             (generation {}, registration revision {}); discovery file {}",
+             (generation {}, registration revision {}), serving {}; discovery file {}",
         inputs.identity.instance,
         registered.process_epoch,
         registered.generation,
         registered.registration_revision,
+        plane.loopback_url(),
         discovery.display()
     );
     let outcome = tokio::select! {

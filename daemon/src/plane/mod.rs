@@ -9,8 +9,9 @@
 //! ([`register`]) → the reader (`cotal:auth-reader:<space>`) that the fence watch reads over,
 //! the remote-manager issuer, the barrier executor → the two sealed scanners and the plane
 //! claim over the barrier connection (a standby waits here) → the callout connection
-//! (`cotal:auth-service:<space>`, the stored callout creds). Every self-minted connection
-//! carries a 15-minute JWT re-minted in process at half-life.
+//! (`cotal:auth-service:<space>`, the stored callout creds) → the loopback HTTP face on
+//! 127.0.0.1 (`/health` with the readiness state, `/jwks`, the capability-guarded doors). Every
+//! self-minted connection carries a 15-minute JWT re-minted in process at half-life.
 //!
 //! Eviction: the registration's evictor is the servers' own listing and the system account's
 //! kick ([`Oracle`](cotal_io_nats::liveness::Oracle)), as `gate reconcile` uses. The plane mints
@@ -19,6 +20,7 @@
 //! before the reopen.
 
 mod connections;
+mod faces;
 mod register;
 
 use std::path::PathBuf;
@@ -41,6 +43,8 @@ use tracing::{error, warn};
 
 use crate::state::Identity;
 use connections::{Connections, Scanners};
+use cotal_io_http::face::{start_loopback, Capability, FaceHandle, LoopbackConfig, CLOSE_GRACE};
+use faces::PlaneFaces;
 
 /// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
 /// at most, it notices a successor on another process.
@@ -71,6 +75,28 @@ pub struct PlaneInputs {
     pub standby: bool,
     pub material: DaemonMaterial,
     pub identity: Identity,
+    /// The loopback face's port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+}
+
+/// Whether the plane serves (reference §2.8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Its close has begun.
+    Draining,
+    /// It stopped serving on its own; the cause for the operator.
+    Unavailable(String),
+}
+
+impl Readiness {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Readiness::Ready => "ready",
+            Readiness::Draining => "draining",
+            Readiness::Unavailable(_) => "unavailable",
+        }
+    }
 }
 
 /// What the registration committed.
@@ -102,14 +128,19 @@ struct Start<'a> {
 pub struct Plane {
     registered: Registered,
     ended: watch::Receiver<Option<Ended>>,
+    readiness: watch::Sender<Readiness>,
     monitor: Mutex<Option<JoinHandle<()>>>,
     connections: Mutex<Option<Arc<Connections>>>,
+    loopback: FaceHandle,
+    capability: Capability,
 }
 
 impl std::fmt::Debug for Plane {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The capability is a credential: never printed.
         f.debug_struct("Plane")
             .field("registered", &self.registered)
+            .field("loopback", &self.loopback.local_addr())
             .finish_non_exhaustive()
     }
 }
@@ -124,26 +155,61 @@ impl Plane {
         };
         let (connections, registered) = start.open_all().await?;
         let connections = Arc::new(connections);
+        let (readiness, watched) = watch::channel(Readiness::Ready);
+        let capability = Capability::generate().map_err(|e| e.to_string())?;
+        let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
+        let faces = Arc::new(PlaneFaces::new(&inputs.material, watched)?);
+        let loopback = match start_loopback(LoopbackConfig::new(inputs.port, guard), faces).await {
+            Ok(face) => face,
+            Err(e) => {
+                // A failed start releases what it took, claim included, in order.
+                if let Ok(connections) = Arc::try_unwrap(connections) {
+                    let _ = connections.close().await;
+                }
+                return Err(format!(
+                    "cannot bind the loopback face on 127.0.0.1:{}: {e}",
+                    inputs.port
+                ));
+            }
+        };
         let (tx, ended) = watch::channel(None);
         let monitor = tokio::spawn({
             let connections = Arc::clone(&connections);
+            let readiness = readiness.clone();
             let (gate, epoch) = (registered.gate.clone(), registered.process_epoch);
             async move {
                 let why = watch_fence(&connections, &gate, epoch).await;
+                let cause = match &why {
+                    Ended::Fenced(why) | Ended::Failed(why) => why.clone(),
+                };
+                readiness.send_replace(Readiness::Unavailable(cause));
                 tx.send_replace(Some(why));
             }
         });
         Ok(Plane {
             registered,
             ended,
+            readiness,
             monitor: Mutex::new(Some(monitor)),
             connections: Mutex::new(Some(connections)),
+            loopback,
+            capability,
         })
     }
 
     /// What this start's registration committed.
     pub fn registered(&self) -> &Registered {
         &self.registered
+    }
+
+    /// The loopback face's URL.
+    pub fn loopback_url(&self) -> String {
+        format!("http://{}", self.loopback.local_addr())
+    }
+
+    /// The per-start loopback capability (for the 0600 discovery file only).
+    pub fn capability(&self) -> &str {
+        self.capability.expose_hex()
     }
 
     /// Resolves once the plane stopped serving on its own; pending while it serves.
@@ -162,6 +228,11 @@ impl Plane {
     /// Takes the plane down in order (reference §2.9); idempotent. Returns a claim release that
     /// failed, after everything else is closed.
     pub async fn close(&self) -> Result<(), String> {
+        // Stop admitting first, and let requests in flight finish (reference §2.9).
+        if !matches!(*self.readiness.borrow(), Readiness::Unavailable(_)) {
+            self.readiness.send_replace(Readiness::Draining);
+        }
+        self.loopback.close(CLOSE_GRACE).await;
         if let Some(monitor) = self.monitor.lock().await.take() {
             monitor.abort();
             let _ = monitor.await;

@@ -231,3 +231,45 @@ pub fn died(state: &Path, child: &mut Child) -> Option<()> {
         sleep(POLL);
     }
 }
+
+/// An HTTP answer: the status, the headers (names lowercased) and the body.
+pub type HttpAnswer = (u16, Vec<(String, String)>, String);
+
+/// One HTTP/1.1 exchange over a fresh TCP connection (`Connection: close`). `url` is
+/// `http://host:port`.
+pub fn http(
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> std::io::Result<HttpAnswer> {
+    use std::io::{Read, Write};
+    let host = url.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(host)?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes())?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Ok((status, headers, body.to_owned()))
+}

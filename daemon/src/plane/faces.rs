@@ -1,0 +1,65 @@
+//! What the plane answers on its HTTP faces: `/health` with its readiness, `/jwks` with its
+//! bearer issuer's keys, and the doors, each of which refuses until its operation is served
+//! here (issue 12's routes).
+
+use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_http::bearer::{KeyRing, SigningKey};
+use cotal_io_http::face::{Answer, DoorRequest, Face, FaceHandler};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::Readiness;
+
+/// The plane's answers, shared by its faces.
+#[derive(Debug)]
+pub(super) struct PlaneFaces {
+    issuer: String,
+    jwks: Value,
+    readiness: watch::Receiver<Readiness>,
+}
+
+impl PlaneFaces {
+    pub(super) fn new(
+        material: &DaemonMaterial,
+        readiness: watch::Receiver<Readiness>,
+    ) -> Result<PlaneFaces, String> {
+        let key = SigningKey::from_seed(material.issuer().active().seed())
+            .map_err(|e| format!("the issuer key does not load: {}", e.message))?;
+        Ok(PlaneFaces {
+            issuer: material.issuer().issuer().to_owned(),
+            jwks: KeyRing::new(key).jwks(),
+            readiness,
+        })
+    }
+}
+
+impl FaceHandler for PlaneFaces {
+    fn health(&self, _face: Face) -> Value {
+        let readiness = self.readiness.borrow().clone();
+        let mut body = json!({"ok": true, "issuer": self.issuer, "state": readiness.as_str()});
+        if let Readiness::Unavailable(cause) = readiness {
+            body["cause"] = cause.into();
+        }
+        body
+    }
+
+    fn jwks(&self) -> Value {
+        self.jwks.clone()
+    }
+
+    /// Served only by a public face, which this plane does not open yet.
+    fn mesh_bundle(&self) -> Value {
+        json!({})
+    }
+
+    async fn answer(&self, request: DoorRequest) -> Answer {
+        Answer::refusal(
+            request.door,
+            &EpError::new(
+                ErrorCode::Unimplemented,
+                format!("{} is not served by this plane yet", request.door.path()),
+            ),
+        )
+    }
+}
