@@ -37,11 +37,12 @@ impl PlaneFaces {
 impl FaceHandler for PlaneFaces {
     fn health(&self, _face: Face) -> Value {
         let readiness = self.readiness.borrow().clone();
-        let mut body = json!({"ok": true, "issuer": self.issuer, "state": readiness.as_str()});
-        if let Readiness::Unavailable(cause) = readiness {
-            body["cause"] = cause.into();
+        match readiness {
+            Readiness::Unavailable(cause) => json!({
+                "ok": true, "issuer": self.issuer, "state": readiness.as_str(), "cause": cause,
+            }),
+            _ => json!({"ok": true, "issuer": self.issuer, "state": readiness.as_str()}),
         }
-        body
     }
 
     fn jwks(&self) -> Value {
