@@ -37,7 +37,7 @@ impl PlaneFaces {
 impl FaceHandler for PlaneFaces {
     fn health(&self, _face: Face) -> Value {
         let readiness = self.readiness.borrow().clone();
-        match readiness {
+        match &readiness {
             Readiness::Unavailable(cause) => json!({
                 "ok": true, "issuer": self.issuer, "state": readiness.as_str(), "cause": cause,
             }),
