@@ -65,6 +65,16 @@ Environment:
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written to stderr: human-readable text, or one JSON object per line.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// The stderr log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -408,7 +418,7 @@ fn subcommands(command: Option<&str>) -> Vec<String> {
 
 /// Parses the command line; `Err` is the exit status of a refusal or of `--help`/`--version`,
 /// already reported.
-fn parse() -> Result<Command, ExitCode> {
+fn parse() -> Result<Cli, ExitCode> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() <= 1 {
         // No command at all: the overview, as `help` prints it.
@@ -417,7 +427,7 @@ fn parse() -> Result<Command, ExitCode> {
         return Err(ExitCode::SUCCESS);
     }
     match Cli::try_parse_from(&args) {
-        Ok(cli) => Ok(cli.command),
+        Ok(cli) => Ok(cli),
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             let _ = e.print();
             Err(ExitCode::SUCCESS)
@@ -440,15 +450,17 @@ fn parse() -> Result<Command, ExitCode> {
 /// what a command prints (`up`'s ready banner, the `gate` views). Nothing logged carries a
 /// secret: the serve seed never leaves the state dir, and no log line names the server URL,
 /// which may carry credentials.
-fn init_logs(default: LevelFilter) {
+fn init_logs(default: LevelFilter, format: LogFormat) {
     let filter = EnvFilter::builder()
         .with_default_directive(default.into())
         .from_env_lossy();
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().init(),
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -477,18 +489,24 @@ fn fail(command: &str, why: &str, code: u8) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let command = match parse() {
-        Ok(command) => command,
+    let Cli {
+        command,
+        log_format,
+    } = match parse() {
+        Ok(cli) => cli,
         Err(code) => return code,
     };
     // A daemon logs its life at `info` (the client's connection events included); a one-shot
     // view keeps stderr for problems.
-    init_logs(match command {
-        Command::Up(_) => LevelFilter::INFO,
-        Command::Init(_) | Command::BrokerConfig(_) | Command::Status(_) | Command::Gate(_) => {
-            LevelFilter::WARN
-        }
-    });
+    init_logs(
+        match command {
+            Command::Up(_) => LevelFilter::INFO,
+            Command::Init(_) | Command::BrokerConfig(_) | Command::Status(_) | Command::Gate(_) => {
+                LevelFilter::WARN
+            }
+        },
+        log_format,
+    );
     match command {
         Command::Up(up) => match runtime().and_then(|rt| rt.block_on(up::up(up.into_args()))) {
             Ok(code) => code,

@@ -1,7 +1,8 @@
 //! The running daemon's loopback face, driven over real HTTP: the discovery file names its URL
 //! and capability, `/health` reports the readiness state and the issuer, `/jwks` serves the
 //! trust root's issuer key with `cache-control: max-age=300`, a door without the capability is
-//! refused, and after SIGTERM nothing listens any more.
+//! refused, and after SIGTERM nothing listens any more; `--log-format json` writes one JSON
+//! object per stderr line, none carrying the capability.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -31,7 +32,25 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
     let state = dir.path().join("state");
     let mut reaper = Reaper(Vec::new(), state.clone());
     init(&state);
-    reaper.0.push(up(&state));
+    let log = dir.path().join("up.log");
+    reaper.0.push(
+        command()
+            .args([
+                "up",
+                "--space",
+                SPACE,
+                "--log-format",
+                "json",
+                "--state-dir",
+            ])
+            .arg(&state)
+            .env("RUST_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let found = ready(&state, reaper.0.last_mut().unwrap());
     let url = found["url"].as_str().unwrap().to_owned();
     let cap = found["cap"].as_str().unwrap().to_owned();
