@@ -12,17 +12,20 @@
 //!   earlier registrations, stale ones included, and sibling mints), a deregistrar, one
 //!   reconciler per instance (with a scripted liveness oracle and a failing evictor), and a
 //!   status writer replaying READY writes at granted epochs, stale ones included;
-//! * planes (0–2 per seed): each registers its own instance of the space's `auth` endpoint with
-//!   the self-authorized ceremony (`SelfAuthorizedInstance`), the two instances sharing the
-//!   `auth` governance head, under the daemon's crash-safe restart rule. A plane start observes
-//!   its gate, applies `resumed_op` to the observation and its durable op record (resume the
-//!   recorded op exactly when the gate is still frozen by it), writes the record of a fresh op
-//!   before the ceremony can freeze, runs the ceremony, and clears the record once it completed.
-//!   The record survives the plane's crashes; each of those steps is a step boundary a crash
-//!   can fall on (between the observation and the record write, and between the completed
-//!   ceremony and the clear, included). A plane never has two live executors of one op id (the
-//!   daemon's registration lock): it restarts only after its run crashed or ended, and it is
-//!   never partitioned;
+//! * planes, in one seed of eight ([`SimConfig::planes`] forces them): two planes of the space,
+//!   each registering its own instance of the `auth` endpoint with the self-authorized ceremony
+//!   (`SelfAuthorizedInstance` from `auth_instance`), the two instances sharing the `auth`
+//!   governance head, under the daemon's crash-safe restart rule. A plane start observes its
+//!   gate, applies `resumed_op` to the observation and its durable op record (resume the recorded
+//!   op exactly when the gate is still frozen by it), writes the record of a fresh op before the
+//!   ceremony can freeze, runs the ceremony, and clears the record once it completed; a failed
+//!   ceremony exits with its record kept. The record survives the plane's crashes; each of those
+//!   steps is a step boundary a crash can fall on, and besides the random crash faults a plane
+//!   dies, at the seed's fault rate, right after a committed write of its ceremony (the daemon's
+//!   kill-after-write hook) and right before its record write or clear: the states a restart
+//!   must resume from. A plane never has two live executors of one op id (the daemon's
+//!   registration lock): it restarts only after its run crashed or ended, and it is never
+//!   partitioned. The other faults reach its keys too;
 //! * faults chosen by the seed: crashes at any step boundary (the machine is dropped and the
 //!   actor later restarts), partitions (the registrant restarts while its old machine runs on
 //!   as a zombie), ambiguous writes (applied or not), transient `unavailable`, raw peer touches
