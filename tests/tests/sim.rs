@@ -7,7 +7,9 @@
 //! * `SIM_SEED=S` replays seed S alone, printing its whole trace;
 //! * `SIM_THREADS=T` sets the worker threads (default: available parallelism, at most 2);
 //! * `SIM_RESUME_BESIDE_ZOMBIE=1` lets a restart resume an op id its zombie still runs (two live
-//!   executors of one op id; the core does not support it yet, see `SimConfig`).
+//!   executors of one op id; the core does not support it yet, see `SimConfig`);
+//! * `SIM_PLANES=N` runs N self-registering planes (0–2) in every seed instead of the seed's own
+//!   draw (most seeds run none: a plane start replays the whole self-authorized ceremony).
 //!
 //! The last tests are regressions for gaps of the core the simulator found, now closed.
 #![allow(
@@ -26,6 +28,8 @@ use cotal_core::canon;
 use cotal_core::driver::{drive, ModelWorld, World};
 use cotal_core::error::ErrorCode;
 use cotal_core::gate::{EndpointGate, GateState, Generation, ProcessEpoch};
+use cotal_core::govern::{ForeignSlotCondition, GovernanceHead};
+use cotal_core::host::resumed_op;
 use cotal_core::issuance::{observe_gate, FinalizeServeMint, ServeCredential};
 use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
@@ -40,7 +44,7 @@ use cotal_core::serving::AuthorizeServeGrant;
 use cotal_tests::fence::SiblingMint;
 use cotal_tests::sim::{
     run_seed, run_seeds, Broken, Failure, Fixture, Instance, SimConfig, SimStats, Surface,
-    DEFAULT_SEEDS,
+    DEFAULT_SEEDS, PLANES,
 };
 
 fn env_u64(name: &str) -> Option<u64> {
@@ -73,11 +77,12 @@ fn first_violation_of(rule: &str, config: &SimConfig) -> Failure {
 }
 
 /// The default config, adjusted by `SIM_RESUME_BESIDE_ZOMBIE=1` (two live executors of one op
-/// id).
+/// id) and `SIM_PLANES=N`.
 fn config_from_env() -> SimConfig {
     let on = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
     SimConfig {
         resume_beside_zombie: on("SIM_RESUME_BESIDE_ZOMBIE"),
+        planes: env_u64("SIM_PLANES").map(|n| usize::try_from(n).unwrap()),
         ..SimConfig::default()
     }
 }
@@ -111,11 +116,12 @@ fn simulated_histories_keep_every_fence_rule() {
     );
     println!("{stats:#?}");
     assert_eq!(stats.seeds, seeds);
-    assert_not_vacuous(&stats, seeds);
+    assert_not_vacuous(&stats, seeds, config.planes.unwrap_or(PLANES));
 }
 
-/// A pass means something only if the histories reached the interesting states.
-fn assert_not_vacuous(s: &SimStats, seeds: u64) {
+/// A pass means something only if the histories reached the interesting states (the plane ones
+/// only if `planes` ran, a wait for the peer's slot only with a peer).
+fn assert_not_vacuous(s: &SimStats, seeds: u64, planes: usize) {
     if seeds < 200 {
         return;
     }
@@ -137,6 +143,35 @@ fn assert_not_vacuous(s: &SimStats, seeds: u64) {
         ("peer touches", s.peer_touches),
         ("failed evictions", s.failed_evictions),
     ];
+    let planes_reached = [
+        ("completed plane registrations", s.plane_registrations),
+        ("refused plane registrations", s.plane_refusals),
+        ("plane crashes", s.plane_crashes),
+        (
+            "plane crashes between the gate read and the record write",
+            s.plane_crashes_before_record,
+        ),
+        (
+            "plane crashes under the plane's own freeze",
+            s.plane_crashes_frozen,
+        ),
+        (
+            "plane crashes between a completed run and its record clear",
+            s.plane_crashes_before_clear,
+        ),
+        (
+            "plane restarts that resumed their recorded op",
+            s.plane_resumes,
+        ),
+    ];
+    let peers_reached = [(
+        "final plane restarts that waited for the peer's slot",
+        s.plane_final_waits,
+    )];
+    let reached = reached
+        .into_iter()
+        .chain(planes_reached.into_iter().filter(|_| planes > 0))
+        .chain(peers_reached.into_iter().filter(|_| planes > 1));
     for (what, n) in reached {
         assert!(
             n > 0,
@@ -153,6 +188,18 @@ fn a_seed_replays_exactly() {
         let b = run_seed(seed, &config).unwrap_or_else(|f| panic!("{f}"));
         assert_eq!(a, b, "seed {seed} did not replay exactly");
     }
+    // A seed with both planes, whose restart rule draws fresh op ids from the seed's stream.
+    let planes = SimConfig {
+        planes: Some(2),
+        ..config.clone()
+    };
+    let a = run_seed(5, &planes).unwrap_or_else(|f| panic!("{f}"));
+    assert!(a.plane_starts > 2, "{a:?}");
+    assert_eq!(
+        a,
+        run_seed(5, &planes).unwrap(),
+        "a plane seed did not replay"
+    );
     let broken = SimConfig {
         broken: Some(Broken::SkipRevoke),
         ..config
@@ -204,6 +251,44 @@ fn teeth_f42_a_ready_write_without_the_fresh_epoch_read_is_caught() {
         ..SimConfig::default()
     };
     let failure = first_violation_of("F42", &config);
+    println!(
+        "caught at seed {} step {}: {}",
+        failure.seed, failure.step, failure.violation
+    );
+}
+
+/// Both planes in every seed: the plane variants break nothing else, so only plane seeds count.
+fn with_planes(broken: Broken) -> SimConfig {
+    SimConfig {
+        broken: Some(broken),
+        planes: Some(2),
+        ..SimConfig::default()
+    }
+}
+
+#[test]
+fn teeth_f14_a_plane_restart_that_never_resumes_its_recorded_op_is_caught() {
+    let failure = first_violation_of("F14", &with_planes(Broken::PlaneNeverResumes));
+    assert!(
+        failure.violation.detail.contains("take a fresh op"),
+        "{failure}"
+    );
+    println!(
+        "caught at seed {} step {}: {}",
+        failure.seed, failure.step, failure.violation
+    );
+}
+
+#[test]
+fn teeth_f14_a_plane_whose_op_record_does_not_survive_a_crash_is_caught() {
+    let failure = first_violation_of("F14", &with_planes(Broken::PlaneRecordNotDurable));
+    assert!(
+        failure
+            .violation
+            .detail
+            .contains("no restart can resume that freeze"),
+        "{failure}"
+    );
     println!(
         "caught at seed {} step {}: {}",
         failure.seed, failure.step, failure.violation
@@ -514,4 +599,111 @@ fn f52_a_reconcile_refuses_raced_and_revokes_nothing_once_the_freeze_it_read_was
         reopened.revision,
         "it moved the reopened gate"
     );
+}
+
+// ---- planes: crash-safe self-registration -----------------------------------------------------
+
+/// The `auth` gate of plane `p` as stored (`None` before its first start provisioned it).
+fn plane_gate(world: &ModelWorld, fx: &Fixture, p: usize) -> Option<EndpointGate> {
+    let key = fx.planes[p].gate.key();
+    world
+        .kv
+        .get(Store::Auth, &key)
+        .map(|e| EndpointGate::parse(&e.value).unwrap())
+}
+
+/// The `auth` endpoint's governance slot as `(instance, generation)`.
+fn auth_slot(world: &ModelWorld, fx: &Fixture) -> Option<(String, u64)> {
+    let key = keys::govern(&fx.planes[0].gate.endpoint);
+    let head = GovernanceHead::parse(&world.kv.get(Store::Records, &key)?.value).unwrap();
+    head.provisional
+        .map(|s| (s.instance.as_str().to_owned(), s.generation.0))
+}
+
+/// A restart of plane `p` with durable record `record`: observe the gate, apply the restart rule
+/// (resume the recorded op exactly when the gate is frozen by it, else a fresh op, recorded
+/// first), run the ceremony; a completed run clears the record. Returns whether it resumed and
+/// how the ceremony ended.
+fn restart_plane(
+    world: &mut ModelWorld,
+    fx: &Fixture,
+    p: usize,
+    record: &mut Option<OpId>,
+    fresh: OpId,
+) -> (bool, Result<ProcessEpoch, cotal_core::EpError>) {
+    let observed = plane_gate(world, fx, p);
+    let resumed = resumed_op(observed.as_ref(), record.as_ref());
+    let op_id = resumed.clone().unwrap_or(fresh);
+    *record = Some(op_id.clone());
+    let ended = drive(&mut Replay::new(fx.plane(p, op_id).unwrap()), world);
+    if ended.is_ok() {
+        *record = None;
+    }
+    (resumed.is_some(), ended.map(|r| r.process_epoch))
+}
+
+/// The history in which the simulator's plane actor rediscovers the `slot_stance` gap the model's
+/// crash sweeps found (the default seeds catch it once that fix in `govern.rs` is reverted),
+/// minimized. Both planes' first starts run at once: plane 0 takes the shared governance slot under
+/// its freeze and dies; plane 1 freezes its own gate and dies before its slot take. Plane 1
+/// restarts first and resumes its recorded op, which never took the slot: the slot is plane 0's,
+/// stamped at plane 0's still-frozen generation, so it is a registration IN FLIGHT as far as any
+/// reader can tell (F64) and the resume refuses `in-flight`, keeping its own freeze. (Before the
+/// fix it refused `unavailable`, "no longer holds the governance slot", misreading a take that
+/// never happened.) Plane 0's restart then resumes and completes, releasing the slot, and plane 1's
+/// next restart resumes and comes up (F14); both commit epoch 0, their first registration.
+#[test]
+fn f14_f64_a_plane_resuming_before_its_slot_take_waits_out_the_peer_planes_crashed_registration() {
+    let fx = Fixture::get().unwrap();
+    let mut world = ModelWorld::default();
+    let (op0, op1) = (OpId::mint([0x10; 20]), OpId::mint([0x11; 20]));
+    let (mut record0, mut record1) = (Some(op0.clone()), Some(op1.clone()));
+
+    let plane0 = fx.planes[0].gate.instance.as_str().to_owned();
+    let mut first0 = Replay::new(fx.plane(0, op0.clone()).unwrap());
+    let took = |w: &ModelWorld| auth_slot(w, fx).is_some();
+    assert!(step_until(&mut first0, &mut world, &mut None, took).is_none());
+    drop(first0);
+    assert_eq!(auth_slot(&world, fx), Some((plane0.clone(), 0)));
+
+    let mut first1 = Replay::new(fx.plane(1, op1.clone()).unwrap());
+    let frozen =
+        |w: &ModelWorld| plane_gate(w, fx, 1).is_some_and(|g| g.state() == GateState::Frozen);
+    assert!(step_until(&mut first1, &mut world, &mut None, frozen).is_none());
+    drop(first1);
+
+    let (resumed, refused) = restart_plane(&mut world, fx, 1, &mut record1, OpId::mint([0x21; 20]));
+    assert!(resumed, "plane 1's gate is frozen by its recorded op");
+    let refused = refused.expect_err("the slot is the peer's, in flight");
+    assert_eq!(
+        ForeignSlotCondition::of(&refused),
+        Some(ForeignSlotCondition::InFlight),
+        "{refused}"
+    );
+    let gate1 = plane_gate(&world, fx, 1).unwrap();
+    assert_eq!(
+        gate1.state(),
+        GateState::Frozen,
+        "a refused resume keeps its freeze"
+    );
+    assert_eq!(
+        gate1.op().map(|o| o.op_id().clone()),
+        record1,
+        "and its record"
+    );
+
+    let (resumed, up) = restart_plane(&mut world, fx, 0, &mut record0, OpId::mint([0x20; 20]));
+    assert!(resumed);
+    assert_eq!(up.unwrap(), ProcessEpoch(0));
+    assert_eq!(auth_slot(&world, fx), None, "plane 0 released its slot");
+
+    let (resumed, up) = restart_plane(&mut world, fx, 1, &mut record1, OpId::mint([0x22; 20]));
+    assert!(resumed);
+    assert_eq!(up.unwrap(), ProcessEpoch(0));
+    for p in 0..2 {
+        let gate = plane_gate(&world, fx, p).unwrap();
+        assert_eq!(gate.state(), GateState::Open, "plane {p}");
+        assert!(gate.op().is_none(), "plane {p}");
+    }
+    assert_eq!((record0, record1), (None, None));
 }

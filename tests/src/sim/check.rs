@@ -28,7 +28,10 @@
 //!   **F63** a completing reopen's registration revision is the live spec's store revision;
 //!   **E2/F63** a reopen that keeps the registration revision never follows a spec published
 //!   under the same freeze;
-//! * **F65** the governance head is never deleted and no governed trait leaves its binding map.
+//! * **F65** no governance head (the endpoint's, the `auth` one the planes share) is ever
+//!   deleted and no governed trait leaves its binding map;
+//! * **F14** a plane's gate frozen by a registration is frozen under the op id its durable record
+//!   names (else no restart of that plane could ever resume it).
 //!
 //! At the end of a flight:
 //! * **F22** a release names the row it staged and the touch that committed;
@@ -37,27 +40,33 @@
 //!   at its freeze (it abort-reopens, E2) unless a request on its gate failed after the freeze;
 //! * **E4/F52** a reconcile told `gone` while the gate still stood as it first read it, whose
 //!   evictions all verified and whose path saw no fault, reopened the gate;
-//! * **F69** a completed registration's reported coordinates are the gate's.
+//! * **F69** a completed registration's reported coordinates are the gate's, and a plane's
+//!   completed ceremony commits an epoch above every one the plane committed before;
+//! * **F14** a plane start resumes its recorded op exactly when its observation found the gate
+//!   frozen by that very registration.
 //!
 //! At the end of a seed: **F22/F26** every released credential has its row, every row is as the
 //! tracker last saw it; and (in `settle`) **E4/F52** a clean reconcile reopens every frozen gate,
-//! **F64** the endpoint still registers, **F27** and still mints with the new grant.
+//! **F14/F69** every plane's restart registers at an epoch above every one it committed before
+//! and leaves its gate open, **F64** the endpoint still registers, **F27** and still mints with
+//! the new grant.
 
 use std::collections::BTreeSet;
 
-use cotal_core::gate::{EndpointGate, GateState};
+use cotal_core::gate::{EndpointGate, GateState, OpKind};
 use cotal_core::govern::GovernanceHead;
 use cotal_core::kv::{Entry, KvRequest, Revision, Store};
 use cotal_core::ledger::{CredState, LedgerRow};
 use cotal_core::machine::Liveness;
-use cotal_core::names::keys;
 use cotal_core::service::{ServiceStatus, SERVICE_READY};
 use cotal_core::EpError;
 
+use cotal_core::host::resumed_op;
 use cotal_core::issuance::ServeGrant;
+use cotal_core::names::OpId;
 use cotal_core::registration::Registered;
 
-use super::{Credential, Flight, Job, KeyKind, Outcome, Sim, GRANT_HISTORY};
+use super::{Broken, Credential, Flight, Job, KeyKind, Outcome, Sim, GRANT_HISTORY};
 use crate::fence::Violation;
 
 impl Sim<'_> {
@@ -188,8 +197,8 @@ impl Sim<'_> {
         let Some(inst) = self.instances.get(j) else {
             return Ok(());
         };
-        let ours = matches!(flight.job, Job::Register { .. })
-            && flight.notes.freeze == Some(inst.gate_revision);
+        let ours =
+            flight.job.registers_as().is_some() && flight.notes.freeze == Some(inst.gate_revision);
         if inst.gate.state() != GateState::Frozen || !ours {
             return Err(Violation::new(
                 "F64",
@@ -475,7 +484,45 @@ impl Sim<'_> {
             self.track_spec(j);
             self.track_gate(j)?;
         }
-        self.check_governance()
+        for p in 0..self.planes.len() {
+            self.check_plane_record(p)?;
+        }
+        for h in 0..self.heads.len() {
+            self.check_governance(h)?;
+        }
+        Ok(())
+    }
+
+    /// F14: a plane's frozen gate stands under the registration its durable record names. The
+    /// record is written before any freeze and kept until the run completed, and only the plane
+    /// writes its gate, so a freeze under any other op id is one no restart will ever resume.
+    fn check_plane_record(&self, p: usize) -> Result<(), Violation> {
+        let (Some(inst), Some(plane)) = (
+            self.instances.get(self.plane_instance(p)),
+            self.planes.get(p),
+        ) else {
+            return Ok(());
+        };
+        if inst.gate.state() != GateState::Frozen {
+            return Ok(());
+        }
+        let op = inst.gate.op();
+        let resumable = op.is_some_and(|o| {
+            o.kind() == OpKind::Registration && Some(o.op_id()) == plane.record.as_ref()
+        });
+        if resumable {
+            return Ok(());
+        }
+        Err(Violation::new(
+            "F14",
+            format!(
+                "plane {p}'s gate is frozen by {:?} {:?} while its durable record names {:?}; \
+                 no restart can resume that freeze",
+                op.map(|o| o.kind()),
+                op.map(|o| o.op_id().to_string()),
+                plane.record.as_ref().map(ToString::to_string)
+            ),
+        ))
     }
 
     fn track_spec(&mut self, j: usize) {
@@ -498,6 +545,7 @@ impl Sim<'_> {
         };
         let entry = match self.world.kv.get(Store::Auth, &inst.gate_key) {
             Some(entry) if entry.is_put() => entry,
+            None if !inst.provisioned => return Ok(()),
             other => {
                 return Err(Violation::new(
                     "F9",
@@ -515,6 +563,24 @@ impl Sim<'_> {
         let now = EndpointGate::parse(&entry.value).map_err(|e| {
             Violation::new("F9", format!("gate {} does not parse: {e}", inst.gate_key))
         })?;
+        if !inst.provisioned {
+            // A plane's first start provisioned it: exactly the open row it was to create.
+            if now != inst.gate {
+                return Err(Violation::new(
+                    "Q-3",
+                    format!(
+                        "instance {j}: the gate was provisioned as {}, not open at the origin \
+                         for its principal",
+                        now.to_json()
+                    ),
+                ));
+            }
+            if let Some(inst) = self.instances.get_mut(j) {
+                inst.provisioned = true;
+                inst.gate_revision = entry.revision;
+            }
+            return Ok(());
+        }
         let was = inst.gate.clone();
         let (p, n) = (was.coordinates(), now.coordinates());
         let moved = |rule: &'static str, why: &str| {
@@ -543,7 +609,15 @@ impl Sim<'_> {
                     inst.evicted.clear();
                 }
             }
-            (GateState::Frozen, GateState::Open) => self.check_reopened(j, &was, &now)?,
+            (GateState::Frozen, GateState::Open) => {
+                self.check_reopened(j, &was, &now)?;
+                let completed = now.registration_revision() != was.registration_revision();
+                if let (Some(p), true) = (self.plane_of(j), completed) {
+                    if let Some(plane) = self.planes.get_mut(p) {
+                        plane.committed = plane.committed.max(Some(now.process_epoch()));
+                    }
+                }
+            }
             (GateState::Frozen, GateState::Frozen) => {
                 return Err(moved(
                     "F13/F14",
@@ -644,16 +718,19 @@ impl Sim<'_> {
         Ok(())
     }
 
-    /// F65: the head is never deleted, and each bound URN stays bound.
-    fn check_governance(&mut self) -> Result<(), Violation> {
-        let key = keys::govern(&self.fixture.endpoint);
-        let Some(entry) = self.world.kv.get(Store::Records, &key) else {
-            if self.binding_revision != Revision(0) {
+    /// F65: head `h` is never deleted, and each bound URN stays bound.
+    fn check_governance(&mut self, h: usize) -> Result<(), Violation> {
+        let Some(tracker) = self.heads.get(h) else {
+            return Ok(());
+        };
+        let key = &tracker.key;
+        let Some(entry) = self.world.kv.get(Store::Records, key) else {
+            if tracker.revision != Revision(0) {
                 return Err(Violation::new("F65", format!("{key} vanished")));
             }
             return Ok(());
         };
-        if entry.revision == self.binding_revision {
+        if entry.revision == tracker.revision {
             return Ok(());
         }
         if !entry.is_put() {
@@ -669,7 +746,7 @@ impl Sim<'_> {
             .iter()
             .map(|(c, urns)| (c.as_str().to_owned(), urns.clone()))
             .collect();
-        for (command, bound) in &self.binding {
+        for (command, bound) in &tracker.binding {
             let kept = now
                 .iter()
                 .find(|(c, _)| c == command)
@@ -685,8 +762,10 @@ impl Sim<'_> {
                 ));
             }
         }
-        self.binding = now;
-        self.binding_revision = entry.revision;
+        if let Some(tracker) = self.heads.get_mut(h) {
+            tracker.binding = now;
+            tracker.revision = entry.revision;
+        }
         Ok(())
     }
 
@@ -757,28 +836,61 @@ impl Sim<'_> {
             (Job::Register { resumed, .. }, Err(e)) => {
                 self.stats.registration_refusals += 1;
                 let exits = self.rng.chance(500);
-                let Some(inst) = self.instances.get_mut(j) else {
+                if let Some(inst) = self.instances.get_mut(j) {
+                    inst.down = exits;
+                }
+                self.check_refused_registration(&what, flight, *resumed, &e)?;
+            }
+            (Job::PlaneObserve, Ok(Outcome::Observed(observed))) => {
+                return self.plane_decides(flight, observed.as_deref()).map(Some);
+            }
+            // The daemon exits when its gate read fails; a later start reads again.
+            (Job::PlaneObserve, Err(_)) => {}
+            (Job::PlaneRecord { op_id }, Ok(Outcome::Local)) => {
+                if let Some(plane) = self.plane_of(j).and_then(|p| self.planes.get_mut(p)) {
+                    plane.record = Some(op_id.clone());
+                }
+                return Ok(Some(Job::Plane {
+                    op_id: op_id.clone(),
+                    resumed: false,
+                }));
+            }
+            (Job::Plane { .. }, Ok(Outcome::Registered(r))) => {
+                self.stats.plane_registrations += 1;
+                self.check_registered(&what, j, &r)?;
+                let Some(plane) = self.plane_of(j).and_then(|p| self.planes.get_mut(p)) else {
                     return Ok(None);
                 };
-                inst.down = exits;
-                let n = &flight.notes;
-                // At this flight's freeze, not merely one of its op id: the other executor of a
-                // resumed op id may hold a freeze of its own.
-                let frozen_by_us =
-                    inst.gate.state() == GateState::Frozen && n.freeze == Some(inst.gate_revision);
-                if frozen_by_us {
-                    self.stats.left_frozen += 1;
-                }
-                if frozen_by_us && n.froze && !resumed && !n.phase2 && !n.gate_fault_after_freeze {
+                // The step tracker already raised `committed` to this reopen; every earlier one
+                // committed a lower epoch (F69 advances it by one per completed registration).
+                let earlier = plane.registered.as_ref().map(|r| r.process_epoch);
+                if earlier.is_some_and(|e| r.process_epoch <= e)
+                    || plane.committed != Some(r.process_epoch)
+                {
                     return Err(Violation::new(
-                        "E4",
+                        "F69",
                         format!(
-                            "{what} froze the gate and failed before Phase 2, and no request on \
-                             its gate failed after the freeze, yet it left the gate frozen; a \
-                             Phase-1 failure abort-reopens (E2): {e}"
+                            "{what} committed epoch {} after an earlier run committed {earlier:?}; \
+                             the highest epoch the plane's gate reopened at is {:?}",
+                            r.process_epoch, plane.committed
                         ),
                     ));
                 }
+                plane.registered = Some(r);
+                return Ok(Some(Job::PlaneClear));
+            }
+            // The process exits with the error, keeping its record; a later start decides anew.
+            (Job::Plane { resumed, .. }, Err(e)) => {
+                self.stats.plane_refusals += 1;
+                self.check_refused_registration(&what, flight, *resumed, &e)?;
+            }
+            (Job::PlaneClear, Ok(Outcome::Local)) => {
+                if let Some(plane) = self.plane_of(j).and_then(|p| self.planes.get_mut(p)) {
+                    plane.record = None;
+                }
+            }
+            (Job::PlaneRecord { .. } | Job::PlaneClear, Err(e)) => {
+                return Err(Violation::new("sim", format!("{what} failed: {e}")));
             }
             (Job::BrokenBarrier, _) => {}
             (Job::ServeMint { row_key, .. } | Job::SiblingMint { row_key, .. }, Ok(out)) => {
@@ -892,6 +1004,89 @@ impl Sim<'_> {
             }
         }
         Ok(None)
+    }
+
+    /// E4 for a refused registration (an instance's or a plane's).
+    fn check_refused_registration(
+        &mut self,
+        what: &str,
+        flight: &Flight,
+        resumed: bool,
+        e: &EpError,
+    ) -> Result<(), Violation> {
+        let Some(inst) = self.instances.get(flight.instance) else {
+            return Ok(());
+        };
+        let n = &flight.notes;
+        // At this flight's freeze, not merely one of its op id: the other executor of a resumed
+        // op id may hold a freeze of its own.
+        let frozen_by_us =
+            inst.gate.state() == GateState::Frozen && n.freeze == Some(inst.gate_revision);
+        if frozen_by_us {
+            self.stats.left_frozen += 1;
+        }
+        if frozen_by_us && n.froze && !resumed && !n.phase2 && !n.gate_fault_after_freeze {
+            return Err(Violation::new(
+                "E4",
+                format!(
+                    "{what} froze the gate and failed before Phase 2, and no request on its gate \
+                     failed after the freeze, yet it left the gate frozen; a Phase-1 failure \
+                     abort-reopens (E2): {e}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A plane start's decision (F14), from the gate it observed and its durable record: resume
+    /// the recorded op exactly when the gate is still frozen by that registration ([`resumed_op`];
+    /// the record then already names it), else take a fresh op and record it first.
+    fn plane_decides(
+        &mut self,
+        flight: &Flight,
+        observed: Option<&EndpointGate>,
+    ) -> Result<Job, Violation> {
+        let j = flight.instance;
+        let p = self
+            .plane_of(j)
+            .ok_or_else(|| Violation::new("sim", format!("instance {j} is no plane's")))?;
+        let record = self.planes.get(p).and_then(|s| s.record.clone());
+        let resumed = if self.config.broken == Some(Broken::PlaneNeverResumes) {
+            None
+        } else {
+            resumed_op(observed, record.as_ref())
+        };
+        let frozen_by_record = observed.is_some_and(|g| {
+            g.state() == GateState::Frozen
+                && g.op().is_some_and(|o| {
+                    o.kind() == OpKind::Registration && Some(o.op_id()) == record.as_ref()
+                })
+        });
+        if resumed.is_some() != frozen_by_record || (resumed.is_some() && resumed != record) {
+            return Err(Violation::new(
+                "F14",
+                format!(
+                    "plane {p}'s start #{} observed its gate {} with its record naming {:?} and \
+                     decided to {}; a restart resumes its recorded op exactly when the gate is \
+                     still frozen by that registration",
+                    flight.id,
+                    observed.map_or_else(|| "absent".to_owned(), EndpointGate::to_json),
+                    record.as_ref().map(ToString::to_string),
+                    resumed
+                        .as_ref()
+                        .map_or_else(|| "take a fresh op".to_owned(), |op| format!("resume {op}"))
+                ),
+            ));
+        }
+        Ok(match resumed {
+            Some(op_id) => Job::Plane {
+                op_id,
+                resumed: true,
+            },
+            None => Job::PlaneRecord {
+                op_id: OpId::mint(self.rng.entropy20()),
+            },
+        })
     }
 
     // ---- at the end of the seed ---------------------------------------------------------------

@@ -7,6 +7,12 @@
 //! writes end: a seed may start with its first `k` instances already registered (so most of its
 //! registrations are re-registrations, the path that advances the epoch) and their serve
 //! grants in hand.
+//!
+//! The same space also has [`PLANES`] planes, each registering its own instance of the `auth`
+//! endpoint through the self-authorized ceremony ([`auth_instance`]); their instances share the
+//! `auth` endpoint's governance head. Nothing of theirs is in the setup: a seed's first plane
+//! start publishes the contract and provisions its gate on first sight, as a real first start
+//! does.
 
 use std::sync::{Arc, OnceLock};
 
@@ -14,6 +20,7 @@ use cotal_core::authority::{NameAuthority, SelfAuthority};
 use cotal_core::canon::{self, Digest};
 use cotal_core::contract::publish_cluster;
 use cotal_core::driver::{drive, ModelWorld};
+use cotal_core::host::{auth_instance, SelfAuthorizedInstance};
 use cotal_core::issuance::{GateRef, ProvisionGate, ServeGrant};
 use cotal_core::kv::model::KvModel;
 use cotal_core::kv::KvRequest;
@@ -25,6 +32,7 @@ use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
 use cotal_core::service::ServiceSpec;
 use cotal_core::serving::AuthorizeServeGrant;
 use cotal_core::EpError;
+use nkeys::{KeyPair, KeyPairType};
 
 use crate::fence::Violation;
 
@@ -36,6 +44,8 @@ pub const OWNER: &str = "u_abcdefghijklmnopqrstuvwxyz";
 pub const MAX_INSTANCES: usize = 3;
 /// Expiry of every minted credential, unix seconds.
 pub const EXP: u64 = 1_900_000_000;
+/// Most planes a seed runs (each with its own `auth` instance).
+pub const PLANES: usize = 2;
 
 /// The surfaces a registration may publish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,6 +128,8 @@ pub struct Fixture {
     ends: Vec<usize>,
     /// The serve grant each instance's setup registration was authorized at.
     grants: Vec<ServeGrant>,
+    /// Each plane's `auth` ceremony; a start replaces its op id.
+    pub planes: Vec<SelfAuthorizedInstance>,
 }
 
 static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
@@ -206,7 +218,16 @@ impl Fixture {
             grants.push(serve.grant);
             ends.push(writes(&world).len());
         }
+        let mut planes = Vec::with_capacity(PLANES);
+        for (p, seed) in (0..PLANES).zip(0x50u8..) {
+            let id = InstanceId::parse(&format!("plane{p}{}", "p".repeat(20)))?;
+            let serve_key = KeyPair::new_from_raw(KeyPairType::User, [seed; 32])
+                .map_err(|e| EpError::internal(format!("plane {p}'s serve key: {e}")))?
+                .public_key();
+            planes.push(auth_instance(&space, &id, &serve_key, OpId::mint([0; 20]))?);
+        }
         Ok(Fixture {
+            planes,
             authority,
             endpoint,
             owner,
@@ -245,6 +266,14 @@ impl Fixture {
 
     pub fn instance(&self, i: usize) -> Option<&Instance> {
         self.instances.get(i)
+    }
+
+    /// Plane `p`'s ceremony under `op_id`.
+    pub fn plane(&self, p: usize, op_id: OpId) -> Option<SelfAuthorizedInstance> {
+        self.planes.get(p).map(|proto| SelfAuthorizedInstance {
+            op_id,
+            ..proto.clone()
+        })
     }
 }
 

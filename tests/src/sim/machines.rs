@@ -8,7 +8,7 @@
 
 use cotal_core::barrier::{self, FreezeToken};
 use cotal_core::deregistration::Deregistration;
-use cotal_core::gate::{Coordinates, GateState, Generation, ProcessEpoch};
+use cotal_core::gate::{Coordinates, EndpointGate, GateState, Generation, ProcessEpoch};
 use cotal_core::issuance::{observe_gate, GateRef, Release};
 use cotal_core::kv::{KvOutcome, KvRequest, Revision, Store};
 use cotal_core::ledger::{CredState, LedgerRow};
@@ -32,6 +32,10 @@ pub enum Outcome {
     Status(Revision),
     /// A broken barrier's end.
     Barrier,
+    /// A plane start's gate observation (`None`: no gate yet).
+    Observed(Option<Box<EndpointGate>>),
+    /// A step of the simulated process that touches no store (the durable op record).
+    Local,
 }
 
 /// A running machine of any kind.
@@ -64,6 +68,32 @@ where
     })
 }
 
+/// One process-local step (writing or clearing a plane's durable op record) as a machine: it
+/// performs no effect, so it is a step boundary of its own and a crash can fall right before it.
+#[derive(Debug)]
+pub struct Local;
+
+impl Machine for Local {
+    type Output = Outcome;
+    fn step(&mut self, _: Option<Observation>) -> Step<Outcome> {
+        Step::Done(Ok(Outcome::Local))
+    }
+}
+
+/// A plane start's first step: observe its gate, which the restart rule decides from.
+#[derive(Debug, Clone)]
+pub struct ObserveGate {
+    pub gate: GateRef,
+}
+
+impl Script for ObserveGate {
+    type Output = Outcome;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Outcome, Halt> {
+        let observed = observe_gate(cx, &self.gate)?;
+        Ok(Outcome::Observed(observed.map(|o| Box::new(o.gate))))
+    }
+}
+
 /// The deliberately broken variants behind the simulator's test-only switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Broken {
@@ -76,6 +106,12 @@ pub enum Broken {
     /// Status writers write READY at their grant's epoch without the fresh gate read.
     /// Breaks F42.
     StaleReady,
+    /// A plane's restart ignores its op record and always takes a fresh op id, so a gate its
+    /// crashed predecessor left frozen is never resumed. Breaks F14.
+    PlaneNeverResumes,
+    /// A plane's op record is not durable: a crash loses it, so a restart cannot resume the
+    /// freeze the crashed run left. Breaks F14.
+    PlaneRecordNotDurable,
 }
 
 /// Lies to a correct machine about its revokes (see [`Broken::SkipRevoke`]).

@@ -12,6 +12,20 @@
 //!   earlier registrations, stale ones included, and sibling mints), a deregistrar, one
 //!   reconciler per instance (with a scripted liveness oracle and a failing evictor), and a
 //!   status writer replaying READY writes at granted epochs, stale ones included;
+//! * planes, in one seed of eight ([`SimConfig::planes`] forces them): two planes of the space,
+//!   each registering its own instance of the `auth` endpoint with the self-authorized ceremony
+//!   (`SelfAuthorizedInstance` from `auth_instance`), the two instances sharing the `auth`
+//!   governance head, under the daemon's crash-safe restart rule. A plane start observes its
+//!   gate, applies `resumed_op` to the observation and its durable op record (resume the recorded
+//!   op exactly when the gate is still frozen by it), writes the record of a fresh op before the
+//!   ceremony can freeze, runs the ceremony, and clears the record once it completed; a failed
+//!   ceremony exits with its record kept. The record survives the plane's crashes; each of those
+//!   steps is a step boundary a crash can fall on, and besides the random crash faults a plane
+//!   dies, at the seed's fault rate, right after a committed write of its ceremony (the daemon's
+//!   kill-after-write hook) and right before its record write or clear: the states a restart
+//!   must resume from. A plane never has two live executors of one op id (the daemon's
+//!   registration lock): it restarts only after its run crashed or ended, and it is never
+//!   partitioned. The other faults reach its keys too;
 //! * faults chosen by the seed: crashes at any step boundary (the machine is dropped and the
 //!   actor later restarts), partitions (the registrant restarts while its old machine runs on
 //!   as a zombie), ambiguous writes (applied or not), transient `unavailable`, raw peer touches
@@ -19,9 +33,10 @@
 //! * a "swarm" profile per seed: fault rates and weights vary by seed, so some histories are
 //!   quiet and some are hostile;
 //! * at the end: every in-flight machine is drained (or, in most seeds, every process crashes at
-//!   once), then a clean reconcile of every frozen gate must reopen it, and in one seed of four
-//!   a clean registration + grant + READY + serve mint of one instance must succeed (nothing is
-//!   stuck for good).
+//!   once), then a clean reconcile of every frozen gate must reopen it, every plane must restart
+//!   and register at an epoch above every one it committed before, its gate ending open, and in
+//!   one seed of four a clean registration + grant + READY + serve mint of one instance must
+//!   succeed (nothing is stuck for good).
 //!
 //! Gaps of the core this simulator found are closed and checked strictly (the minimal
 //! reproductions are regression tests in `tests/sim.rs`): an instance READY write under a
@@ -50,8 +65,9 @@ use cotal_core::canon::{self, Digest};
 use cotal_core::deregistration::Deregister;
 use cotal_core::driver::{ModelWorld, World};
 use cotal_core::gate::{
-    EndpointGate, GateState, NameAuthorityRevision, ProcessEpoch, RegistrationRevision,
+    EndpointGate, GateState, NameAuthorityRevision, OpKind, ProcessEpoch, RegistrationRevision,
 };
+use cotal_core::govern::ForeignSlotCondition;
 use cotal_core::issuance::{FinalizeServeMint, ServeCredential, ServeGrant};
 use cotal_core::kv::model::{Fault, Trigger};
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Revision, Store};
@@ -59,16 +75,18 @@ use cotal_core::ledger::{CredState, LedgerRow};
 use cotal_core::machine::{Effect, Liveness, Observation, Step};
 use cotal_core::names::{keys, CredentialId, OpId, Principal, SourceMember};
 use cotal_core::reconcile::ReconcileGate;
-use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
+use cotal_core::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use cotal_core::service::WriteStatus;
 use cotal_core::serving::{AuthorizeServeGrant, RegisterServing};
 use cotal_core::EpError;
 
 use crate::fence::{SiblingMint, Violation};
 
-pub use fixture::{Fixture, Instance, Surface, ENDPOINT, MAX_INSTANCES, OWNER, SPACE};
+pub use fixture::{Fixture, Instance, Surface, ENDPOINT, MAX_INSTANCES, OWNER, PLANES, SPACE};
 pub use machines::Broken;
-use machines::{Outcome, ReopenWithoutRevoke, SimMachine, SkipRevoke, UnfencedReady};
+use machines::{
+    Local, ObserveGate, Outcome, ReopenWithoutRevoke, SimMachine, SkipRevoke, UnfencedReady,
+};
 pub use rng::SplitMix64;
 
 /// Seeds `cargo test` runs by default.
@@ -106,8 +124,11 @@ pub struct SimConfig {
     /// until one reopens: with this on, the checks still find a spec published between the
     /// other's re-check and reopen (F64), an abort-reopen at the old coordinate after the other
     /// published (E2/F63), two publishes under one freeze (F63/F69), and a Phase 2 revoking a
-    /// row of the gate the other had already reopened (F19/F20).
+    /// row of the gate the other had already reopened (F19/F20). Planes are never partitioned
+    /// (the daemon's registration lock proves its predecessor gone), so it never applies to them.
     pub resume_beside_zombie: bool,
+    /// Run this many planes in every seed (at most [`PLANES`]) instead of the seed's own draw.
+    pub planes: Option<usize>,
 }
 
 impl Default for SimConfig {
@@ -117,6 +138,7 @@ impl Default for SimConfig {
             trace_lines: DEFAULT_TRACE_LINES,
             broken: None,
             resume_beside_zombie: false,
+            planes: None,
         }
     }
 }
@@ -157,6 +179,27 @@ pub struct SimStats {
     /// bucket and the status in the records bucket, so no CAS spans the read and the write.
     /// Tolerated and counted; any other stale READY is an F42 violation.
     pub stale_ready_races: u64,
+    /// Plane starts (each observes its gate and applies the restart rule), the final restarts
+    /// included.
+    pub plane_starts: u64,
+    /// Plane ceremonies that completed (the final restarts included).
+    pub plane_registrations: u64,
+    /// Plane ceremonies that failed (the process exits, its record kept).
+    pub plane_refusals: u64,
+    /// Plane starts that resumed their recorded op (the gate was still frozen by it).
+    pub plane_resumes: u64,
+    /// Crashes of a running plane process, at any step.
+    pub plane_crashes: u64,
+    /// ... of them between the gate observation and the record write of a fresh op.
+    pub plane_crashes_before_record: u64,
+    /// ... of them with the plane's gate frozen by its recorded op (a restart must resume it).
+    pub plane_crashes_frozen: u64,
+    /// ... of them after a completed ceremony, before its record was cleared.
+    pub plane_crashes_before_clear: u64,
+    /// Final plane restarts first refused because the peer plane's crashed registration held
+    /// the shared governance slot (in flight at its gate's generation); each registered once the
+    /// peer's own restart had healed it.
+    pub plane_final_waits: u64,
 }
 
 impl SimStats {
@@ -184,6 +227,15 @@ impl SimStats {
         self.failed_evictions += o.failed_evictions;
         self.partitions += o.partitions;
         self.stale_ready_races += o.stale_ready_races;
+        self.plane_starts += o.plane_starts;
+        self.plane_registrations += o.plane_registrations;
+        self.plane_refusals += o.plane_refusals;
+        self.plane_resumes += o.plane_resumes;
+        self.plane_crashes += o.plane_crashes;
+        self.plane_crashes_before_record += o.plane_crashes_before_record;
+        self.plane_crashes_frozen += o.plane_crashes_frozen;
+        self.plane_crashes_before_clear += o.plane_crashes_before_clear;
+        self.plane_final_waits += o.plane_final_waits;
     }
 }
 
@@ -329,6 +381,8 @@ struct Profile {
     burst: u32,
     /// Registrations evict one holder per call (exercises the cursor's chunk journaling).
     evict_one_by_one: bool,
+    /// Planes registering their own `auth` instances.
+    planes: usize,
 }
 
 impl Profile {
@@ -351,6 +405,10 @@ impl Profile {
             gone: 600 + rng.below_u32(401),
             burst: rng.below_u32(60),
             evict_one_by_one: rng.chance(250),
+            // Drawn last, so the other draws of a seed are what they were before planes. Planes
+            // run in one seed of eight: a plane start replays the whole self-authorized ceremony
+            // (contract publication included), so a plane seed costs about two plain ones.
+            planes: if rng.chance(125) { PLANES } else { 0 },
         }
     }
 }
@@ -366,6 +424,8 @@ enum Role {
     Deregistrar,
     Reconciler(usize),
     StatusWriter,
+    /// Plane `p`'s process: it starts, registers, serves, and restarts, crashing anywhere.
+    Plane(usize),
 }
 
 /// What a flight is doing, with what the checker needs to judge its end.
@@ -399,6 +459,20 @@ enum Job {
     Status {
         grant: ServeGrant,
     },
+    /// A plane start's gate observation; the restart rule decides from it what comes next.
+    PlaneObserve,
+    /// Writing the durable record of the fresh op a plane start takes, before its ceremony.
+    PlaneRecord {
+        op_id: OpId,
+    },
+    /// The plane's self-authorized ceremony under `op_id` (`resumed`: the restart rule resumed
+    /// the recorded op).
+    Plane {
+        op_id: OpId,
+        resumed: bool,
+    },
+    /// Clearing the record after a completed ceremony.
+    PlaneClear,
 }
 
 impl Job {
@@ -416,6 +490,18 @@ impl Job {
             Job::Deregister => "deregister",
             Job::Reconcile => "reconcile",
             Job::Status { .. } => "status",
+            Job::PlaneObserve => "plane-observe",
+            Job::PlaneRecord { .. } => "plane-record",
+            Job::Plane { .. } => "plane",
+            Job::PlaneClear => "plane-clear",
+        }
+    }
+
+    /// A registration ceremony under `op_id`: an instance's, or a plane's.
+    fn registers_as(&self) -> Option<&OpId> {
+        match self {
+            Job::Register { op_id, .. } | Job::Plane { op_id, .. } => Some(op_id),
+            _ => None,
         }
     }
 }
@@ -449,6 +535,8 @@ struct Notes {
     evict_failed: bool,
     /// The revision a mint's committed touch produced.
     touch: Option<Revision>,
+    /// The flight's latest effect was a write that committed.
+    committed_write: bool,
 }
 
 /// One machine in flight.
@@ -479,10 +567,15 @@ struct Credential {
     evicted: bool,
 }
 
-/// What the simulator remembers per instance.
+/// What the simulator remembers per instance (the endpoint's, then the planes' `auth` ones).
 #[derive(Debug)]
 struct InstanceState {
     gate_key: String,
+    /// The governance head of the instance's endpoint.
+    govern_key: String,
+    /// The gate exists. A plane's gate is provisioned by its first start; until then `gate` is
+    /// the row that start will create.
+    provisioned: bool,
     family_prefix: String,
     spec_key: String,
     status_key: String,
@@ -509,6 +602,26 @@ struct InstanceState {
     staged: usize,
 }
 
+/// What the simulator remembers per plane.
+#[derive(Debug, Default)]
+struct PlaneState {
+    /// The durable op record: written before the ceremony's freeze, cleared after a completed
+    /// run, kept across crashes.
+    record: Option<OpId>,
+    /// The highest epoch a registration of this plane completed at (its reopen landed).
+    committed: Option<ProcessEpoch>,
+    /// What the plane's last completed ceremony returned.
+    registered: Option<Registered>,
+}
+
+/// F65 tracker: one governance head's binding map as last seen, with its revision.
+#[derive(Debug)]
+struct HeadTracker {
+    key: String,
+    binding: Vec<(String, BTreeSet<String>)>,
+    revision: Revision,
+}
+
 struct Sim<'f> {
     seed: u64,
     rng: SplitMix64,
@@ -518,7 +631,9 @@ struct Sim<'f> {
     world: ModelWorld,
     setup_requests: u64,
     actors: Vec<Actor>,
+    /// The endpoint's instances (`0..profile.instances`), then one `auth` instance per plane.
     instances: Vec<InstanceState>,
+    planes: Vec<PlaneState>,
     /// Set for the settle phase: faults stop, evictions verify, dead holders are `gone`.
     settling: bool,
     step_no: u64,
@@ -529,18 +644,21 @@ struct Sim<'f> {
     stats: SimStats,
     /// F26 tracker: the last seen state of every ledger row written during the seed.
     rows: BTreeMap<String, CredState>,
-    /// F65 tracker: the binding map of the governance head as last seen, with its revision.
-    binding: Vec<(String, BTreeSet<String>)>,
-    binding_revision: Revision,
+    /// F65 trackers: the endpoint's governance head, and the `auth` endpoint's when planes run.
+    heads: Vec<HeadTracker>,
 }
 
 impl<'f> Sim<'f> {
     fn new(seed: u64, config: &SimConfig, fixture: &'f Fixture) -> Result<Sim<'f>, Violation> {
         let mut rng = SplitMix64::new(seed);
-        let profile = Profile::draw(&mut rng);
+        let mut profile = Profile::draw(&mut rng);
+        if let Some(planes) = config.planes {
+            profile.planes = planes.min(PLANES);
+        }
         let world = fixture.world(profile.registered);
         let setup_requests = world.kv.requests_served();
-        let instances = fixture
+        let govern_key = keys::govern(&fixture.endpoint);
+        let mut instances = fixture
             .instances
             .iter()
             .take(profile.instances)
@@ -567,6 +685,8 @@ impl<'f> Sim<'f> {
                         Violation::new("setup", format!("gate {gate_key} unreadable"))
                     })?;
                 Ok(InstanceState {
+                    govern_key: govern_key.clone(),
+                    provisioned: true,
                     family_prefix: inst.gate.family_prefix(),
                     spec_key,
                     status_key: keys::svc_status(e, i),
@@ -586,14 +706,45 @@ impl<'f> Sim<'f> {
                 })
             })
             .collect::<Result<Vec<_>, Violation>>()?;
+        let mut heads = vec![HeadTracker::new(govern_key)];
+        for ceremony in fixture.planes.iter().take(profile.planes) {
+            let g = &ceremony.gate;
+            let gate = EndpointGate::provisioned(ceremony.principal.clone())
+                .map_err(|e| Violation::new("setup", e.to_string()))?;
+            instances.push(InstanceState {
+                gate_key: g.key(),
+                govern_key: keys::govern(&g.endpoint),
+                provisioned: false,
+                family_prefix: g.family_prefix(),
+                spec_key: keys::svc_spec(&g.endpoint, &g.instance),
+                status_key: keys::svc_status(&g.endpoint, &g.instance),
+                gate,
+                gate_revision: Revision(0),
+                op: None,
+                down: false,
+                reconciling: false,
+                spec_first: None,
+                spec_published_under: None,
+                status_epoch: None,
+                evicted: BTreeSet::new(),
+                credentials: Vec::new(),
+                grants: Vec::new(),
+                staged: 0,
+            });
+            if heads.len() == 1 {
+                heads.push(HeadTracker::new(keys::govern(&g.endpoint)));
+            }
+        }
+        let planes = (0..profile.planes).map(|_| PlaneState::default()).collect();
         let mut actors = Vec::new();
-        let n = instances.len();
+        let n = profile.instances;
         actors.extend((0..n).map(|i| Actor::new(Role::Registrant(i))));
         actors.extend((0..n).map(|i| Actor::new(Role::Zombie(i))));
         actors.extend((0..2).map(|_| Actor::new(Role::Minter)));
         actors.push(Actor::new(Role::Deregistrar));
         actors.extend((0..n).map(|i| Actor::new(Role::Reconciler(i))));
         actors.push(Actor::new(Role::StatusWriter));
+        actors.extend((0..profile.planes).map(|p| Actor::new(Role::Plane(p))));
         let mut trace = VecDeque::with_capacity(config.trace_lines.min(1024));
         trace.push_back(Line::Text(format!("seed {seed}: {profile:?}")));
         Ok(Sim {
@@ -606,6 +757,7 @@ impl<'f> Sim<'f> {
             setup_requests,
             actors,
             instances,
+            planes,
             settling: false,
             step_no: 0,
             flights: 0,
@@ -614,8 +766,7 @@ impl<'f> Sim<'f> {
             trace,
             stats: SimStats::default(),
             rows: BTreeMap::new(),
-            binding: Vec::new(),
-            binding_revision: Revision(0),
+            heads,
         })
     }
 
@@ -691,7 +842,21 @@ impl<'f> Sim<'f> {
                 Some(inst) if inst.gate.state() == GateState::Frozen => 3,
                 _ => 1,
             },
+            // A running start goes at a registrant's pace; a serving plane restarts less often.
+            Role::Plane(_) if actor.flight.is_some() => 3,
+            Role::Plane(_) => 1,
         }
+    }
+
+    /// The instance index of plane `p`'s `auth` gate.
+    fn plane_instance(&self, p: usize) -> usize {
+        self.profile.instances + p
+    }
+
+    /// The plane whose `auth` instance is instance `i`, if it is one.
+    fn plane_of(&self, i: usize) -> Option<usize> {
+        i.checked_sub(self.profile.instances)
+            .filter(|&p| p < self.planes.len())
     }
 
     /// Ends the history: in one seed of three every busy actor is stepped round-robin until
@@ -736,7 +901,7 @@ impl<'f> Sim<'f> {
         for inst in &mut self.instances {
             inst.down = true;
         }
-        for i in 0..self.instances.len() {
+        for i in 0..self.profile.instances {
             let frozen = self
                 .instances
                 .get(i)
@@ -754,13 +919,14 @@ impl<'f> Sim<'f> {
                 }
             }
         }
+        self.settle_planes()?;
         // One instance in one seed of four (seeded): a full registration over the family a
         // history accumulated is the most expensive thing the simulator replays, and over
         // thousands of seeds every instance still gets its turn.
         if !self.rng.chance(250) {
             return Ok(());
         }
-        let i = self.rng.index(self.instances.len());
+        let i = self.rng.index(self.profile.instances);
         let actor = self.actor_of(Role::Registrant(i))?;
         let op_id = OpId::mint(self.rng.entropy20());
         let job = Job::Register {
@@ -793,6 +959,108 @@ impl<'f> Sim<'f> {
                      just completed was refused: {e}"
                 ),
             ));
+        }
+        Ok(())
+    }
+
+    /// F14/F69 after the history: every plane restarts (a fresh process applying the restart
+    /// rule to whatever the history left: a gate frozen by its crashed ceremony, a record never
+    /// cleared, a governance slot left behind) and must register at an epoch strictly above
+    /// every epoch it committed before; then every plane's gate is open, under no op, and no
+    /// record is left. Nothing reconciles a plane's gate: only its own restart can heal it.
+    ///
+    /// One refusal is legitimate, once: the peer plane's crashed registration holds the shared
+    /// governance slot at its gate's still-frozen generation, which no reader can tell from a
+    /// registration in flight (F64). The plane exits (a resume keeps its freeze, a fresh run
+    /// abort-reopens) and restarts after the peer's own restart has completed that registration.
+    fn settle_planes(&mut self) -> Result<(), Violation> {
+        let mut pending: Vec<usize> = (0..self.planes.len()).collect();
+        if self.rng.chance(500) {
+            pending.reverse();
+        }
+        for round in 0..2 {
+            let mut waiting = Vec::new();
+            for &p in &pending {
+                let i = self.plane_instance(p);
+                let before = self.planes.get(p).and_then(|s| s.committed);
+                let actor = self.actor_of(Role::Plane(p))?;
+                self.stats.plane_starts += 1;
+                let ended = self.run_to_end(actor, Job::PlaneObserve, i)?;
+                let peer_in_flight = |e: &EpError| {
+                    ForeignSlotCondition::of(e) == Some(ForeignSlotCondition::InFlight)
+                };
+                match ended {
+                    Ok(()) => {
+                        let epoch = self
+                            .planes
+                            .get(p)
+                            .and_then(|s| s.registered.as_ref())
+                            .map(|r| r.process_epoch);
+                        let above = match (epoch, before) {
+                            (Some(e), Some(b)) => e > b,
+                            (e, _) => e.is_some(),
+                        };
+                        if !above {
+                            return Err(Violation::new(
+                                "F69",
+                                format!(
+                                    "plane {p}'s final restart registered at epoch {epoch:?}, \
+                                     not above the epoch {before:?} it had already committed"
+                                ),
+                            ));
+                        }
+                    }
+                    Err(e) if round == 0 && pending.len() > 1 && peer_in_flight(&e) => {
+                        self.stats.plane_final_waits += 1;
+                        waiting.push(p);
+                    }
+                    Err(e) => {
+                        return Err(Violation::new(
+                            "F14",
+                            format!(
+                                "plane {p}'s restart after the history could not register \
+                                 (round {round}; its record {:?}, its gate {}): {e}",
+                                self.planes
+                                    .get(p)
+                                    .and_then(|s| s.record.as_ref())
+                                    .map(ToString::to_string),
+                                self.instances
+                                    .get(i)
+                                    .map_or_else(String::new, |s| s.gate.to_json())
+                            ),
+                        ))
+                    }
+                }
+            }
+            // A wait is owed to a peer that came up after it in the same round.
+            if waiting.len() == pending.len() && !waiting.is_empty() {
+                return Err(Violation::new(
+                    "F14",
+                    format!("every plane's final restart waited for another: {waiting:?}"),
+                ));
+            }
+            pending = waiting;
+        }
+        for p in 0..self.planes.len() {
+            let i = self.plane_instance(p);
+            let (Some(inst), Some(plane)) = (self.instances.get(i), self.planes.get(p)) else {
+                continue;
+            };
+            if inst.gate.state() != GateState::Open
+                || inst.gate.op().is_some()
+                || plane.record.is_some()
+            {
+                return Err(Violation::new(
+                    "F14",
+                    format!(
+                        "after every plane's final restart, plane {p}'s gate is {} and its \
+                         record {:?}; a registered plane's gate is open under no op and its \
+                         record is cleared",
+                        inst.gate.to_json(),
+                        plane.record.as_ref().map(ToString::to_string)
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -901,7 +1169,36 @@ impl<'f> Sim<'f> {
         let Some(inst) = self.instances.get(i) else {
             return Trigger::new(Store::Auth, KvOp::Update, "epgate.");
         };
-        let govern = keys::govern(&self.fixture.endpoint);
+        let govern = inst.govern_key.clone();
+        if self.plane_of(i).is_some() {
+            // Only what a plane's ceremony sends: a fault nobody would ever trigger stays pending
+            // and crowds out the others (see PENDING_FAULTS_MAX).
+            let mut targets: Vec<(Store, KvOp, String)> = vec![
+                (Store::Auth, KvOp::Create, inst.gate_key.clone()),
+                (Store::Auth, KvOp::Update, inst.gate_key.clone()),
+                (Store::Records, KvOp::CreateStrict, inst.spec_key.clone()),
+                (Store::Records, KvOp::Update, inst.spec_key.clone()),
+                (Store::Records, KvOp::CreateStrict, govern.clone()),
+                (Store::Records, KvOp::Update, govern.clone()),
+                // The contract artifacts a start publishes (both planes publish the same ones).
+                (Store::Contracts, KvOp::CreateStrict, String::new()),
+            ];
+            if reads_too {
+                targets.extend([
+                    (Store::Auth, KvOp::Get, inst.gate_key.clone()),
+                    (Store::Auth, KvOp::Keys, inst.family_prefix.clone()),
+                    (Store::Records, KvOp::Get, inst.spec_key.clone()),
+                    (Store::Records, KvOp::Get, govern),
+                    (Store::Contracts, KvOp::Get, String::new()),
+                ]);
+            }
+            let (store, op, key) = self.rng.pick(&targets).cloned().unwrap_or((
+                Store::Auth,
+                KvOp::Update,
+                String::new(),
+            ));
+            return Trigger::new(store, op, key);
+        }
         let repair = format!("eprepair.{}", inst.gate_key.trim_start_matches("epgate."));
         let mut targets: Vec<(Store, KvOp, String)> = vec![
             (Store::Auth, KvOp::Update, inst.gate_key.clone()),
@@ -984,6 +1281,9 @@ impl<'f> Sim<'f> {
                 _ => {}
             }
         }
+        if let Role::Plane(p) = role {
+            self.plane_crashed(p, &flight);
+        }
         self.stats.crashes += 1;
         self.note(format!(
             "fault: crash of actor {a} ({}#{} on instance {})",
@@ -993,10 +1293,60 @@ impl<'f> Sim<'f> {
         ));
     }
 
+    /// Plane `p`'s process died running `flight`: the machine is gone, the store and the op
+    /// record are what is left (the record is durable, unless a broken variant says otherwise).
+    fn plane_crashed(&mut self, p: usize, flight: &Flight) {
+        self.stats.plane_crashes += 1;
+        let frozen_by_record = self.instances.get(flight.instance).is_some_and(|s| {
+            s.gate.state() == GateState::Frozen
+                && s.gate.op().map(|o| o.op_id())
+                    == self.planes.get(p).and_then(|r| r.record.as_ref())
+        });
+        match flight.job {
+            Job::PlaneRecord { .. } => self.stats.plane_crashes_before_record += 1,
+            Job::PlaneClear => self.stats.plane_crashes_before_clear += 1,
+            _ if frozen_by_record => self.stats.plane_crashes_frozen += 1,
+            _ => {}
+        }
+        if self.config.broken == Some(Broken::PlaneRecordNotDurable) {
+            if let Some(plane) = self.planes.get_mut(p) {
+                plane.record = None;
+            }
+        }
+    }
+
     // ---- actors -------------------------------------------------------------------------------
+
+    /// True when a plane process dies right before its pending record write or record clear.
+    /// Those steps perform no effect and last one scheduler pick each, so a crash fault drawn at
+    /// random rarely lands on them; the seed's fault rate, tripled, aims one there.
+    fn dies_at_local_step(&mut self, a: usize) -> bool {
+        let local = self.actors.get(a).is_some_and(|x| {
+            matches!(x.role, Role::Plane(_))
+                && x.flight
+                    .as_ref()
+                    .is_some_and(|f| matches!(f.job, Job::PlaneRecord { .. } | Job::PlaneClear))
+        });
+        local && !self.settling && self.rng.chance((3 * self.profile.fault_rate).min(1000))
+    }
+
+    /// True when a plane process dies right after a write of its ceremony committed, before it
+    /// reads the reply (the daemon's kill-after-write crash hook): the states a restart must
+    /// resume from are the ones right after a freeze, a slot take, a spec publish, a promote or
+    /// a reopen, and a crash fault drawn at random lands right there only now and then.
+    fn dies_after_write(&mut self, flight: &Flight) -> bool {
+        matches!(flight.job, Job::Plane { .. })
+            && flight.notes.committed_write
+            && !self.settling
+            && self.rng.chance(self.profile.fault_rate)
+    }
 
     /// Advances `actor` by one effect (starting a new flight first if idle and `may_start`).
     fn step_actor(&mut self, a: usize, may_start: bool) -> Result<(), Violation> {
+        if may_start && self.dies_at_local_step(a) {
+            self.crash_actor(a);
+            return Ok(());
+        }
         let Some(actor) = self.actors.get_mut(a) else {
             return Ok(());
         };
@@ -1012,9 +1362,13 @@ impl<'f> Sim<'f> {
         match flight.machine.step(flight.pending.take()) {
             Step::Effect(effect) => {
                 let observation = self.perform(a, &mut flight, &effect)?;
+                let killed = may_start && self.dies_after_write(&flight);
                 flight.pending = Some(observation);
                 if let Some(actor) = self.actors.get_mut(a) {
                     actor.flight = Some(flight);
+                }
+                if killed {
+                    self.crash_actor(a);
                 }
                 Ok(())
             }
@@ -1024,7 +1378,7 @@ impl<'f> Sim<'f> {
 
     /// A new flight for an idle actor, or `None` when it has nothing to do now.
     fn start(&mut self, role: Role) -> Result<Option<Flight>, Violation> {
-        let n = self.instances.len();
+        let n = self.profile.instances;
         let (job, i) = match role {
             Role::Registrant(i) => {
                 let Some(inst) = self.instances.get(i) else {
@@ -1090,6 +1444,13 @@ impl<'f> Sim<'f> {
                 }
             }
             Role::Zombie(_) => return Ok(None),
+            // The plane process (re)starts: its previous run crashed, failed, or completed and
+            // the plane then stopped. Either way that run is over, so a resume never runs beside
+            // a live executor of its op id.
+            Role::Plane(p) => {
+                self.stats.plane_starts += 1;
+                (Job::PlaneObserve, self.plane_instance(p))
+            }
             Role::Deregistrar => (Job::Deregister, self.rng.index(n)),
             Role::Reconciler(i) => (Job::Reconcile, i),
             Role::StatusWriter => {
@@ -1107,8 +1468,43 @@ impl<'f> Sim<'f> {
         self.launch(job, i).map(Some)
     }
 
+    /// Builds the machine for a plane job on plane `p`'s instance.
+    fn plane_machine(&mut self, job: &Job, p: usize) -> Result<SimMachine, Violation> {
+        let no_plane = || Violation::new("sim", format!("no plane {p}"));
+        Ok(match job {
+            Job::PlaneObserve => {
+                let gate = self
+                    .fixture
+                    .planes
+                    .get(p)
+                    .ok_or_else(no_plane)?
+                    .gate
+                    .clone();
+                machines::erase(ObserveGate { gate }, |o| o)
+            }
+            Job::PlaneRecord { .. } | Job::PlaneClear => Box::new(Local),
+            Job::Plane { op_id, resumed } => {
+                if *resumed {
+                    self.stats.plane_resumes += 1;
+                }
+                let ceremony = self.fixture.plane(p, op_id.clone()).ok_or_else(no_plane)?;
+                machines::erase(ceremony, Outcome::Registered)
+            }
+            _ => {
+                return Err(Violation::new(
+                    "sim",
+                    format!("{} is no plane job", job.label()),
+                ))
+            }
+        })
+    }
+
     /// Builds the machine for `job` on instance `i`.
     fn launch(&mut self, job: Job, i: usize) -> Result<Flight, Violation> {
+        if let Some(p) = self.plane_of(i) {
+            let machine = self.plane_machine(&job, p)?;
+            return Ok(self.flight(job, i, machine));
+        }
         let (Some(inst), Some(fx)) = (self.instances.get_mut(i), self.fixture.instance(i)) else {
             return Err(Violation::new("sim", format!("no instance {i}")));
         };
@@ -1232,11 +1628,24 @@ impl<'f> Sim<'f> {
                     )
                 }
             }
+            Job::PlaneObserve | Job::PlaneRecord { .. } | Job::Plane { .. } | Job::PlaneClear => {
+                return Err(Violation::new(
+                    "sim",
+                    format!("{} on instance {i}, which is no plane's", job.label()),
+                ))
+            }
         };
+        Ok(self.flight(job, i, machine))
+    }
+
+    /// A new flight of `job` on instance `i`.
+    fn flight(&mut self, job: Job, i: usize, machine: SimMachine) -> Flight {
         self.flights += 1;
         let id = self.flights;
         let detail = match &job {
             Job::Register { op_id, serving, .. } => format!("op {op_id} serving {serving}"),
+            Job::PlaneRecord { op_id } => format!("op {op_id}"),
+            Job::Plane { op_id, resumed } => format!("op {op_id} resumed {resumed}"),
             Job::Grant { epoch } => format!("epoch {epoch}"),
             Job::ServeMint { grant, .. } | Job::Status { grant } => {
                 format!("grant e{} r{}", grant.epoch, grant.registration_revision)
@@ -1247,14 +1656,14 @@ impl<'f> Sim<'f> {
             "start {}#{id} on instance {i} {detail}",
             job.label()
         ));
-        Ok(Flight {
+        Flight {
             id,
             job,
             instance: i,
             machine,
             pending: None,
             notes: Notes::default(),
-        })
+        }
     }
 
     /// The credential id of the next mint: unique per seed and mint.
@@ -1309,6 +1718,7 @@ impl<'f> Sim<'f> {
             label: flight.job.label(),
             flight: flight.id,
         };
+        flight.notes.committed_write = false;
         match effect {
             Effect::Kv(request) => self.perform_kv(tag, flight, request),
             Effect::Evict(holders) => {
@@ -1410,6 +1820,7 @@ impl<'f> Sim<'f> {
         let frozen_before = flight.notes.froze;
         let outcome = self.world.kv.execute(request);
         let committed = self.world.kv.last_sequence(store) > sequence;
+        flight.notes.committed_write = committed && request.is_write();
         if matches!(outcome, KvOutcome::Ambiguous(_) | KvOutcome::Unavailable(_)) {
             flight.notes.saw_fault = true;
             if frozen_before && target == Some((flight.instance, KeyKind::Gate)) {
@@ -1431,8 +1842,10 @@ impl<'f> Sim<'f> {
                         .as_ref()
                         .filter(|g| g.state() == GateState::Frozen)
                         .and_then(EndpointGate::op);
-                    let resumes = match (&flight.job, frozen_by) {
-                        (Job::Register { op_id, .. }, Some(op)) => op.op_id() == op_id,
+                    let resumes = match (flight.job.registers_as(), frozen_by) {
+                        (Some(op_id), Some(op)) => {
+                            op.kind() == OpKind::Registration && op.op_id() == op_id
+                        }
                         _ => false,
                     };
                     if resumes {
@@ -1556,6 +1969,16 @@ enum KeyKind {
     Status,
 }
 
+impl HeadTracker {
+    fn new(key: String) -> HeadTracker {
+        HeadTracker {
+            key,
+            binding: Vec::new(),
+            revision: Revision(0),
+        }
+    }
+}
+
 impl Actor {
     fn new(role: Role) -> Actor {
         Actor {
@@ -1659,5 +2082,15 @@ fn brief_output(o: &Outcome) -> String {
         ),
         Outcome::Status(r) => format!("status at {r}"),
         Outcome::Barrier => "barrier".into(),
+        Outcome::Observed(Some(g)) => format!(
+            "observed {} g{} e{}{}",
+            g.state().as_str(),
+            g.generation(),
+            g.process_epoch(),
+            g.op()
+                .map_or_else(String::new, |o| format!(" by {}", o.op_id()))
+        ),
+        Outcome::Observed(None) => "observed no gate".into(),
+        Outcome::Local => "local".into(),
     }
 }
