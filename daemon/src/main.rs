@@ -203,6 +203,9 @@ struct StatusCommand {
     space: Option<SpaceName>,
     #[command(flatten)]
     root: StateRoot,
+    /// Print JSON (an array, one object per space) instead of lines.
+    #[arg(long)]
+    json: bool,
 }
 
 /// The server a read-only view connects to (required: a view never starts one).
@@ -525,7 +528,13 @@ fn main() -> ExitCode {
                 config.store_dir.as_deref(),
             ),
         ),
-        Command::Status(status) => match status::status(&status.root.dir, status.space.as_ref()) {
+        Command::Status(status) => match runtime().and_then(|rt| {
+            rt.block_on(status::status(
+                &status.root.dir,
+                status.space.as_ref(),
+                status.json,
+            ))
+        }) {
             Ok((text, up)) => {
                 println!("{text}");
                 if up {

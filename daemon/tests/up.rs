@@ -161,10 +161,23 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     let said = String::from_utf8_lossy(&status.stdout);
     assert_eq!(status.status.code(), Some(0), "{said}");
     assert!(
-        said.contains(&format!("up, pid {}", reaper.0[0].id())),
+        said.contains(&format!("up (ready), pid {}", reaper.0[0].id())),
         "{said}"
     );
     assert!(said.contains("epoch 0 (generation 1"), "{said}");
+    let as_json = run(&[
+        "status",
+        "--space",
+        SPACE,
+        "--json",
+        "--state-dir",
+        state.to_str().unwrap(),
+    ]);
+    assert_eq!(as_json.status.code(), Some(0));
+    let listed: Value = serde_json::from_slice(&as_json.stdout).unwrap();
+    assert_eq!(listed[0]["state"], "ready", "{listed}");
+    assert_eq!(listed[0]["up"], true);
+    assert_eq!(listed[0]["processEpoch"], 0);
 
     reaper.0.push(up(&state));
     let second = ready(&state, &mut reaper.0[1]);

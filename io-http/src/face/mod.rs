@@ -17,7 +17,7 @@
 //!
 //! The pure pieces — [`routes`], [`guard`], [`budget`], [`peer`], [`config`], [`capability`],
 //! [`answer`] — are plain functions and structs, testable without a socket; [`body`],
-//! `dispatch` and [`server`] are the async edge.
+//! `dispatch` and [`server`] are the async edge; [`probe`] reads a running plane's `/health`.
 
 pub mod answer;
 pub mod body;
@@ -28,6 +28,7 @@ mod dispatch;
 pub mod guard;
 pub mod handler;
 pub mod peer;
+pub mod probe;
 mod reply;
 pub mod routes;
 pub mod server;
