@@ -14,7 +14,7 @@ use cotal_core::kv::Store;
 use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
-    drive, AuthorityClient, DataAccountSigner, NatsWorld, Replicas, Space, SpaceOptions, StoreSet,
+    drive, AuthorityClient, DataAccountSigner, NatsWorld, Space, SpaceOptions, StoreSet,
 };
 use serde_json::{json, Value};
 
@@ -25,7 +25,6 @@ pub struct GateArgs {
     pub server: String,
     /// The state root holding the space's trust root (the view signs its own read-only JWT).
     pub root: PathBuf,
-    pub replicas: Replicas,
     pub json: bool,
     /// `show`: the one gate to print.
     pub one: Option<(EndpointName, InstanceId)>,
@@ -119,8 +118,8 @@ async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String
 pub async fn gate(args: GateArgs) -> Result<String, String> {
     let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
     let options = SpaceOptions {
-        replicas: args.replicas,
         create_missing: false,
+        replicas_as_found: true,
         stores: StoreSet::of(&[Store::Auth, Store::Records]),
         ..SpaceOptions::default()
     };
@@ -199,7 +198,6 @@ pub struct ReconcileArgs {
     pub space: SpaceName,
     pub server: String,
     pub root: PathBuf,
-    pub replicas: Replicas,
     pub endpoint: EndpointName,
     pub instance: InstanceId,
     pub json: bool,
@@ -227,8 +225,8 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
         args.instance.clone(),
     );
     let options = SpaceOptions {
-        replicas: args.replicas,
         create_missing: false,
+        replicas_as_found: true,
         stores: StoreSet::of(&[Store::Auth, Store::Records]),
         ..SpaceOptions::default()
     };

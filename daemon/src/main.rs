@@ -120,7 +120,15 @@ enum GateCommand {
     Reconcile(GateReconcile),
 }
 
-/// The space and the shape of its stores, shared by every command.
+/// The space a view acts in; it accepts the stores at whatever replica count they were made.
+#[derive(Debug, Args)]
+struct ViewSpace {
+    /// The space to act in.
+    #[arg(long, value_name = "SPACE", value_parser = parse_space)]
+    space: SpaceName,
+}
+
+/// The space and the shape of its stores, for the command that creates them (`up`).
 #[derive(Debug, Args)]
 struct SpaceArgs {
     /// The space to act in.
@@ -226,7 +234,7 @@ struct ViewServer {
 #[derive(Debug, Args)]
 struct GateLs {
     #[command(flatten)]
-    space: SpaceArgs,
+    space: ViewSpace,
     #[command(flatten)]
     server: ViewServer,
     #[command(flatten)]
@@ -239,7 +247,7 @@ struct GateLs {
 #[derive(Debug, Args)]
 struct GateShow {
     #[command(flatten)]
-    space: SpaceArgs,
+    space: ViewSpace,
     #[command(flatten)]
     server: ViewServer,
     #[command(flatten)]
@@ -258,7 +266,7 @@ struct GateShow {
 #[derive(Debug, Args)]
 struct GateReconcile {
     #[command(flatten)]
-    space: SpaceArgs,
+    space: ViewSpace,
     #[command(flatten)]
     server: ViewServer,
     #[command(flatten)]
@@ -330,7 +338,6 @@ impl GateCommand {
                 space: ls.space.space,
                 server: ls.server.server,
                 root: ls.root.dir,
-                replicas: ls.space.replicas,
                 json: ls.json,
                 one: None,
             }),
@@ -338,7 +345,6 @@ impl GateCommand {
                 space: show.space.space,
                 server: show.server.server,
                 root: show.root.dir,
-                replicas: show.space.replicas,
                 json: show.json,
                 one: Some((show.endpoint, show.instance)),
             }),
@@ -346,7 +352,6 @@ impl GateCommand {
                 space: r.space.space,
                 server: r.server.server,
                 root: r.root.dir,
-                replicas: r.space.replicas,
                 endpoint: r.endpoint,
                 instance: r.instance,
                 json: r.json,

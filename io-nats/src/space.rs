@@ -138,6 +138,11 @@ pub struct SpaceOptions {
     pub create_missing: bool,
     /// The stores to bind; requests against any other store are `Unavailable`.
     pub stores: StoreSet,
+    /// Accept an existing store at whatever replica count (1 or 3) it was created with, instead
+    /// of requiring [`SpaceOptions::replicas`]: for connections that never create a store (the
+    /// read-only views, the reconciler), whose callers need not know how the space was made.
+    /// Every other part of the shape is still verified.
+    pub replicas_as_found: bool,
 }
 
 impl Default for SpaceOptions {
@@ -147,7 +152,17 @@ impl Default for SpaceOptions {
             request_timeout: Duration::from_secs(5),
             create_missing: true,
             stores: StoreSet::ALL,
+            replicas_as_found: false,
         }
+    }
+}
+
+/// The replica count a bind verifies `live` against.
+fn replicas_for(options: &SpaceOptions, live: &async_nats::jetstream::stream::Config) -> Replicas {
+    if options.replicas_as_found {
+        Replicas::from_count(live.num_replicas).unwrap_or(options.replicas)
+    } else {
+        options.replicas
     }
 }
 
@@ -334,7 +349,11 @@ impl Space {
                     bound.layout.stream
                 ))
             })?;
-            verify(&bound.layout, &info.config, self.options.replicas)?;
+            verify(
+                &bound.layout,
+                &info.config,
+                replicas_for(&self.options, &info.config),
+            )?;
         }
         Ok(())
     }
@@ -796,7 +815,8 @@ async fn bind_store(
             }
         }
     };
-    verify(&layout, &stream.cached_info().config, options.replicas)?;
+    let live = &stream.cached_info().config;
+    verify(&layout, live, replicas_for(options, live))?;
     Ok(Bound {
         layout,
         stream: Some(stream),

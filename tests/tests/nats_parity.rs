@@ -486,12 +486,23 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
             replicas: Replicas::Three,
             ..options()
         };
-        let refused = Space::connect(&server.url(), name, r3).await.unwrap_err();
+        let refused = Space::connect(&server.url(), name.clone(), r3)
+            .await
+            .unwrap_err();
         assert!(
             refused.message.contains("num_replicas"),
             "{}",
             refused.message
         );
+        // A bind that never creates may take the replica count the stores were made with (the
+        // views and the reconciler need not be told); the rest of the shape still binds it.
+        let as_found = SpaceOptions {
+            replicas: Replicas::Three,
+            create_missing: false,
+            replicas_as_found: true,
+            ..options()
+        };
+        Space::connect(&server.url(), name, as_found).await.unwrap();
 
         // Without create_missing, a missing store is refused, not made.
         let strict = SpaceOptions {
