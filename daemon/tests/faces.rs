@@ -1,7 +1,8 @@
 //! The running daemon's loopback face, driven over real HTTP: the discovery file names its URL
 //! and capability, `/health` reports the readiness state and the issuer, `/jwks` serves the
 //! trust root's issuer key with `cache-control: max-age=300`, a door without the capability is
-//! refused, and after SIGTERM nothing listens any more; `--log-format json` writes one JSON
+//! refused, `/metrics` counts the requests and names the plane's coordinates, and after SIGTERM
+//! nothing listens any more; `--log-format json` writes one JSON
 //! object per stderr line, none carrying the capability.
 #![allow(
     clippy::unwrap_used,
@@ -100,6 +101,30 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
     assert!(body.contains("not served by this plane yet"), "{body}");
     let (status, _, _) = http(&url, "GET", "/health?x=1", &[], "").unwrap();
     assert_eq!(status, 404);
+
+    // /metrics: OpenMetrics text with the requests just made and the plane's coordinates.
+    let (status, headers, text) = http(&url, "GET", "/metrics", &[], "").unwrap();
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        header(&headers, "content-type")
+            .is_some_and(|t| t.starts_with("application/openmetrics-text")),
+        "{headers:?}"
+    );
+    for sample in [
+        "cotal_http_requests_total{face=\"loopback\",route=\"/health\",status=\"200\"} 1",
+        "cotal_http_requests_total{face=\"loopback\",route=\"/exchange\",status=\"401\"} 2",
+        "cotal_http_requests_total{face=\"loopback\",route=\"unknown\",status=\"404\"} 1",
+        "cotal_plane_process_epoch 0",
+        "cotal_plane_generation 1",
+    ] {
+        assert!(text.contains(sample), "{sample} not in\n{text}");
+    }
+    assert!(
+        text.contains("# TYPE cotal_http_request_duration_seconds histogram"),
+        "{text}"
+    );
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(!text.contains(&cap));
 
     signal(reaper.0.last().unwrap(), Signal::TERM);
     assert_eq!(

@@ -25,7 +25,7 @@ use tokio::sync::Barrier;
 const CAP: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 const LOOPBACK_404: &str = "unknown path - /health, /jwks, /exchange, /manager-service-authority, \
                             /manager-service-authority/verify-enrollment, \
-                            /interactive-lifecycle/retire, /managed-lifecycle/retire";
+                            /interactive-lifecycle/retire, /managed-lifecycle/retire, /metrics";
 const PUBLIC_404: &str = "unknown path - /health, /jwks, /exchange, /manager-service-authority, \
                           /.well-known/cotal-mesh";
 const TOO_MANY_REFUSALS: &str = "too many refused exchanges - wait a minute and retry";
@@ -48,6 +48,8 @@ const DOORS: [&str; 5] = [
 struct Stub {
     calls: AtomicUsize,
     barriers: Option<(Barrier, Barrier)>,
+    /// Every `(path, status)` the face reported.
+    observed: std::sync::Mutex<Vec<(&'static str, u16)>>,
 }
 
 impl Stub {
@@ -60,6 +62,7 @@ impl Stub {
         Arc::new(Stub {
             calls: AtomicUsize::new(0),
             barriers: Some((Barrier::new(parties), Barrier::new(parties))),
+            observed: std::sync::Mutex::default(),
         })
     }
 
@@ -91,6 +94,14 @@ impl FaceHandler for Stub {
 
     fn mesh_bundle(&self) -> Value {
         json!({"space": "test", "tlsRequired": true})
+    }
+
+    fn metrics(&self) -> String {
+        "# TYPE stub_up gauge\nstub_up 1\n# EOF\n".to_owned()
+    }
+
+    fn observed(&self, _face: Face, path: &'static str, status: StatusCode, _took: Duration) {
+        self.observed.lock().unwrap().push((path, status.as_u16()));
     }
 
     async fn answer(&self, request: DoorRequest) -> Answer {
@@ -271,6 +282,31 @@ async fn loopback_route_census() {
     let stub = Stub::new();
     let face = loopback(&stub).await;
     let addr = face.local_addr();
+
+    // /metrics: loopback only, GET only, the exposition as the handler writes it, and every
+    // answer reported to the handler with its route and status.
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut exposition = Vec::new();
+    stream.read_to_end(&mut exposition).await.unwrap();
+    let exposition = String::from_utf8(exposition).unwrap();
+    assert!(exposition.starts_with("HTTP/1.1 200"), "{exposition}");
+    assert!(
+        exposition.contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{exposition}"
+    );
+    assert!(exposition.ends_with("stub_up 1\n# EOF\n"), "{exposition}");
+    let posted = send(addr, Method::POST, "/metrics", &[JSON], "{}").await;
+    assert_eq!(posted.status, StatusCode::METHOD_NOT_ALLOWED);
+    let _ = send(addr, Method::GET, "/nowhere", &[], "").await;
+    let seen = stub.observed.lock().unwrap().clone();
+    assert_eq!(
+        seen[..3],
+        [("/metrics", 200), ("/metrics", 405), ("unknown", 404)]
+    );
     assert_eq!(addr.ip().to_string(), "127.0.0.1");
     assert_ne!(addr.port(), 0, "port 0 asks for an ephemeral port");
 

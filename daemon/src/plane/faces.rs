@@ -5,10 +5,13 @@
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_http::bearer::{KeyRing, SigningKey};
-use cotal_io_http::face::{Answer, DoorRequest, Face, FaceHandler};
+use cotal_io_http::face::{Answer, DoorRequest, Face, FaceHandler, StatusCode};
 use serde_json::{json, Value};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
+use super::metrics::PlaneMetrics;
 use super::Readiness;
 
 /// The plane's answers, shared by its faces.
@@ -17,12 +20,14 @@ pub(super) struct PlaneFaces {
     issuer: String,
     jwks: Value,
     readiness: watch::Receiver<Readiness>,
+    metrics: Arc<PlaneMetrics>,
 }
 
 impl PlaneFaces {
     pub(super) fn new(
         material: &DaemonMaterial,
         readiness: watch::Receiver<Readiness>,
+        metrics: Arc<PlaneMetrics>,
     ) -> Result<PlaneFaces, String> {
         let key = SigningKey::from_seed(material.issuer().active().seed())
             .map_err(|e| format!("the issuer key does not load: {}", e.message))?;
@@ -30,6 +35,7 @@ impl PlaneFaces {
             issuer: material.issuer().issuer().to_owned(),
             jwks: KeyRing::new(key).jwks(),
             readiness,
+            metrics,
         })
     }
 }
@@ -52,6 +58,15 @@ impl FaceHandler for PlaneFaces {
     /// Served only by a public face, which this plane does not open yet.
     fn mesh_bundle(&self) -> Value {
         json!({})
+    }
+
+    fn metrics(&self) -> String {
+        self.metrics.encode()
+    }
+
+    fn observed(&self, face: Face, path: &'static str, status: StatusCode, elapsed: Duration) {
+        self.metrics
+            .request(face.name(), path, status.as_u16(), elapsed);
     }
 
     async fn answer(&self, request: DoorRequest) -> Answer {

@@ -21,6 +21,7 @@
 
 mod connections;
 mod faces;
+mod metrics;
 mod register;
 
 use std::path::PathBuf;
@@ -45,6 +46,7 @@ use crate::state::Identity;
 use connections::{Connections, Scanners};
 use cotal_io_http::face::{start_loopback, Capability, FaceHandle, LoopbackConfig, CLOSE_GRACE};
 use faces::PlaneFaces;
+use metrics::PlaneMetrics;
 
 /// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
 /// at most, it notices a successor on another process.
@@ -158,7 +160,13 @@ impl Plane {
         let (readiness, watched) = watch::channel(Readiness::Ready);
         let capability = Capability::generate().map_err(|e| e.to_string())?;
         let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
-        let faces = Arc::new(PlaneFaces::new(&inputs.material, watched)?);
+        let metrics = Arc::new(PlaneMetrics::new());
+        metrics.registered(registered.process_epoch.0, registered.generation.0);
+        let faces = Arc::new(PlaneFaces::new(
+            &inputs.material,
+            watched,
+            Arc::clone(&metrics),
+        )?);
         let loopback = match start_loopback(LoopbackConfig::new(inputs.port, guard), faces).await {
             Ok(face) => face,
             Err(e) => {
@@ -176,12 +184,15 @@ impl Plane {
         let monitor = tokio::spawn({
             let connections = Arc::clone(&connections);
             let readiness = readiness.clone();
+            let metrics = Arc::clone(&metrics);
             let (gate, epoch) = (registered.gate.clone(), registered.process_epoch);
             async move {
                 let why = watch_fence(&connections, &gate, epoch).await;
-                let cause = match &why {
-                    Ended::Fenced(why) | Ended::Failed(why) => why.clone(),
+                let (kind, cause) = match &why {
+                    Ended::Fenced(why) => ("fenced", why.clone()),
+                    Ended::Failed(why) => ("failed", why.clone()),
                 };
+                metrics.ended(kind);
                 readiness.send_replace(Readiness::Unavailable(cause));
                 tx.send_replace(Some(why));
             }

@@ -89,13 +89,35 @@ pub(crate) async fn serve<H: FaceHandler>(
     Ok(reply::holding(reply, slot))
 }
 
+/// The OpenMetrics text exposition's content type.
+const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Answers and reports the answer to the handler's request metrics.
 async fn route<H: FaceHandler>(
     state: &FaceState<H>,
     remote: SocketAddr,
     request: Request<Incoming>,
 ) -> Reply {
+    let started = std::time::Instant::now();
+    let found = state.face.lookup(&request_target(request.uri()));
+    let reply = answer(state, found, remote, request).await;
+    state.handler.observed(
+        state.face,
+        found.map_or("unknown", Route::path),
+        reply.status(),
+        started.elapsed(),
+    );
+    reply
+}
+
+async fn answer<H: FaceHandler>(
+    state: &FaceState<H>,
+    found: Option<Route>,
+    remote: SocketAddr,
+    request: Request<Incoming>,
+) -> Reply {
     let face = state.face;
-    let Some(route) = face.lookup(&request_target(request.uri())) else {
+    let Some(route) = found else {
         return reply::error(StatusCode::NOT_FOUND, &face.unknown_path_message());
     };
     if let Some(refusal) = method_refusal(route.methods(face), request.method()) {
@@ -108,6 +130,11 @@ async fn route<H: FaceHandler>(
             JWKS_CACHE_CONTROL,
         ),
         Route::MeshBundle => reply::json(StatusCode::OK, &state.handler.mesh_bundle()),
+        Route::Metrics => reply::text(
+            StatusCode::OK,
+            state.handler.metrics(),
+            METRICS_CONTENT_TYPE,
+        ),
         Route::Door(door) => through_door(state, door, remote, request).await,
     }
 }

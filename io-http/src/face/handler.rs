@@ -2,6 +2,9 @@
 //! call it only with requests that passed every HTTP guard.
 
 use std::future::Future;
+use std::time::Duration;
+
+use hyper::StatusCode;
 
 use serde_json::Value;
 
@@ -37,6 +40,13 @@ pub trait FaceHandler: Send + Sync + 'static {
     /// The `200` body of `GET /.well-known/cotal-mesh` on the public face: the discovery bundle
     /// (finalised by the daemon once the public listener is bound).
     fn mesh_bundle(&self) -> Value;
+
+    /// The body of `GET /metrics` on the loopback face, in the OpenMetrics text format.
+    fn metrics(&self) -> String;
+
+    /// Called once per answered request with the route's path (`"unknown"` for a path the
+    /// face does not serve), the status and how long the answer took, for the request metrics.
+    fn observed(&self, face: Face, path: &'static str, status: StatusCode, elapsed: Duration);
 
     /// Answers one guarded door request. The answer must say whether it is a refusal
     /// ([`Answer::refused`], [`Answer::refusal`]) so the face can apply its budgets.

@@ -39,6 +39,8 @@ pub use capability::{Capability, CapabilityError};
 pub use config::{check_public_face, FaceConfigError, PublicFaceFlags, PublicFaceSettings};
 pub use dispatch::{BUSY, DEADLINE_EXCEEDED};
 pub use handler::{DoorRequest, FaceHandler};
+/// The status type of [`FaceHandler::observed`].
+pub use hyper::StatusCode;
 pub use peer::PeerKey;
 pub use routes::{Door, Face, Route};
 pub use server::{

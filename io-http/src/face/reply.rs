@@ -1,4 +1,4 @@
-//! Building the faces' replies: always JSON, never a CORS header.
+//! Building the faces' replies: JSON (the metrics exposition aside), never a CORS header.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -54,6 +54,19 @@ pub(crate) fn json(status: StatusCode, body: &Value) -> Reply {
     reply
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    reply
+}
+
+/// `status` with a text `body` of `content_type` (the metrics exposition).
+pub(crate) fn text(status: StatusCode, body: String, content_type: &'static str) -> Reply {
+    let mut reply = Response::new(ReplyBody {
+        json: Full::new(Bytes::from(body)),
+        slot: None,
+    });
+    *reply.status_mut() = status;
+    reply
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     reply
 }
 

@@ -24,6 +24,8 @@ pub const VERIFY_ENROLLMENT_PATH: &str = "/manager-service-authority/verify-enro
 pub const INTERACTIVE_RETIRE_PATH: &str = "/interactive-lifecycle/retire";
 /// `POST /managed-lifecycle/retire` (§3.9, #2070), loopback only.
 pub const MANAGED_RETIRE_PATH: &str = "/managed-lifecycle/retire";
+/// `GET /metrics`: the plane's metrics in the OpenMetrics text format, loopback face only.
+pub const METRICS_PATH: &str = "/metrics";
 /// `GET /.well-known/cotal-mesh`: the discovery bundle, public face only.
 pub const MESH_BUNDLE_PATH: &str = "/.well-known/cotal-mesh";
 
@@ -59,6 +61,7 @@ impl Face {
                 Route::Door(Door::VerifyEnrollment),
                 Route::Door(Door::InteractiveRetire),
                 Route::Door(Door::ManagedRetire),
+                Route::Metrics,
             ],
             Face::Public => &[
                 Route::Health,
@@ -105,6 +108,8 @@ pub enum Route {
     Jwks,
     /// `/.well-known/cotal-mesh`.
     MeshBundle,
+    /// `/metrics` (loopback only: metrics name the plane's internals).
+    Metrics,
     /// A POST route whose body goes to the [`crate::face::FaceHandler`].
     Door(Door),
 }
@@ -116,6 +121,7 @@ impl Route {
             Route::Health => HEALTH_PATH,
             Route::Jwks => JWKS_PATH,
             Route::MeshBundle => MESH_BUNDLE_PATH,
+            Route::Metrics => METRICS_PATH,
             Route::Door(door) => door.path(),
         }
     }
@@ -125,7 +131,9 @@ impl Route {
     pub const fn methods(self, face: Face) -> MethodRule {
         match (self, face) {
             (Route::Health, Face::Loopback) => MethodRule::Any,
-            (Route::Health | Route::Jwks | Route::MeshBundle, _) => MethodRule::GetOnly,
+            (Route::Health | Route::Jwks | Route::MeshBundle | Route::Metrics, _) => {
+                MethodRule::GetOnly
+            }
             (Route::Door(_), _) => MethodRule::PostOnly,
         }
     }
