@@ -18,6 +18,8 @@ use cotal_io_nats::{
 };
 use serde_json::{json, Value};
 
+use crate::audit;
+
 /// Validated `gate` flags.
 #[derive(Debug)]
 pub struct GateArgs {
@@ -272,6 +274,18 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
     .await;
     let _ = client.close().await;
     let (before, result, after) = outcome?;
+    match &result {
+        Ok(report) => audit::granted(
+            "operator",
+            "reconcile",
+            &gate.key(),
+            audit::At {
+                generation: Some(report.after.generation.0),
+                epoch: Some(report.after.process_epoch.0),
+            },
+        ),
+        Err(e) => audit::refused("operator", "reconcile", &gate.key(), e),
+    }
     let found = oracle.findings();
     Ok(match result {
         Ok(report) => Reconciled::Reopened(if args.json {

@@ -13,6 +13,7 @@
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
 
+mod audit;
 mod embedded;
 mod gate_cmd;
 mod plane;

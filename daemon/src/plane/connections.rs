@@ -10,6 +10,7 @@ use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::plane_claim::{
     scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
+    PLANE_CLAIM_KEY,
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
@@ -21,7 +22,7 @@ use nkeys::KeyPair;
 use tracing::{error, info, warn};
 
 use super::{Start, PREDECESSOR_WAIT, STANDBY_POLL};
-use crate::state;
+use crate::{audit, state};
 
 /// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
 /// the scanners before the claim is released, the callout connection last.
@@ -93,16 +94,26 @@ impl Connections {
             warn!(connection = "reader", "closing failed: {e}");
         }
         scanners.close().await;
-        let released = match barrier.space() {
-            Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound)
-                .await
-                .map_err(|e| e.message),
-            Err(e) => Err(e.message),
+        let at = audit::At {
+            generation: Some(hold.generation),
+            epoch: None,
         };
-        match &released {
-            Ok(()) => info!("released the plane claim"),
-            Err(why) => error!("{why}"),
-        }
+        let released = match barrier.space() {
+            Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound).await,
+            Err(e) => Err(e),
+        };
+        let released = match released {
+            Ok(()) => {
+                audit::granted("plane", "release", PLANE_CLAIM_KEY, at);
+                info!("released the plane claim");
+                Ok(())
+            }
+            Err(e) => {
+                audit::refused("plane", "release", PLANE_CLAIM_KEY, &e);
+                error!("{}", e.message);
+                Err(e.message)
+            }
+        };
         for (label, client) in [("barrier", barrier), ("issuer", issuer), ("mint", mint)] {
             if let Err(e) = client.close().await {
                 warn!(connection = label, "closing failed: {e}");
@@ -224,6 +235,15 @@ impl Start<'_> {
             world.set_plane_prober(oracle.plane_prober());
             let refusal = match world.run(&mut Replay::new(attempt)).await {
                 Ok(hold) => {
+                    audit::granted(
+                        "plane",
+                        if hold.reclaimed { "reclaim" } else { "claim" },
+                        PLANE_CLAIM_KEY,
+                        audit::At {
+                            generation: Some(hold.generation),
+                            epoch: None,
+                        },
+                    );
                     info!(
                         generation = hold.generation,
                         reclaimed = hold.reclaimed,
@@ -258,6 +278,7 @@ impl Start<'_> {
                     Some(ClaimRefusal::LivePeer | ClaimRefusal::Unknown | ClaimRefusal::Concurrent)
                 );
             if !wait {
+                audit::refused("plane", "claim", PLANE_CLAIM_KEY, &refusal);
                 return Err(refusal.message);
             }
             if !waiting {

@@ -20,7 +20,7 @@ use rustix::process::{getpid, kill_process, Signal as KillSignal};
 use tracing::{info, warn};
 
 use super::{Registered, Start};
-use crate::state;
+use crate::{audit, state};
 
 impl Start<'_> {
     /// The registration ceremony on its own short-lived connection, scoped to this instance's
@@ -74,10 +74,10 @@ impl Start<'_> {
                 register: ceremony.registration().map_err(|e| e.message.clone())?,
                 status: serde_json::Map::new(),
             };
-            let serving = world()
-                .run(&mut Replay::new(register))
-                .await
-                .map_err(|e| format!("registering the auth instance failed: {e}"))?;
+            let serving = world().run(&mut Replay::new(register)).await.map_err(|e| {
+                audit::refused("plane", "register", &ceremony.gate.key(), &e);
+                format!("registering the auth instance failed: {e}")
+            })?;
             let reg = serving.registered;
             let gate = ceremony.gate.clone();
             let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
@@ -85,6 +85,15 @@ impl Start<'_> {
                 .await
                 .map_err(|e| format!("registering the auth instance failed: {e}"))?;
             state::clear_registration(&record)?;
+            audit::granted(
+                "plane",
+                "register",
+                &ceremony.gate.key(),
+                audit::At {
+                    generation: Some(reg.generation.0),
+                    epoch: Some(reg.process_epoch.0),
+                },
+            );
             info!(
                 op_id = %op_id,
                 epoch = reg.process_epoch.0,
