@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use cotal_core::kv::Store;
 use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
     drive, AuthorityClient, DataAccountSigner, NatsWorld, Space, SpaceOptions, StoreSet,
@@ -30,6 +31,9 @@ pub struct GateArgs {
     pub json: bool,
     /// `show`: the one gate to print.
     pub one: Option<(EndpointName, InstanceId)>,
+    /// A creds file to connect with instead of a JWT minted from the trust root under `root`
+    /// (an operator's read-only user, on a host without the trust root).
+    pub creds: Option<PathBuf>,
 }
 
 /// One gate as the views print it.
@@ -118,13 +122,28 @@ async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String
 
 /// Runs `gate ls` (no `one`) or `gate show`; returns what to print.
 pub async fn gate(args: GateArgs) -> Result<String, String> {
-    let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
     let options = SpaceOptions {
         create_missing: false,
         replicas_as_found: true,
         stores: StoreSet::of(&[Store::Auth, Store::Records]),
         ..SpaceOptions::default()
     };
+    if let Some(path) = &args.creds {
+        let creds = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the creds file {}: {e}", path.display()))?;
+        let client = connect_with_creds(
+            &args.server,
+            &PlaneConnection::AuthReader.label(&args.space),
+            &creds,
+        )
+        .await
+        .map_err(|e| e.message)?;
+        let space = Space::bind(client, args.space.clone(), options)
+            .await
+            .map_err(|e| e.message)?;
+        return view(&args, &space).await;
+    }
+    let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
     // A view reads with the reader's grants: read-only over the two authority stores.
     let space_name = args.space.clone();
     let client = AuthorityClient::open(

@@ -52,6 +52,7 @@ Exit status:
 
 Environment:
   NATS_URL           default for --server
+  NATS_CREDS         default for --creds (gate ls, gate show)
   RUST_LOG           log filter for stderr (default: info for up, warn for gate)
   COTAL_NATS_SERVER  the nats-server binary the embedded server runs (up without --server)";
 
@@ -232,12 +233,23 @@ struct ViewServer {
     server: String,
 }
 
+/// How a read-only view authenticates.
+#[derive(Debug, Args)]
+struct ViewCreds {
+    /// Connect with this creds file (a read-only user of the space's data account) instead of
+    /// minting a short reader JWT from the trust root under --state-dir.
+    #[arg(long, env = "NATS_CREDS", value_name = "FILE")]
+    creds: Option<PathBuf>,
+}
+
 #[derive(Debug, Args)]
 struct GateLs {
     #[command(flatten)]
     space: ViewSpace,
     #[command(flatten)]
     server: ViewServer,
+    #[command(flatten)]
+    creds: ViewCreds,
     #[command(flatten)]
     root: StateRoot,
     /// Print JSON instead of a table.
@@ -251,6 +263,8 @@ struct GateShow {
     space: ViewSpace,
     #[command(flatten)]
     server: ViewServer,
+    #[command(flatten)]
+    creds: ViewCreds,
     #[command(flatten)]
     root: StateRoot,
     /// The gate's endpoint name.
@@ -341,6 +355,7 @@ impl GateCommand {
                 root: ls.root.dir,
                 json: ls.json,
                 one: None,
+                creds: ls.creds.creds,
             }),
             GateCommand::Show(show) => GateRun::View(gate_cmd::GateArgs {
                 space: show.space.space,
@@ -348,6 +363,7 @@ impl GateCommand {
                 root: show.root.dir,
                 json: show.json,
                 one: Some((show.endpoint, show.instance)),
+                creds: show.creds.creds,
             }),
             GateCommand::Reconcile(r) => GateRun::Reconcile(gate_cmd::ReconcileArgs {
                 space: r.space.space,

@@ -20,6 +20,43 @@ use common::*;
 use rustix::process::{kill_process, Pid, Signal};
 use serde_json::Value;
 
+/// A read-only creds file of the space's data account, as an operator would hold one: the
+/// reader's rows, replies on the client's default inbox.
+fn reader_creds(state: &Path) -> String {
+    use cotal_core::jwt::{self, Permission, Permissions, UserNats, Validity};
+    let space = cotal_core::names::SpaceName::parse(SPACE).unwrap();
+    let material = cotal_io_fs::trust::load_daemon(state, &space).unwrap();
+    let conn = cotal_core::profiles::ConnId::parse("viewer_connection").unwrap();
+    let reader = cotal_core::plane_grants::auth_reader(&space, &conn).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    jwt::user_creds(
+        material.data_signing_key(),
+        material.data_account(),
+        &nkeys::KeyPair::new_user(),
+        "viewer",
+        &UserNats {
+            permissions: Permissions {
+                publish: reader.publish,
+                subscribe: Permission {
+                    allow: vec!["_INBOX.>".into()],
+                    deny: Vec::new(),
+                },
+                response: None,
+            },
+            ..UserNats::default()
+        },
+        Validity {
+            issued_at: jwt::UnixSeconds(now),
+            expires_at: Some(jwt::UnixSeconds(now + 600)),
+        },
+    )
+    .unwrap()
+    .text()
+}
+
 #[test]
 fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
     for (args, code) in [
@@ -211,6 +248,24 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
         String::from_utf8_lossy(&ls.stderr)
     );
     let gates: Value = serde_json::from_slice(&ls.stdout).unwrap();
+    // The same view with an operator's creds file (NATS_CREDS) and no trust root at hand.
+    let creds = dir.path().join("reader.creds");
+    fs::write(&creds, reader_creds(&state)).unwrap();
+    let elsewhere = dir.path().join("no-trust-root");
+    let with_creds = command()
+        .args(["gate", "ls", "--space", "t1", "--server", &server, "--json"])
+        .arg("--state-dir")
+        .arg(&elsewhere)
+        .env("NATS_CREDS", &creds)
+        .output()
+        .unwrap();
+    assert!(
+        with_creds.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with_creds.stderr)
+    );
+    let via_creds: Value = serde_json::from_slice(&with_creds.stdout).unwrap();
+    assert_eq!(via_creds, gates);
     let gate = &gates.as_array().unwrap()[0];
     assert_eq!(gate["endpoint"], "auth");
     assert_eq!(gate["instance"], first["instanceId"]);
