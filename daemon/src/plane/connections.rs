@@ -212,13 +212,9 @@ impl Start<'_> {
             ConnTuple::new(&server, cid, client.conn_id().as_str()).map_err(|e| e.message)
         };
         let oracle = Arc::new(self.oracle());
-        let acquire = AcquirePlaneClaim {
-            space: self.space().clone(),
-            claim_id: KeyPair::new_user().public_key(),
-            ledger: tuple(&scanners.ledger)?,
-            records: tuple(&scanners.records)?,
-            now_ms: 0,
-        };
+        // One claim id per open, whatever the number of attempts.
+        let claim_id = KeyPair::new_user().public_key();
+        let (ledger, records) = (tuple(&scanners.ledger)?, tuple(&scanners.records)?);
         let mut waiting = false;
         let waited = std::time::Instant::now();
         loop {
@@ -227,8 +223,11 @@ impl Start<'_> {
                 .map_err(|_| "the system clock is before 1970".to_owned())?
                 .as_millis();
             let attempt = AcquirePlaneClaim {
+                space: self.space().clone(),
+                claim_id: claim_id.clone(),
+                ledger: ledger.clone(),
+                records: records.clone(),
                 now_ms: u64::try_from(now_ms).unwrap_or(u64::MAX),
-                ..acquire.clone()
             };
             let bound = barrier.space().map_err(|e| e.message.clone())?;
             let mut world = NatsWorld::new(&bound);
