@@ -239,3 +239,39 @@ fn a_standby_takes_over_within_5s_of_a_kill_and_at_once_on_a_clean_stop() {
         "a released claim needs no oracle: {said}"
     );
 }
+
+/// A start that fails after taking the claim releases it on the way out (reference §2.4 step
+/// 12: a busy loopback port → the claim row is `released`), so the next plane takes it at once.
+#[test]
+fn a_start_that_cannot_bind_its_face_releases_the_claim() {
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("a");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+    let url = first_plane(&state, &mut reaper);
+    let first = reaper.0.last_mut().unwrap();
+    first.kill().unwrap();
+    first.wait().unwrap();
+
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port().to_string();
+    let other = sibling(&state, "b");
+    let log = dir.path().join("b.log");
+    let mut refused = up_on(&other, &url, &["--port", &port], &log);
+    let status = exits(&mut refused, EXIT_TIMEOUT);
+    let said = text(&log);
+    assert_eq!(status.code(), Some(1), "{said}");
+    assert!(said.contains("cannot bind the loopback face"), "{said}");
+    assert!(said.contains("released the plane claim"), "{said}");
+
+    // Released, so the next start takes it without asking about the dead plane.
+    drop(busy);
+    let log = dir.path().join("b2.log");
+    reaper.0.push(up_on(&other, &url, &[], &log));
+    ready(&other, reaper.0.last_mut().unwrap());
+    assert!(
+        !text(&log).contains("reclaimed from a dead plane"),
+        "{}",
+        text(&log)
+    );
+}
