@@ -14,6 +14,13 @@ use tokio::sync::watch;
 use super::metrics::PlaneMetrics;
 use super::Readiness;
 
+/// What an agent is told by a plane that stopped serving on its own: nothing for it to act on
+/// but a retry (the operator's instructions go to the operator).
+const FENCED_AGENT_COPY: &str =
+    "the auth service is momentarily unavailable; retry shortly";
+/// What an agent is told by a plane that is shutting down.
+const DRAINING_AGENT_COPY: &str = "the auth service is shutting down; retry shortly";
+
 /// The plane's answers, shared by its faces.
 #[derive(Debug)]
 pub(super) struct PlaneFaces {
@@ -70,6 +77,16 @@ impl FaceHandler for PlaneFaces {
     }
 
     async fn answer(&self, request: DoorRequest) -> Answer {
+        // A plane that stopped serving refuses every operation first, with a copy meant for the
+        // agent that asked (the operator's cause is on /health and in the log, reference §2.6).
+        let not_ready = match &*self.readiness.borrow() {
+            Readiness::Ready => None,
+            Readiness::Draining => Some(DRAINING_AGENT_COPY),
+            Readiness::Unavailable(_) => Some(FENCED_AGENT_COPY),
+        };
+        if let Some(copy) = not_ready {
+            return Answer::refusal(request.door, &EpError::unavailable(copy));
+        }
         Answer::refusal(
             request.door,
             &EpError::new(
@@ -77,5 +94,67 @@ impl FaceHandler for PlaneFaces {
                 format!("{} is not served by this plane yet", request.door.path()),
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::*;
+    use cotal_core::names::SpaceName;
+    use cotal_core::trust::{provision, IdpPin, ProvisionSeeds};
+    use cotal_io_http::face::{Door, PeerKey};
+
+    fn faces(readiness: Readiness) -> (PlaneFaces, watch::Sender<Readiness>) {
+        let mut entropy = [0u8; ProvisionSeeds::ENTROPY_BYTES];
+        for (i, b) in entropy.iter_mut().enumerate() {
+            *b = u8::try_from(i % 251).unwrap();
+        }
+        let root = provision(
+            &SpaceName::parse("faces").unwrap(),
+            IdpPin::from_url("http://127.0.0.1:4190").unwrap(),
+            &ProvisionSeeds::from_entropy(&entropy),
+            cotal_core::jwt::UnixSeconds(1_780_000_000),
+        )
+        .unwrap();
+        let (tx, rx) = watch::channel(readiness);
+        let faces = PlaneFaces::new(&root.daemon, rx, Arc::new(PlaneMetrics::new())).unwrap();
+        (faces, tx)
+    }
+
+    fn request() -> DoorRequest {
+        DoorRequest {
+            face: Face::Loopback,
+            door: Door::ManagerServiceAuthority,
+            peer: PeerKey::new("127.0.0.1"),
+            body: json!({}),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fenced_plane_refuses_with_the_agent_copy_and_shows_the_operator_copy() {
+        let copy = "this auth plane lost its sealed auth-ledger scanner … restart the auth service";
+        let (faces, _tx) = faces(Readiness::Unavailable(copy.into()));
+        let refused = faces.answer(request()).await;
+        assert!(refused.is_refusal());
+        let said = refused.body()["error"].as_str().unwrap();
+        assert!(said.contains("momentarily unavailable"), "{said}");
+        assert!(said.contains("retry"), "{said}");
+        assert!(!said.contains("restart the auth service"), "{said}");
+        let health = faces.health(Face::Loopback);
+        assert_eq!(health["state"], "unavailable");
+        assert_eq!(health["cause"], copy);
+    }
+
+    #[tokio::test]
+    async fn a_draining_plane_refuses_and_a_ready_one_reaches_the_door() {
+        let (faces, tx) = faces(Readiness::Draining);
+        let said = faces.answer(request()).await.body()["error"].to_string();
+        assert!(said.contains("shutting down"), "{said}");
+        tx.send_replace(Readiness::Ready);
+        let said = faces.answer(request()).await.body()["error"].to_string();
+        assert!(said.contains("not served by this plane yet"), "{said}");
+        assert_eq!(faces.health(Face::Loopback)["state"], "ready");
     }
 }
