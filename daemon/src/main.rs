@@ -29,6 +29,7 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
+use cotal_io_http::face::{check_public_face, PublicFaceFlags};
 use cotal_io_nats::Replicas;
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::EnvFilter;
@@ -164,6 +165,21 @@ struct UpCommand {
     /// The loopback face's port on 127.0.0.1 (0: a free one, named in the discovery file).
     #[arg(long, value_name = "PORT", default_value = "0")]
     port: u16,
+    /// Open the public face on 127.0.0.1:PORT (0: a free one), behind a TLS reverse proxy.
+    #[arg(long, value_name = "PORT")]
+    exchange_public_port: Option<String>,
+    /// The https:// URL the reverse proxy serves the public face at.
+    #[arg(long, value_name = "URL")]
+    exchange_public_url: Option<String>,
+    /// Take the last X-Forwarded-For hop as the public face's peer (only behind your proxy).
+    #[arg(long)]
+    exchange_trusted_proxy: bool,
+    /// The NATS address the discovery bundle advertises (nats:, tls:, ws: or wss:).
+    #[arg(long, value_name = "URL")]
+    advertised_server: Option<String>,
+    /// The https: agent-provisioning endpoint the discovery bundle names.
+    #[arg(long, value_name = "URL")]
+    agent_provisioning_url: Option<String>,
 }
 
 /// Where the spaces' state lives: trust roots, instance identities, discovery files, the
@@ -326,15 +342,25 @@ fn parse_server(s: &str) -> Result<String, String> {
 }
 
 impl UpCommand {
-    fn into_args(self) -> up::UpArgs {
-        up::UpArgs {
+    /// The validated flags; a bad public-face setting is one sentence naming the flag.
+    fn into_args(self) -> Result<up::UpArgs, String> {
+        let public = check_public_face(&PublicFaceFlags {
+            port: self.exchange_public_port,
+            url: self.exchange_public_url,
+            trusted_proxy: self.exchange_trusted_proxy,
+            advertised_server: self.advertised_server,
+            agent_provisioning_url: self.agent_provisioning_url,
+        })
+        .map_err(|e| e.message().to_owned())?;
+        Ok(up::UpArgs {
             server: self.server,
             replicas: self.space.replicas,
             root: self.root.dir,
             space: self.space.space,
             standby: self.standby,
             port: self.port,
-        }
+            public,
+        })
     }
 }
 
@@ -533,9 +559,12 @@ fn main() -> ExitCode {
         log_format,
     );
     match command {
-        Command::Up(up) => match runtime().and_then(|rt| rt.block_on(up::up(up.into_args()))) {
-            Ok(code) => code,
-            Err(why) => fail("up", &why, 1),
+        Command::Up(up) => match up.into_args() {
+            Err(why) => fail("up", &why, EXIT_USAGE),
+            Ok(args) => match runtime().and_then(|rt| rt.block_on(up::up(args))) {
+                Ok(code) => code,
+                Err(why) => fail("up", &why, 1),
+            },
         },
         Command::Init(init) => printed(
             "init",

@@ -7,7 +7,7 @@
 //!   create-only link, so two first starts converge on one identity.
 //! * `<root>/auth/space.<hex>/auth-service.json` — the discovery file of a ready plane:
 //!   `{"ver":1,"pid","url","cap","space","server","instanceId","processEpoch","generation",
-//!   "registrationRevision"}`, `cap` being the loopback face's capability.
+//!   "registrationRevision","publicUrl"?}`, `cap` being the loopback face's capability.
 //! * `<root>/space.<hex>/auth-registration.json` — `{"ver":1,"opId","pid"}`, the operation a
 //!   start is registering under, recorded durably before its freeze and removed once the
 //!   registration completes, so a start after a crash resumes it instead of finding its own
@@ -318,6 +318,8 @@ pub struct Discovery {
     pub url: String,
     /// The loopback capability (which is why the file is 0600).
     pub cap: String,
+    /// The public face's URL, when it is open.
+    pub public_url: Option<String>,
     /// The server it serves on, without any userinfo.
     pub server: String,
     pub instance: String,
@@ -333,7 +335,7 @@ pub fn discovery_path(root: &Path, space: &SpaceName) -> PathBuf {
 
 /// Writes the discovery file (atomically, 0600).
 pub fn write_discovery(path: &Path, space: &SpaceName, d: &Discovery) -> Result<(), String> {
-    let doc = json!({
+    let mut doc = json!({
         "ver": VERSION,
         "pid": d.pid,
         "url": d.url,
@@ -345,6 +347,9 @@ pub fn write_discovery(path: &Path, space: &SpaceName, d: &Discovery) -> Result<
         "generation": d.generation,
         "registrationRevision": d.registration_revision,
     });
+    if let (Some(url), Some(map)) = (&d.public_url, doc.as_object_mut()) {
+        map.insert("publicUrl".into(), url.clone().into());
+    }
     write_private(path, format!("{doc:#}\n").as_bytes())
 }
 
@@ -374,6 +379,10 @@ pub fn read_discovery(path: &Path) -> Result<Option<Discovery>, String> {
         pid: u32::try_from(number("pid")?).map_err(|_| corrupt())?,
         url: text("url")?,
         cap: text("cap")?,
+        public_url: doc
+            .get("publicUrl")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         server: text("server")?,
         instance: text("instanceId")?,
         process_epoch: number("processEpoch")?,

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 
 use cotal_core::names::SpaceName;
 use cotal_io_fs::trust;
+use cotal_io_http::face::PublicFaceSettings;
 use cotal_io_nats::Replicas;
 use std::path::PathBuf;
 use tokio::signal::unix::{signal, Signal, SignalKind};
@@ -39,6 +40,8 @@ pub struct UpArgs {
     pub standby: bool,
     /// The loopback face's port (0: a free one).
     pub port: u16,
+    /// The public face, when opened.
+    pub public: Option<PublicFaceSettings>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +97,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         material,
         identity,
         port: args.port,
+        public: args.public.clone(),
     };
     match serve(&inputs).instrument(span).await {
         Ok(outcome) => {
@@ -135,6 +139,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
             pid: std::process::id(),
             url: plane.loopback_url(),
             cap: plane.capability().to_owned(),
+            public_url: plane.public_url(),
             server: server.clone(),
             instance: inputs.identity.instance.to_string(),
             process_epoch: registered.process_epoch.0,

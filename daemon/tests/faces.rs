@@ -136,3 +136,90 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
         "the face still answers"
     );
 }
+
+/// The public face (reference §3.3): opened by `--exchange-public-port`, named in the
+/// discovery file as `publicUrl`, serving its five paths only, and the discovery bundle built
+/// from the plane's own configuration after the bind. Bad public-face flags are refused in one
+/// sentence naming the flag, before anything starts.
+#[test]
+fn the_public_face_serves_the_bundle_and_refuses_what_is_loopback_only() {
+    require_server();
+    let bad = run(&[
+        "up",
+        "--space",
+        SPACE,
+        "--exchange-public-url",
+        "http://exchange.test",
+        "--exchange-public-port",
+        "0",
+    ]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("--exchange-public-url"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+    init(&state);
+    // A port free a moment ago: the public face binds it (its URL is the advertised one).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    reaper.0.push(
+        command()
+            .args(["up", "--space", SPACE, "--state-dir"])
+            .arg(&state)
+            .args([
+                "--exchange-public-port",
+                &port,
+                "--exchange-public-url",
+                "https://exchange.smoke.test/",
+                "--exchange-trusted-proxy",
+                "--advertised-server",
+                "tls://nats.smoke.test:4222",
+            ])
+            .env("RUST_LOG", "warn")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let found = ready(&state, reaper.0.last_mut().unwrap());
+    assert_eq!(found["publicUrl"], "https://exchange.smoke.test/");
+    let loopback = found["url"].as_str().unwrap().to_owned();
+
+    let public = format!("http://127.0.0.1:{port}");
+    let (status, _, body) = http(&public, "GET", "/.well-known/cotal-mesh", &[], "").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let bundle: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(bundle["space"], SPACE);
+    assert_eq!(bundle["server"], "tls://nats.smoke.test:4222");
+    assert_eq!(bundle["tlsRequired"], true);
+    let auth = &bundle["userAuth"];
+    assert_eq!(auth["provider"], "cotal");
+    assert_eq!(auth["idp"]["url"], "http://127.0.0.1:4190");
+    assert_eq!(auth["endpoints"]["url"], "https://exchange.smoke.test/");
+    assert_eq!(
+        auth["endpoints"]["managerAuthorityUrl"],
+        "https://exchange.smoke.test/manager-service-authority"
+    );
+    assert!(bundle["sentinelCreds"]
+        .as_str()
+        .unwrap()
+        .contains("BEGIN NATS USER JWT"));
+    assert!(!body.contains(found["cap"].as_str().unwrap()));
+
+    let (status, _, _) = http(&public, "GET", "/health", &[], "").unwrap();
+    assert_eq!(status, 200);
+    let (status, _, _) = http(&public, "POST", "/health", &[], "").unwrap();
+    assert_eq!(status, 405);
+    for loopback_only in ["/metrics", "/managed-lifecycle/retire"] {
+        let (status, _, _) = http(&public, "GET", loopback_only, &[], "").unwrap();
+        assert_eq!(status, 404, "{loopback_only}");
+    }
+    let (status, _, _) = http(&loopback, "GET", "/.well-known/cotal-mesh", &[], "").unwrap();
+    assert_eq!(status, 404, "the bundle is not served on the loopback face");
+}

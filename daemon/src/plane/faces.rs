@@ -7,8 +7,11 @@ use cotal_core::trust::DaemonMaterial;
 use cotal_io_http::bearer::{KeyRing, SigningKey};
 use cotal_io_http::face::{Answer, DoorRequest, Face, FaceHandler, StatusCode};
 use serde_json::{json, Value};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use cotal_core::names::SpaceName;
+use cotal_io_http::face::PublicFaceSettings;
 use tokio::sync::watch;
 
 use super::metrics::PlaneMetrics;
@@ -16,8 +19,7 @@ use super::Readiness;
 
 /// What an agent is told by a plane that stopped serving on its own: nothing for it to act on
 /// but a retry (the operator's instructions go to the operator).
-const FENCED_AGENT_COPY: &str =
-    "the auth service is momentarily unavailable; retry shortly";
+const FENCED_AGENT_COPY: &str = "the auth service is momentarily unavailable; retry shortly";
 /// What an agent is told by a plane that is shutting down.
 const DRAINING_AGENT_COPY: &str = "the auth service is shutting down; retry shortly";
 
@@ -28,6 +30,11 @@ pub(super) struct PlaneFaces {
     jwks: Value,
     readiness: watch::Receiver<Readiness>,
     metrics: Arc<PlaneMetrics>,
+    /// The public face's `/.well-known/cotal-mesh`, set once that face is bound.
+    bundle: OnceLock<Value>,
+    /// What the bundle tells a client about signing in.
+    idp: Value,
+    sentinel_creds: String,
 }
 
 impl PlaneFaces {
@@ -43,7 +50,48 @@ impl PlaneFaces {
             jwks: KeyRing::new(key).jwks(),
             readiness,
             metrics,
+            bundle: OnceLock::new(),
+            idp: json!({
+                "url": material.idp().url(),
+                "issuer": material.idp().issuer(),
+                "audience": material.idp().audience(),
+            }),
+            sentinel_creds: material.sentinel_creds().to_owned(),
         })
+    }
+
+    /// Builds the discovery bundle (reference §3.3) from the plane's own configuration once the
+    /// public face is bound at `url`: the space, the server clients connect to (the advertised
+    /// one, else the plane's own, never with userinfo), TLS required, the pinned IdP, the
+    /// face's endpoints and the deny-all sentinel creds clients present with their bearer.
+    pub(super) fn publish_bundle(
+        &self,
+        space: &SpaceName,
+        server: &str,
+        settings: &PublicFaceSettings,
+        url: &str,
+    ) {
+        let base = url.trim_end_matches('/');
+        let mut endpoints = json!({
+            "url": url,
+            "managerAuthorityUrl": format!("{base}/manager-service-authority"),
+        });
+        if let (Some(provisioning), Some(map)) =
+            (&settings.agent_provisioning_url, endpoints.as_object_mut())
+        {
+            map.insert("agentProvisioningUrl".into(), provisioning.clone().into());
+        }
+        let bundle = json!({
+            "space": space.as_str(),
+            "server": settings
+                .advertised_server
+                .clone()
+                .unwrap_or_else(|| crate::state::redacted(server)),
+            "tlsRequired": true,
+            "userAuth": {"provider": "cotal", "idp": self.idp, "endpoints": endpoints},
+            "sentinelCreds": self.sentinel_creds,
+        });
+        let _ = self.bundle.set(bundle);
     }
 }
 
@@ -62,9 +110,9 @@ impl FaceHandler for PlaneFaces {
         self.jwks.clone()
     }
 
-    /// Served only by a public face, which this plane does not open yet.
+    /// Served by the public face only, which sets it when it binds.
     fn mesh_bundle(&self) -> Value {
-        json!({})
+        self.bundle.get().cloned().unwrap_or_else(|| json!({}))
     }
 
     fn metrics(&self) -> String {

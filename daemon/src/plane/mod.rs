@@ -44,7 +44,10 @@ use tracing::{error, warn};
 
 use crate::state::Identity;
 use connections::{Connections, Scanners};
-use cotal_io_http::face::{start_loopback, Capability, FaceHandle, LoopbackConfig, CLOSE_GRACE};
+use cotal_io_http::face::{
+    start_loopback, start_public, Capability, FaceHandle, LoopbackConfig, PublicConfig,
+    PublicFaceSettings, CLOSE_GRACE,
+};
 use faces::PlaneFaces;
 use metrics::PlaneMetrics;
 
@@ -79,6 +82,8 @@ pub struct PlaneInputs {
     pub identity: Identity,
     /// The loopback face's port on 127.0.0.1; 0 picks a free one.
     pub port: u16,
+    /// The public face, when opened (validated by `check_public_face`).
+    pub public: Option<PublicFaceSettings>,
 }
 
 /// Whether the plane serves (reference §2.8).
@@ -134,6 +139,7 @@ pub struct Plane {
     monitor: Mutex<Option<JoinHandle<()>>>,
     connections: Mutex<Option<Arc<Connections>>>,
     loopback: FaceHandle,
+    public: Option<(FaceHandle, String)>,
     capability: Capability,
 }
 
@@ -167,17 +173,14 @@ impl Plane {
             watched,
             Arc::clone(&metrics),
         )?);
-        let loopback = match start_loopback(LoopbackConfig::new(inputs.port, guard), faces).await {
-            Ok(face) => face,
-            Err(e) => {
+        let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
+            Ok(bound) => bound,
+            Err(why) => {
                 // A failed start releases what it took, claim included, in order.
                 if let Ok(connections) = Arc::try_unwrap(connections) {
                     let _ = connections.close().await;
                 }
-                return Err(format!(
-                    "cannot bind the loopback face on 127.0.0.1:{}: {e}",
-                    inputs.port
-                ));
+                return Err(why);
             }
         };
         let (tx, ended) = watch::channel(None);
@@ -204,6 +207,7 @@ impl Plane {
             monitor: Mutex::new(Some(monitor)),
             connections: Mutex::new(Some(connections)),
             loopback,
+            public,
             capability,
         })
     }
@@ -216,6 +220,11 @@ impl Plane {
     /// The loopback face's URL.
     pub fn loopback_url(&self) -> String {
         format!("http://{}", self.loopback.local_addr())
+    }
+
+    /// The public face's URL (the advertised https:// one, else where it is bound), when open.
+    pub fn public_url(&self) -> Option<String> {
+        self.public.as_ref().map(|(_, url)| url.clone())
     }
 
     /// The per-start loopback capability (for the 0600 discovery file only).
@@ -243,7 +252,12 @@ impl Plane {
         if !matches!(*self.readiness.borrow(), Readiness::Unavailable(_)) {
             self.readiness.send_replace(Readiness::Draining);
         }
-        self.loopback.close(CLOSE_GRACE).await;
+        match &self.public {
+            Some((public, _)) => {
+                tokio::join!(self.loopback.close(CLOSE_GRACE), public.close(CLOSE_GRACE));
+            }
+            None => self.loopback.close(CLOSE_GRACE).await,
+        }
         if let Some(monitor) = self.monitor.lock().await.take() {
             monitor.abort();
             let _ = monitor.await;
@@ -256,6 +270,47 @@ impl Plane {
             Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
         }
     }
+}
+
+/// Binds the loopback face and, when asked, the public one, whose discovery bundle names where
+/// it was bound. A public face that cannot bind closes the loopback one first.
+async fn bind_faces(
+    inputs: &PlaneInputs,
+    faces: &Arc<PlaneFaces>,
+    guard: Capability,
+) -> Result<(FaceHandle, Option<(FaceHandle, String)>), String> {
+    let loopback = start_loopback(LoopbackConfig::new(inputs.port, guard), Arc::clone(faces))
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot bind the loopback face on 127.0.0.1:{}: {e}",
+                inputs.port
+            )
+        })?;
+    let Some(settings) = &inputs.public else {
+        return Ok((loopback, None));
+    };
+    let public = match start_public(
+        PublicConfig::new(settings.port, settings.trusted_proxy),
+        Arc::clone(faces),
+    )
+    .await
+    {
+        Ok(public) => public,
+        Err(e) => {
+            loopback.close(CLOSE_GRACE).await;
+            return Err(format!(
+                "cannot bind the public face on 127.0.0.1:{}: {e}",
+                settings.port
+            ));
+        }
+    };
+    let url = settings
+        .url
+        .clone()
+        .unwrap_or_else(|| format!("http://{}", public.local_addr()));
+    faces.publish_bundle(&inputs.space, &inputs.server, settings, &url);
+    Ok((loopback, Some((public, url))))
 }
 
 impl Start<'_> {
