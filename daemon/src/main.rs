@@ -13,14 +13,7 @@
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
 
-mod audit;
-mod embedded;
-mod gate_cmd;
-mod plane;
-mod state;
-mod status;
-mod trust_cmd;
-mod up;
+use cotal_authd::{gate_cmd, status, trust_cmd, up};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

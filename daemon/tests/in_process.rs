@@ -1,0 +1,131 @@
+//! Two spaces' planes in one process, as a host platform runs them through the library
+//! (`cotal_authd::plane::Plane`): each on its own operator-mode server from its own trust root;
+//! fencing one (its sealed ledger scanner cut) ends that plane alone, readiness `unavailable`
+//! with the operator copy, while the other keeps serving and closes cleanly.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::require_server;
+use cotal_authd::embedded::Embedded;
+use cotal_authd::plane::{Ended, Plane, PlaneInputs};
+use cotal_authd::state;
+use cotal_authd::trust_cmd::embedded_dir;
+use cotal_core::liveness::Listing;
+use cotal_core::names::SpaceName;
+use cotal_core::plane_grants::PlaneConnection;
+use cotal_io_fs::trust;
+use cotal_io_http::face::probe;
+use cotal_io_nats::liveness::Oracle;
+use cotal_io_nats::Replicas;
+
+const IDP: &str = "http://127.0.0.1:4190";
+
+/// Stops the embedded servers however the test ends (a failed assertion must not leak them).
+struct Servers(Vec<Embedded>);
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for server in self.0.drain(..) {
+            server.stop();
+        }
+    }
+}
+
+/// The space's trust root, its embedded server, and the plane's inputs.
+fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
+    let space = SpaceName::parse(name).unwrap();
+    trust::init(root, &space, IDP).unwrap();
+    let broker = trust::load_broker(root, &space).unwrap();
+    let server = Embedded::start(&embedded_dir(root, &space), |listen, store| {
+        cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
+    })
+    .unwrap();
+    let inputs = PlaneInputs {
+        space: space.clone(),
+        server: server.url.clone(),
+        root: root.to_path_buf(),
+        replicas: Replicas::One,
+        standby: false,
+        material: trust::load_daemon(root, &space).unwrap(),
+        identity: state::load_or_create(root, &space).unwrap(),
+        port: 0,
+        public: None,
+    };
+    (inputs, server)
+}
+
+#[test]
+fn one_spaces_fence_leaves_the_other_space_serving() {
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let (a_inputs, a_server) = space(dir.path(), "alpha");
+    let (b_inputs, b_server) = space(dir.path(), "beta");
+    let _servers = Servers(vec![a_server, b_server]);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (a, b) = tokio::join!(Plane::start(&a_inputs), Plane::start(&b_inputs));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        for plane in [&a, &b] {
+            let health = probe::health(&plane.loopback_url(), Duration::from_secs(2))
+                .await
+                .unwrap();
+            assert_eq!(health["state"], "ready", "{health}");
+        }
+
+        // Cut alpha's sealed ledger scanner with alpha's own system user.
+        let oracle = Oracle::new(
+            &a_inputs.server,
+            a_inputs.material.system_user().creds(),
+            a_inputs.material.data_account(),
+            PlaneConnection::PlaneSystem.label(&a_inputs.space),
+        );
+        let scanner = PlaneConnection::AuthScan.label(&a_inputs.space);
+        let Listing::Complete(conns) = oracle.sweep().await else {
+            panic!("alpha's listing is incomplete")
+        };
+        let target = conns.iter().find(|c| c.name == scanner).unwrap();
+        oracle.kick(&target.server.id, target.cid).await.unwrap();
+
+        let ended = tokio::time::timeout(Duration::from_secs(3), a.ended())
+            .await
+            .expect("alpha was not fenced within 3 s of losing its scanner");
+        let Ended::Fenced(copy) = ended else {
+            panic!("alpha ended otherwise: {ended:?}")
+        };
+        assert!(copy.contains("STOPPED scanning"), "{copy}");
+        let health = probe::health(&a.loopback_url(), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(health["state"], "unavailable", "{health}");
+        assert_eq!(health["cause"], copy.as_str());
+
+        // Beta is untouched: still serving, not ended, and it closes cleanly.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), b.ended())
+                .await
+                .is_err(),
+            "beta ended with alpha"
+        );
+        let health = probe::health(&b.loopback_url(), Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert_eq!(health["state"], "ready", "{health}");
+        b.close().await.unwrap();
+        a.close().await.unwrap();
+        // Closing is idempotent.
+        b.close().await.unwrap();
+    });
+}
