@@ -23,6 +23,7 @@
 //! * [`serving`] — serve-grant authorization and register-to-READY;
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
+//! * [`rollback`] — the high-water mark that detects a rolled-back gate;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
@@ -72,6 +73,7 @@ pub mod registration;
 pub mod registry;
 pub mod renewal;
 pub mod repair;
+pub mod rollback;
 pub mod run;
 pub mod service;
 pub mod serving;

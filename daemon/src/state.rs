@@ -12,6 +12,9 @@
 //!   start is registering under, recorded durably before its freeze and removed once the
 //!   registration completes, so a start after a crash resumes it instead of finding its own
 //!   freeze in the way (crash-safe self-registration).
+//! * `<root>/space.<hex>/high-water.json` — `{"ver":1,"gates":{"<gate key>":{"revision",
+//!   "processEpoch","generation"}}}`, the highest coordinates this state dir saw of its gate,
+//!   so a start notices a store that rolled back underneath it (`cotal_core::rollback`).
 //! * `<root>/space.<hex>/auth-registration.lock` — held (`flock`) by the one start registering:
 //!   while a start holds it, the recorded operation has a live executor and nobody else runs it;
 //!   the kernel drops it when that process dies, which is the proof a resume needs.
@@ -22,7 +25,9 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use cotal_core::kv::Revision;
 use cotal_core::names::{InstanceId, OpId, SpaceName};
+use cotal_core::rollback::Mark;
 use cotal_io_fs::trust;
 use nkeys::KeyPair;
 use rustix::fs::{flock, FlockOperation, OFlags};
@@ -35,6 +40,8 @@ pub const DISCOVERY_FILE: &str = "auth-service.json";
 const INSTANCE_FILE: &str = "auth-instance.json";
 /// The operation a start registers under, until it completes.
 const REGISTRATION_RECORD_FILE: &str = "auth-registration.json";
+/// The rollback high-water marks.
+const HIGH_WATER_FILE: &str = "high-water.json";
 /// Held by the one start registering the instance.
 const REGISTRATION_LOCK_FILE: &str = "auth-registration.lock";
 /// The one version of every file here this build writes and reads.
@@ -221,6 +228,53 @@ pub fn clear_registration(path: &Path) -> Result<(), String> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
     }
+}
+
+/// Where the high-water marks of `space`'s instance live.
+pub fn high_water_path(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join(trust::space_segment(space)).join(HIGH_WATER_FILE)
+}
+
+/// The mark kept for `gate_key`; `None` when none was recorded yet. A file this build cannot
+/// read is refused: silently dropping a mark would blind the rollback check.
+pub fn load_mark(path: &Path, gate_key: &str) -> Result<Option<Mark>, String> {
+    let Some(bytes) = read_regular(path)? else {
+        return Ok(None);
+    };
+    let corrupt = || {
+        format!(
+            "{} is not a high-water file this build reads; restore it, or remove it deliberately \
+             (the rollback check then starts over from the store as it is)",
+            path.display()
+        )
+    };
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|_| corrupt())?;
+    if doc.get("ver").and_then(Value::as_u64) != Some(VERSION) {
+        return Err(corrupt());
+    }
+    let Some(entry) = doc.get("gates").and_then(|g| g.get(gate_key)) else {
+        return Ok(None);
+    };
+    let number = |name: &str| entry.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
+    Ok(Some(Mark {
+        revision: Revision(number("revision")?),
+        process_epoch: number("processEpoch")?,
+        generation: number("generation")?,
+    }))
+}
+
+/// Records `mark` for `gate_key` durably (synced temp file, rename, synced directory).
+pub fn save_mark(path: &Path, gate_key: &str, mark: &Mark) -> Result<(), String> {
+    let doc = json!({
+        "ver": VERSION,
+        "gates": {gate_key: {
+            "revision": mark.revision.0,
+            "processEpoch": mark.process_epoch,
+            "generation": mark.generation,
+        }},
+    });
+    write_private(path, format!("{doc:#}\n").as_bytes())?;
+    sync_parent(path)
 }
 
 fn sync_parent(path: &Path) -> Result<(), String> {

@@ -14,10 +14,11 @@ use cotal_core::kv::Store;
 use cotal_core::machine::{script, Replay};
 use cotal_core::names::{EndpointName, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::rollback::{self, Mark};
 use cotal_core::serving::RegisterServing;
 use cotal_io_nats::{drive, NatsWorld, SendHook, SendPhase, Space};
 use rustix::process::{getpid, kill_process, Signal as KillSignal};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::{Registered, Start};
 use crate::{audit, state};
@@ -85,6 +86,7 @@ impl Start<'_> {
                 .await
                 .map_err(|e| format!("registering the auth instance failed: {e}"))?;
             state::clear_registration(&record)?;
+            self.raise_mark(&bound, &gate).await?;
             audit::granted(
                 "plane",
                 "register",
@@ -132,6 +134,16 @@ impl Start<'_> {
         )
         .await
         .map_err(|e| format!("reading the plane's gate failed: {e}"))?;
+        // Before anything acts on the gate: has the store gone back behind what this state dir
+        // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
+        let marks = state::high_water_path(&self.inputs.root, self.space());
+        if let Some(mark) = state::load_mark(&marks, &gate.key())? {
+            if let Err(e) = rollback::check(&gate.key(), &mark, observed.as_ref()) {
+                audit::refused("plane", "register", &gate.key(), &e);
+                error!("{}", e.message);
+                return Err(e.message);
+            }
+        }
         if let Some(op_id) = resumed_op(observed.as_ref().map(|o| &o.gate), recorded.as_ref()) {
             warn!(
                 op_id = %op_id,
@@ -143,6 +155,22 @@ impl Start<'_> {
         let op_id = state::fresh_op_id()?;
         state::record_registration(record, &op_id)?;
         Ok(op_id)
+    }
+}
+
+impl Start<'_> {
+    /// Raises the high-water mark to the gate as it stands after this start's registration.
+    async fn raise_mark(&self, bound: &Space, gate: &GateRef) -> Result<(), String> {
+        let seen = drive(&mut Replay::new(script(|cx| observe_gate(cx, gate))), bound)
+            .await
+            .map_err(|e| format!("reading the plane's gate failed: {e}"))?
+            .ok_or_else(|| format!("gate {} vanished right after its registration", gate.key()))?;
+        let path = state::high_water_path(&self.inputs.root, self.space());
+        let mark = match state::load_mark(&path, &gate.key())? {
+            Some(before) => before.max(Mark::of(&seen)),
+            None => Mark::of(&seen),
+        };
+        state::save_mark(&path, &gate.key(), &mark)
     }
 }
 

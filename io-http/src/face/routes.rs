@@ -272,7 +272,7 @@ mod tests {
             Face::Loopback.unknown_path_message(),
             "unknown path - /health, /jwks, /exchange, /manager-service-authority, \
              /manager-service-authority/verify-enrollment, /interactive-lifecycle/retire, \
-             /managed-lifecycle/retire"
+             /managed-lifecycle/retire, /metrics"
         );
     }
 

@@ -1,0 +1,83 @@
+//! The rollback high-water mark on the KV model (ecosystem §8): a gate observation below the
+//! mark — an older revision, epoch or generation, or the gate gone — is refused; the mark only
+//! rises.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::{op, run, Proc, IID};
+use cotal_core::barrier;
+use cotal_core::driver::ModelWorld;
+use cotal_core::gate::Coordinates;
+use cotal_core::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
+use cotal_core::machine::Ctx;
+use cotal_core::names::{EndpointName, InstanceId, Principal, SpaceName};
+use cotal_core::rollback::{check, Mark, ROLLBACK_DETECTED};
+use cotal_core::ErrorCode;
+
+fn gate() -> GateRef {
+    GateRef::new(
+        SpaceName::parse("s1").unwrap(),
+        EndpointName::parse("auth").unwrap(),
+        InstanceId::parse(IID).unwrap(),
+    )
+}
+
+fn observe(world: &mut ModelWorld) -> GateObservation {
+    let g = gate();
+    run(world, Proc(move |cx: &mut Ctx<'_>| observe_gate(cx, &g)))
+        .unwrap()
+        .unwrap()
+}
+
+/// Freezes and reopens the gate at the next generation and `epoch`.
+fn advance(world: &mut ModelWorld, n: u8, epoch: u64) {
+    let g = gate();
+    let seen = observe(world);
+    let op_id = op(n);
+    run(
+        world,
+        Proc(move |cx: &mut Ctx<'_>| {
+            let token = barrier::freeze(cx, &g, &op_id, &seen)?.unwrap();
+            let mut at: Coordinates = seen.gate.coordinates();
+            at.generation = at.generation.next()?;
+            at.process_epoch = cotal_core::gate::ProcessEpoch(epoch);
+            barrier::reopen(cx, &g, &op_id, token, at)
+        }),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_gate_below_its_high_water_mark_is_a_rollback_and_the_mark_only_rises() {
+    let mut world = ModelWorld::default();
+    run(
+        &mut world,
+        ProvisionGate {
+            gate: gate(),
+            principal: Principal::parse("local.plane").unwrap(),
+        },
+    )
+    .unwrap();
+    let first = observe(&mut world);
+    let mark = Mark::of(&first);
+    check(&gate().key(), &mark, Some(&first)).unwrap();
+
+    advance(&mut world, 1, 1);
+    let later = observe(&mut world);
+    check(&gate().key(), &mark, Some(&later)).unwrap();
+    let risen = mark.max(Mark::of(&later));
+    assert_eq!(risen, Mark::of(&later));
+    assert_eq!(risen.max(mark), risen, "the mark never falls");
+
+    // The store handed back the older state: revision, epoch and generation all fell.
+    let refused = check(&gate().key(), &risen, Some(&first)).unwrap_err();
+    assert_eq!(refused.code, ErrorCode::FailedPrecondition);
+    assert_eq!(refused.details[0]["kind"], ROLLBACK_DETECTED);
+    for fell in ["revision", "process epoch", "generation", "rolled back"] {
+        assert!(refused.message.contains(fell), "{fell}: {refused}");
+    }
+    // A gate gone entirely is a rollback too.
+    let gone = check(&gate().key(), &risen, None).unwrap_err();
+    assert!(gone.message.contains("is gone"), "{gone}");
+}
