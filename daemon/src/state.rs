@@ -445,6 +445,22 @@ pub fn read_discovery(path: &Path) -> Result<Option<Discovery>, String> {
     }))
 }
 
+/// True while process `pid` runs.
+pub fn pid_alive(pid: u32) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+/// Removes a discovery file whose plane no longer runs (a `kill -9` leaves one behind).
+pub fn remove_discovery_if_dead(path: &Path) {
+    let dead = matches!(read_discovery(path), Ok(Some(d)) if !pid_alive(d.pid));
+    if dead {
+        let _ = fs::remove_file(path);
+    }
+}
+
 /// Removes the discovery file if it is this process's: a successor on the same state dir may
 /// already have written its own, which must stay.
 pub fn remove_discovery_if_ours(path: &Path) {

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use cotal_core::names::SpaceName;
 use cotal_io_http::face::probe;
-use rustix::process::{test_kill_process, Pid};
 use serde_json::{json, Value};
 
 use crate::state::{self, Discovery};
@@ -74,7 +73,7 @@ async fn one(root: &Path, space: &SpaceName) -> Result<Found, String> {
     let Some(d) = state::read_discovery(&path)? else {
         return Ok(not_up(format!("no discovery file at {}", path.display())));
     };
-    if !alive(d.pid) {
+    if !state::pid_alive(d.pid) {
         return Ok(not_up(format!(
             "the discovery file at {} names pid {}, which is not running: a plane that died \
              without cleaning up",
@@ -124,11 +123,4 @@ fn describe(space: &SpaceName, d: &Discovery, state: &str, cause: Option<&str>) 
          epoch {} (generation {}, registration revision {})",
         d.pid, d.url, d.server, d.instance, d.process_epoch, d.generation, d.registration_revision
     )
-}
-
-fn alive(pid: u32) -> bool {
-    i32::try_from(pid)
-        .ok()
-        .and_then(Pid::from_raw)
-        .is_some_and(|p| test_kill_process(p).is_ok())
 }

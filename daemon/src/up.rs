@@ -124,15 +124,18 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // Handlers go in before the start: a standby stops on a signal, and whoever finds the
     // discovery file may signal at once.
     let mut signals = Signals::install()?;
+    let discovery = state::discovery_path(&inputs.root, &inputs.space);
+    // A discovery file left by a plane that died without cleaning up names nothing that
+    // serves: it goes before this start, so nobody finds it meanwhile.
+    state::remove_discovery_if_dead(&discovery);
     let plane = tokio::select! {
         plane = Plane::start(inputs) => plane?,
         () = signals.recv() => return Ok(Outcome::Stopped),
     };
     let registered = plane.registered().clone();
     let space = &inputs.space;
-    let discovery = state::discovery_path(&inputs.root, space);
     let server = state::redacted(&inputs.server);
-    state::write_discovery(
+    let written = state::write_discovery(
         &discovery,
         space,
         &Discovery {
@@ -146,7 +149,11 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
             generation: registered.generation.0,
             registration_revision: registered.registration_revision.0,
         },
-    )?;
+    );
+    if let Err(why) = written {
+        let _ = plane.close().await;
+        return Err(why);
+    }
     println!(
         "cotal-authd: auth instance {} ready in space {space} on {server} at epoch {} \
              (generation {}, registration revision {}), serving {}; discovery file {}",

@@ -329,6 +329,23 @@ fn successor_fences_predecessor_and_sigterm_exits_clean() {
     // kill -9: no cleanup at all; the next start adopts the still-running embedded server.
     reaper.0[1].kill().unwrap();
     reaper.0[1].wait().unwrap();
+    assert_eq!(
+        discovery(&state).unwrap()["pid"],
+        reaper.0[1].id(),
+        "left behind"
+    );
+    // Any next start removes a discovery file whose plane is dead, even one that then fails.
+    let failed = command()
+        .args(["up", "--space", "t1", "--server", "nats://127.0.0.1:1"])
+        .args(["--state-dir", root])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        discovery(&state).is_none(),
+        "a dead plane's discovery file survived a start"
+    );
     reaper.0.push(up(&state));
     let third = ready(&state, &mut reaper.0[2]);
     assert_eq!(third["server"], server.as_str());
