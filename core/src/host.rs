@@ -26,7 +26,7 @@ use crate::contract::{
 use crate::error::EpError;
 use crate::gate::{EndpointGate, GateState, OpKind, ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
-use crate::kv::Store;
+use crate::kv::{Revision, Store};
 use crate::ledger;
 use crate::machine::{Ctx, Effect, Halt, Machine, Observation, Replay, Script, Step};
 use crate::names::{ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
@@ -487,8 +487,9 @@ pub fn host_fenced(seen: Option<&GateObservation>, epoch: ProcessEpoch) -> bool 
     seen.is_none_or(|o| o.gate.state() != GateState::Open || o.gate.process_epoch() != epoch)
 }
 
-/// Resolves when the host incarnation at `epoch` is fenced (see [`host_fenced`]), with the gate
-/// as last read (`None` when it is gone). Otherwise it sleeps its poll ([`HOST_FENCE_POLL`]
+/// Resolves when the host incarnation at `epoch` is fenced (see [`host_fenced`]) or, armed with
+/// [`AwaitHostFence::with_floor`], when a read shows the gate below that revision (a rolled-back
+/// store), with the gate as last read (`None` when it is gone). Otherwise it sleeps its poll ([`HOST_FENCE_POLL`]
 /// unless [`AwaitHostFence::with_poll`] says otherwise) and reads again, forever: the caller
 /// drops the machine to stop waiting. A failed read fails it; a driver that outlives failed
 /// reads re-arms it ([`AwaitHostFence::rearmed`]). It asks for a sleep only right after a read
@@ -501,6 +502,9 @@ pub struct AwaitHostFence {
     gate: GateRef,
     epoch: ProcessEpoch,
     poll: Duration,
+    /// A gate read below this revision resolves the fence too: the store rolled back
+    /// (ecosystem §8), so nothing the gate says any more can be trusted.
+    floor: Option<Revision>,
     phase: Phase,
 }
 
@@ -534,8 +538,22 @@ impl AwaitHostFence {
             gate,
             epoch,
             poll: HOST_FENCE_POLL,
+            floor: None,
             phase,
         })
+    }
+
+    /// The same fence also resolving on a gate read below revision `floor` (the revision the
+    /// owner saw its gate at once it registered): a rolled-back store.
+    pub fn with_floor(mut self, floor: Revision) -> AwaitHostFence {
+        self.floor = Some(floor);
+        self
+    }
+
+    /// True when `seen` fences this incarnation: [`host_fenced`], or below the floor.
+    fn fences(&self, seen: Option<&GateObservation>) -> bool {
+        host_fenced(seen, self.epoch)
+            || seen.is_some_and(|o| self.floor.is_some_and(|floor| o.revision.0 < floor.0))
     }
 
     /// The same fence sleeping `poll` between reads: how late, at most, it notices a writer other
@@ -552,6 +570,7 @@ impl AwaitHostFence {
             gate: self.gate.clone(),
             epoch: self.epoch,
             poll: self.poll,
+            floor: self.floor,
             phase: Phase::read(&self.gate),
         }
     }
@@ -607,7 +626,7 @@ impl Machine for AwaitHostFence {
         match read.step(observation) {
             Step::Effect(effect) => Step::Effect(effect),
             Step::Done(Err(e)) => self.finish(Err(e)),
-            Step::Done(Ok(seen)) if host_fenced(seen.as_ref(), self.epoch) => self.finish(Ok(seen)),
+            Step::Done(Ok(seen)) if self.fences(seen.as_ref()) => self.finish(Ok(seen)),
             Step::Done(Ok(_)) => {
                 self.phase = Phase::Sleeping;
                 Step::Effect(Effect::Sleep(self.poll))

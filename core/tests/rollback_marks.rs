@@ -81,3 +81,50 @@ fn a_gate_below_its_high_water_mark_is_a_rollback_and_the_mark_only_rises() {
     let gone = check(&gate().key(), &risen, None).unwrap_err();
     assert!(gone.message.contains("is gone"), "{gone}");
 }
+
+/// The fence armed with a floor resolves on a gate read below it, even with the gate open at the
+/// owner's epoch: a rolled-back store is no ground to go on serving.
+#[test]
+fn the_host_fence_resolves_on_a_gate_below_its_floor() {
+    use cotal_core::host::AwaitHostFence;
+    use cotal_core::kv::Revision;
+    use cotal_core::machine::{Effect, Machine, Step};
+
+    let mut world = ModelWorld::default();
+    run(
+        &mut world,
+        ProvisionGate {
+            gate: gate(),
+            principal: Principal::parse("local.plane").unwrap(),
+        },
+    )
+    .unwrap();
+    let seen = observe(&mut world);
+    let epoch = seen.gate.process_epoch();
+    let step = |fence: &mut AwaitHostFence, world: &mut ModelWorld| {
+        let mut observation = None;
+        loop {
+            match fence.step(observation.take()) {
+                Step::Effect(Effect::Sleep(_)) => return None,
+                Step::Effect(effect) => {
+                    observation = Some(cotal_core::driver::World::perform(world, &effect));
+                }
+                Step::Done(result) => return Some(result.unwrap()),
+            }
+        }
+    };
+    // At its own revision the gate holds: the fence sleeps.
+    let mut held = AwaitHostFence::new(gate(), epoch)
+        .unwrap()
+        .with_floor(seen.revision);
+    assert!(step(&mut held, &mut world).is_none());
+    // Armed above what the store now shows: resolved at once, with the gate as read.
+    let mut rolled = AwaitHostFence::new(gate(), epoch)
+        .unwrap()
+        .with_floor(Revision(seen.revision.0 + 5));
+    let resolved = step(&mut rolled, &mut world).expect("a gate below the floor fences");
+    assert_eq!(resolved.unwrap().revision, seen.revision);
+    // A re-armed fence keeps its floor.
+    let mut again = rolled.rearmed();
+    assert!(step(&mut again, &mut world).is_some());
+}

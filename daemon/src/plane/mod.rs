@@ -31,7 +31,7 @@ use std::time::Duration;
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
 use cotal_core::host::{auth_principal, AwaitHostFence};
 use cotal_core::issuance::GateRef;
-use cotal_core::kv::Store;
+use cotal_core::kv::{Revision, Store};
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::trust::DaemonMaterial;
@@ -113,6 +113,8 @@ pub struct Registered {
     pub process_epoch: ProcessEpoch,
     pub generation: Generation,
     pub registration_revision: RegistrationRevision,
+    /// The gate's KV revision right after the registration: no later read may show less.
+    pub gate_revision: Revision,
 }
 
 /// Why a plane stopped serving on its own.
@@ -188,9 +190,13 @@ impl Plane {
             let connections = Arc::clone(&connections);
             let readiness = readiness.clone();
             let metrics = Arc::clone(&metrics);
-            let (gate, epoch) = (registered.gate.clone(), registered.process_epoch);
+            let (gate, epoch, floor) = (
+                registered.gate.clone(),
+                registered.process_epoch,
+                registered.gate_revision,
+            );
             async move {
-                let why = watch_fence(&connections, &gate, epoch).await;
+                let why = watch_fence(&connections, &gate, epoch, floor).await;
                 let (kind, cause) = match &why {
                     Ended::Fenced(why) => ("fenced", why.clone()),
                     Ended::Failed(why) => ("failed", why.clone()),
@@ -425,9 +431,14 @@ impl Start<'_> {
 /// what it no longer can. The watch is armed only after the confirming read saw the gate open
 /// at this start's committed epoch and registration revision, so it never sees this start's
 /// own freeze.
-async fn watch_fence(connections: &Connections, gate: &GateRef, epoch: ProcessEpoch) -> Ended {
+async fn watch_fence(
+    connections: &Connections,
+    gate: &GateRef,
+    epoch: ProcessEpoch,
+    floor: Revision,
+) -> Ended {
     let fence = match AwaitHostFence::new(gate.clone(), epoch) {
-        Ok(fence) => fence.with_poll(FENCE_POLL),
+        Ok(fence) => fence.with_poll(FENCE_POLL).with_floor(floor),
         Err(e) => return Ended::Failed(e.message),
     };
     let fenced = tokio::select! {
@@ -452,6 +463,14 @@ async fn watch_fence(connections: &Connections, gate: &GateRef, epoch: ProcessEp
         e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
     };
     let why = match fenced {
+        Ok(Some(seen)) if seen.revision.0 < floor.0 => format!(
+            "gate {} is at revision {}, below the {} it stood at after this plane's \
+             registration: the store rolled back (an acknowledged write was lost), so nothing \
+             it says can be trusted; investigate before starting again",
+            gate.key(),
+            seen.revision.0,
+            floor.0
+        ),
         Ok(Some(seen)) if seen.gate.process_epoch() != epoch => format!(
             "the gate moved from epoch {epoch} to {} (generation {}, {}); a successor registered",
             seen.gate.process_epoch(),

@@ -10,7 +10,7 @@ use cotal_core::host::{
     auth_instance, confirm_registration, resumed_op, PrepareSelfAuthorized, AUTH_ENDPOINT,
 };
 use cotal_core::issuance::{observe_gate, GateRef};
-use cotal_core::kv::Store;
+use cotal_core::kv::{Revision, Store};
 use cotal_core::machine::{script, Replay};
 use cotal_core::names::{EndpointName, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
@@ -86,7 +86,7 @@ impl Start<'_> {
                 .await
                 .map_err(|e| format!("registering the auth instance failed: {e}"))?;
             state::clear_registration(&record)?;
-            self.raise_mark(&bound, &gate).await?;
+            let gate_revision = self.raise_mark(&bound, &gate).await?;
             audit::granted(
                 "plane",
                 "register",
@@ -108,6 +108,7 @@ impl Start<'_> {
                 process_epoch: reg.process_epoch,
                 generation: reg.generation,
                 registration_revision: reg.registration_revision,
+                gate_revision,
             })
         }
         .await;
@@ -159,8 +160,9 @@ impl Start<'_> {
 }
 
 impl Start<'_> {
-    /// Raises the high-water mark to the gate as it stands after this start's registration.
-    async fn raise_mark(&self, bound: &Space, gate: &GateRef) -> Result<(), String> {
+    /// Raises the high-water mark to the gate as it stands after this start's registration;
+    /// returns the gate's revision then, the floor the fence watch holds it to.
+    async fn raise_mark(&self, bound: &Space, gate: &GateRef) -> Result<Revision, String> {
         let seen = drive(&mut Replay::new(script(|cx| observe_gate(cx, gate))), bound)
             .await
             .map_err(|e| format!("reading the plane's gate failed: {e}"))?
@@ -170,7 +172,8 @@ impl Start<'_> {
             Some(before) => before.max(Mark::of(&seen)),
             None => Mark::of(&seen),
         };
-        state::save_mark(&path, &gate.key(), &mark)
+        state::save_mark(&path, &gate.key(), &mark)?;
+        Ok(seen.revision)
     }
 }
 
