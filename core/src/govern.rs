@@ -318,17 +318,12 @@ fn write_head(
     head: &GovernanceHead,
     pin: Option<Revision>,
 ) -> Result<WriteOutcome, Halt> {
-    let (store, key, value) = (Store::Records, keys::govern(endpoint), head.to_bytes());
-    let request = match pin {
-        None => KvRequest::CreateStrict { store, key, value },
-        Some(expected) => KvRequest::Update {
-            store,
-            key,
-            value,
-            expected,
-        },
-    };
-    cx.write(request)
+    cx.write(KvRequest::create_or_update(
+        Store::Records,
+        keys::govern(endpoint),
+        head.to_bytes(),
+        pin,
+    ))
 }
 
 /// Why a head write did not certainly commit, for messages.

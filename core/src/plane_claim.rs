@@ -492,16 +492,12 @@ fn write_claim(
     row: &ClaimRow,
     expected: Option<Revision>,
 ) -> Result<bool, Halt> {
-    let (store, key, value) = (Store::Auth, PLANE_CLAIM_KEY.to_owned(), row.to_bytes());
-    let request = match expected {
-        None => KvRequest::CreateStrict { store, key, value },
-        Some(expected) => KvRequest::Update {
-            store,
-            key,
-            value,
-            expected,
-        },
-    };
+    let request = KvRequest::create_or_update(
+        Store::Auth,
+        PLANE_CLAIM_KEY.to_owned(),
+        row.to_bytes(),
+        expected,
+    );
     let settled = settle_write(cx, &request, |cx, heard| {
         if let Heard::NotSent { why, .. } = heard {
             return Err(EpError::unavailable(format!(

@@ -245,26 +245,22 @@ pub fn auth_reader(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpEr
 /// grant nothing exercises is only exposure. What the scanners keep is their role in the plane
 /// claim — the claim pins their exact connections, and either one's drop fences the plane.
 pub fn auth_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
-    let a = &Names::new(space).auth_stream;
-    grant(
-        vec![
-            "$JS.API.INFO".to_owned(),
-            format!("$JS.API.STREAM.INFO.{a}"),
-            format!("$JS.API.STREAM.MSG.GET.{a}"),
-        ],
-        conn,
-    )
+    scanner(&Names::new(space).auth_stream, conn)
 }
 
 /// `cotal:records-scan:<s>` — the sealed records scanner, as [`auth_scan`] over the records
 /// store.
 pub fn records_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
-    let r = &Names::new(space).rec_stream;
+    scanner(&Names::new(space).rec_stream, conn)
+}
+
+/// A sealed scanner's rows over its one `stream`: shape proof and leader-served reads.
+fn scanner(stream: &str, conn: &ConnId) -> Result<Permissions, EpError> {
     grant(
         vec![
             "$JS.API.INFO".to_owned(),
-            format!("$JS.API.STREAM.INFO.{r}"),
-            format!("$JS.API.STREAM.MSG.GET.{r}"),
+            format!("$JS.API.STREAM.INFO.{stream}"),
+            format!("$JS.API.STREAM.MSG.GET.{stream}"),
         ],
         conn,
     )

@@ -117,6 +117,25 @@ pub enum KvOp {
 }
 
 impl KvRequest {
+    /// A create-only write refused over any marker (`pin` = `None`), or a write pinned to the
+    /// key's last revision `pin`: how a row that is never deleted is written, first and after.
+    pub fn create_or_update(
+        store: Store,
+        key: String,
+        value: Vec<u8>,
+        pin: Option<Revision>,
+    ) -> KvRequest {
+        match pin {
+            None => KvRequest::CreateStrict { store, key, value },
+            Some(expected) => KvRequest::Update {
+                store,
+                key,
+                value,
+                expected,
+            },
+        }
+    }
+
     pub fn op(&self) -> KvOp {
         match self {
             KvRequest::Get { .. } => KvOp::Get,
