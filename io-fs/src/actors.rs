@@ -20,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cotal_core::actors::row::file_name;
+use cotal_core::actors::row::{file_name, principal_of_file};
 use cotal_core::actors::store::{execute, RowStore, StoreError};
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest, AliasGuard, RowSpace};
 use cotal_core::names::Principal;
@@ -214,6 +214,36 @@ impl RowStore for Files<'_> {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
             Err(e) => Err(StoreError::Unavailable(format!("{}: {e}", path.display()))),
         }
+    }
+
+    fn principals(
+        &mut self,
+        space: RowSpace,
+    ) -> Result<Vec<Result<Principal, String>>, StoreError> {
+        let Some(dir) = self.space_dir(space)? else {
+            return Ok(Vec::new());
+        };
+        let unavailable =
+            |e: std::io::Error| StoreError::Unavailable(format!("{}: {e}", dir.display()));
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(unavailable)? {
+            names.push(entry.map_err(unavailable)?.file_name());
+        }
+        names.sort();
+        Ok(names
+            .into_iter()
+            // A writer's temp file is never a row: it is renamed into place or removed.
+            .filter(|name| !name.to_string_lossy().ends_with(".tmp"))
+            .map(|name| {
+                let shown = name.to_string_lossy();
+                principal_of_file(&shown).ok_or_else(|| {
+                    format!(
+                        "{}: not an actor grant file (<owner>.<actor>.json) - remove it",
+                        dir.join(&name).display()
+                    )
+                })
+            })
+            .collect())
     }
 
     fn describe(&self, space: RowSpace, principal: &Principal) -> String {

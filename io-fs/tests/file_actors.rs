@@ -322,3 +322,62 @@ fn the_alias_lock_excludes_threads_and_handles_over_one_directory() {
         .unwrap()
         .is_some());
 }
+
+/// `actor ls` reads every row as a connect would: rows in principal order, a stray file named
+/// as such, a writer's temp file skipped, and each space listed on its own.
+#[test]
+fn listing_reads_every_row_and_names_stray_files() {
+    let (_d, l) = ledger();
+    for actor in ["zed", "cli", "amy"] {
+        l.execute(&ActorsRequest::GrantInteractive(interactive(actor)));
+    }
+    assert!(matches!(
+        l.execute(&ActorsRequest::GrantManaged(managed("worker"))),
+        ActorsOutcome::Granted(_)
+    ));
+    let dir = l.root().join(RowSpace::Interactive.dir());
+    fs::write(dir.join("notes.txt"), "x").unwrap();
+    fs::write(dir.join(format!("{OWNER}.amy.json.1.2.tmp")), "partial").unwrap();
+    let ActorsOutcome::Listed(rows) = l.execute(&ActorsRequest::List {
+        space: RowSpace::Interactive,
+    }) else {
+        panic!("expected a listing");
+    };
+    let actors: Vec<_> = rows
+        .iter()
+        .map(|r| match r {
+            Ok(row) => row.actor.as_str().to_owned(),
+            Err(why) => why.clone(),
+        })
+        .collect();
+    assert_eq!(actors.len(), 4, "{actors:?}");
+    assert!(actors[0].contains("notes.txt") && actors[0].contains("not an actor grant file"));
+    assert_eq!(&actors[1..], ["amy", "cli", "zed"]);
+    let managed_rows = l.execute(&ActorsRequest::List {
+        space: RowSpace::Managed,
+    });
+    assert!(matches!(managed_rows, ActorsOutcome::Listed(rows) if rows.len() == 1));
+}
+
+/// The operator's revoke removes an interactive row, reports a second revoke as nothing to
+/// remove, and refuses to touch a managed agent's row.
+#[test]
+fn interactive_revoke_never_removes_a_managed_row() {
+    let (_d, l) = ledger();
+    l.execute(&ActorsRequest::GrantInteractive(interactive("cli")));
+    let revoke = |actor| ActorsRequest::RevokeInteractive {
+        principal: principal(actor),
+    };
+    assert_eq!(l.execute(&revoke("cli")), ActorsOutcome::Revoked(true));
+    assert_eq!(l.execute(&revoke("cli")), ActorsOutcome::Revoked(false));
+    l.execute(&ActorsRequest::GrantInteractive(interactive("cli")));
+    l.execute(&ActorsRequest::GrantManaged(managed("worker")));
+    match l.execute(&revoke("worker")) {
+        ActorsOutcome::Refused(why) => assert!(why.contains("managed agent"), "{why}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(matches!(
+        find(&l, RowSpace::Managed, "worker"),
+        ActorsOutcome::Found(Some(_))
+    ));
+}

@@ -62,6 +62,20 @@ impl RowStore for Rows {
     fn describe(&self, space: RowSpace, principal: &Principal) -> String {
         format!("memory:{}/{}", space.dir(), file_name(principal))
     }
+
+    fn principals(
+        &mut self,
+        space: RowSpace,
+    ) -> Result<Vec<Result<Principal, String>>, StoreError> {
+        let mut principals: Vec<Principal> = self
+            .files
+            .keys()
+            .filter(|(s, _)| *s == space)
+            .map(|(_, p)| p.clone())
+            .collect();
+        principals.sort_by_key(Principal::key);
+        Ok(principals.into_iter().map(Ok).collect())
+    }
 }
 
 impl Rows {

@@ -60,6 +60,10 @@ pub enum ActorsRequest {
         principal: Principal,
         lifecycle_uid: LifecycleUid,
     },
+    /// Removes the interactive row of `principal` (operator path; a managed row is refused).
+    RevokeInteractive { principal: Principal },
+    /// Every row of one space, in principal order, each read and checked as `Find` reads it.
+    List { space: RowSpace },
 }
 
 impl ActorsRequest {
@@ -70,6 +74,7 @@ impl ActorsRequest {
             ActorsRequest::GrantInteractive(_)
                 | ActorsRequest::GrantManaged(_)
                 | ActorsRequest::RevokeManagedAt { .. }
+                | ActorsRequest::RevokeInteractive { .. }
         )
     }
 }
@@ -90,6 +95,8 @@ pub enum ActorsOutcome {
     Granted(ActorRow),
     /// Whether a row was removed.
     Revoked(bool),
+    /// The rows of a space: each one the row, or the sentence saying why its file is not one.
+    Listed(Vec<Result<ActorRow, String>>),
     /// The envelope walk admitted the row.
     Within,
     /// Refused by policy or grammar (envelope exceeded, shadowing, bad row); the sentence says

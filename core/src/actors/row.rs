@@ -47,6 +47,13 @@ pub fn file_name(principal: &Principal) -> String {
     format!("{}.json", principal.key())
 }
 
+/// The principal a row file is named for: the inverse of [`file_name`], refusing any other name.
+pub fn principal_of_file(name: &str) -> Option<Principal> {
+    name.strip_suffix(".json")
+        .and_then(|key| Principal::parse(key).ok())
+        .filter(|p| file_name(p) == name)
+}
+
 /// The SHA-256 hex digest of an agent's standing actor token: 64 lowercase hex.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TokenHash(String);

@@ -44,6 +44,10 @@ pub trait RowStore {
     fn remove(&mut self, space: RowSpace, principal: &Principal) -> Result<bool, StoreError>;
     /// Where the row lives, for refusals (a file path).
     fn describe(&self, space: RowSpace, principal: &Principal) -> String;
+    /// The principals with a row in `space`, sorted; an entry whose name is not
+    /// `<owner>.<actor>.json` is returned as the sentence naming it.
+    fn principals(&mut self, space: RowSpace)
+        -> Result<Vec<Result<Principal, String>>, StoreError>;
 }
 
 /// Executes one ledger request over `store`.
@@ -69,8 +73,50 @@ pub fn execute<S: RowStore>(store: &mut S, request: &ActorsRequest) -> ActorsOut
             Ok(_) => Ok(ActorsOutcome::Revoked(false)),
             Err(e) => Err(e),
         },
+        ActorsRequest::RevokeInteractive { principal } => revoke_interactive(store, principal),
+        ActorsRequest::List { space } => list(store, *space),
     };
     result.unwrap_or_else(Into::into)
+}
+
+/// Removes an interactive grant. A managed agent's row belongs to its spawn lifecycle, so the
+/// operator's revoke refuses it and says what removes it instead.
+fn revoke_interactive<S: RowStore>(
+    store: &mut S,
+    principal: &Principal,
+) -> Result<ActorsOutcome, Denial> {
+    if find_in(store, RowSpace::Managed, principal)?.is_some() {
+        return Err(Denial::Refused(format!(
+            "actor {:?} is a managed agent - its grant is owned by the spawn lifecycle; retire \
+             it through its manager (`cotal despawn {}`) instead of revoking it",
+            principal.actor().as_str(),
+            principal.actor()
+        )));
+    }
+    remove_settled(store, RowSpace::Interactive, principal).map(ActorsOutcome::Revoked)
+}
+
+/// Every row of `space`, each read exactly as a find reads it, so a listing shows a corrupt
+/// row as the same sentence a connect would be denied with.
+fn list<S: RowStore>(store: &mut S, space: RowSpace) -> Result<ActorsOutcome, Denial> {
+    let rows = store
+        .principals(space)?
+        .into_iter()
+        .map(|entry| {
+            let principal = entry?;
+            match find_in(store, space, &principal) {
+                Ok(Some(row)) => Ok(row),
+                Ok(None) => Err(format!(
+                    "{}: removed while listing",
+                    store.describe(space, &principal)
+                )),
+                Err(Denial::Refused(why) | Denial::Corrupt(why) | Denial::Unavailable(why)) => {
+                    Err(why)
+                }
+            }
+        })
+        .collect();
+    Ok(ActorsOutcome::Listed(rows))
 }
 
 /// One space's row of `principal`; a row whose content names another principal is refused.

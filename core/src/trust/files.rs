@@ -16,7 +16,7 @@ use super::{
 };
 use crate::error::EpError;
 use crate::jwt::{self, ClaimType, Claims, Nats};
-use crate::names::SpaceName;
+use crate::names::{DerivedOwner, SpaceName};
 
 /// The subdirectory of the space dir that holds the operator's and the broker's files.
 pub const OPERATOR_DIR: &str = "operator";
@@ -922,6 +922,12 @@ impl DaemonMaterial {
 
     pub fn idp(&self) -> &IdpPin {
         &self.idp
+    }
+
+    /// The owner the pinned IdP's `subject` derives in this space: the one derivation the
+    /// exchange and the operator's `actor grant --idp-subject` share.
+    pub fn owner_for_idp_subject(&self, subject: &str) -> Result<DerivedOwner, EpError> {
+        DerivedOwner::for_idp_subject(self.owner_secret(), self.idp.issuer(), subject)
     }
 
     /// The plane's system-account user (liveness and eviction).
