@@ -82,35 +82,8 @@ fn table(rows: &[Value]) -> String {
         .iter()
         .map(|r| COLUMNS.iter().map(|(_, f)| cell(r, f)).collect())
         .collect();
-    let widths: Vec<usize> = COLUMNS
-        .iter()
-        .enumerate()
-        .map(|(i, (h, _))| {
-            cells
-                .iter()
-                .filter_map(|r| r.get(i).map(String::len))
-                .chain([h.len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |fields: Vec<&str>| {
-        fields
-            .iter()
-            .zip(&widths)
-            .map(|(f, w)| format!("{f:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    let mut out = vec![line(COLUMNS.iter().map(|(h, _)| *h).collect())];
-    out.extend(
-        cells
-            .iter()
-            .map(|r| line(r.iter().map(String::as_str).collect())),
-    );
-    out.join("\n")
+    let headers: Vec<&str> = COLUMNS.iter().map(|(h, _)| *h).collect();
+    crate::table::render(&headers, &cells)
 }
 
 async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String> {

@@ -3,11 +3,13 @@
 //! host can run several spaces' planes in one process), and the pieces the `cotal-authd`
 //! binary (`src/main.rs`: the CLI only) is made of.
 
+pub mod actor_cmd;
 pub mod audit;
 pub mod embedded;
 pub mod gate_cmd;
 pub mod plane;
 pub mod state;
 pub mod status;
+pub mod table;
 pub mod trust_cmd;
 pub mod up;

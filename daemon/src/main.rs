@@ -9,11 +9,13 @@
 //! * `gate ls|show` — read-only tables of a space's issuance gates ([`gate_cmd`]).
 //! * `gate reconcile` — reopen one frozen registration gate whose holder is verifiably gone
 //!   ([`gate_cmd`]).
+//! * `actor grant|ls|revoke`, `owner` — the space's actor grants and the owner an IdP subject
+//!   derives ([`actor_cmd`]).
 //!
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
 
-use cotal_authd::{gate_cmd, status, trust_cmd, up};
+use cotal_authd::{actor_cmd, gate_cmd, status, trust_cmd, up};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -96,6 +98,123 @@ enum Command {
     /// The space's issuance gates: read-only views, and the repair of a frozen one.
     #[command(subcommand, subcommand_required = true)]
     Gate(GateCommand),
+    /// The space's actor grants: who may sign in as which actor, with what.
+    #[command(subcommand, subcommand_required = true)]
+    Actor(ActorCommand),
+    /// Print the owner an IdP subject derives in the space (what `actor grant --owner` takes).
+    #[command(after_help = EXIT_CODES)]
+    Owner(OwnerCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ActorCommand {
+    /// Grant (or re-grant) an interactive actor to an owner; a re-grant rotates its lifecycle,
+    /// so the previous grant's bearers are refused at their next connect.
+    #[command(after_help = EXIT_CODES)]
+    Grant(ActorGrant),
+    /// List the space's grants, interactive and managed.
+    #[command(after_help = EXIT_CODES)]
+    Ls(ActorLs),
+    /// Revoke an interactive grant; its bearers are refused at their next connect.
+    #[command(after_help = EXIT_CODES)]
+    Revoke(ActorRevoke),
+}
+
+/// Whose actor: an owner token, or the IdP subject that derives it.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct ActorOwner {
+    /// The owner (u_ + 26 base32 chars), as `cotal-authd owner` prints it.
+    #[arg(long, value_name = "OWNER")]
+    owner: Option<String>,
+    /// The subject (`sub`) the space's pinned IdP signs the human in as.
+    #[arg(long, value_name = "SUB")]
+    idp_subject: Option<String>,
+}
+
+impl ActorOwner {
+    fn into_arg(self) -> actor_cmd::OwnerArg {
+        match (self.owner, self.idp_subject) {
+            (Some(owner), _) => actor_cmd::OwnerArg::Owner(owner),
+            (None, sub) => actor_cmd::OwnerArg::IdpSubject(sub.unwrap_or_default()),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct ActorGrant {
+    /// The actor name (one NATS-safe token).
+    #[arg(value_name = "ACTOR")]
+    actor: String,
+    #[command(flatten)]
+    owner: ActorOwner,
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+    /// Capabilities, comma-separated (admin, spawn, supervise, role:<r>; '' for none).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', num_args = 0..)]
+    scope: Option<Vec<String>>,
+    /// Subjects the actor may subscribe to, comma-separated ('' for none).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', num_args = 0..)]
+    allow_subscribe: Option<Vec<String>>,
+    /// Subjects the actor may publish to, comma-separated ('' for none).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', num_args = 0..)]
+    allow_publish: Option<Vec<String>>,
+    /// Grant every capability and every subject both ways.
+    #[arg(long)]
+    full: bool,
+    /// The actor's role (a plain token).
+    #[arg(long, value_name = "ROLE")]
+    role: Option<String>,
+    /// A free-form label kept on the row.
+    #[arg(long, value_name = "TEXT")]
+    label: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct ActorLs {
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ActorRevoke {
+    /// The actor name.
+    #[arg(value_name = "ACTOR")]
+    actor: String,
+    #[command(flatten)]
+    owner: ActorOwner,
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+#[derive(Debug, Args)]
+struct OwnerCommand {
+    /// The subject (`sub`) the space's pinned IdP signs the human in as.
+    #[arg(long, value_name = "SUB")]
+    idp_subject: String,
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+/// A comma list as given: `''` is the empty list, blanks around entries are dropped.
+fn list(given: Option<Vec<String>>) -> Option<Vec<String>> {
+    given.map(|l| {
+        l.into_iter()
+            .map(|e| e.trim().to_owned())
+            .filter(|e| !e.is_empty())
+            .collect()
+    })
 }
 
 #[derive(Debug, Subcommand)]
@@ -414,6 +533,11 @@ fn command_words(args: &[String]) -> Option<&'static str> {
         [gate, show, ..] if gate == "gate" && show == "show" => Some("gate show"),
         [gate, r, ..] if gate == "gate" && r == "reconcile" => Some("gate reconcile"),
         [gate, ..] if gate == "gate" => Some("gate"),
+        [actor, grant, ..] if actor == "actor" && grant == "grant" => Some("actor grant"),
+        [actor, ls, ..] if actor == "actor" && ls == "ls" => Some("actor ls"),
+        [actor, revoke, ..] if actor == "actor" && revoke == "revoke" => Some("actor revoke"),
+        [actor, ..] if actor == "actor" => Some("actor"),
+        [owner, ..] if owner == "owner" => Some("owner"),
         _ => None,
     }
 }
@@ -545,9 +669,12 @@ fn main() -> ExitCode {
     init_logs(
         match command {
             Command::Up(_) => LevelFilter::INFO,
-            Command::Init(_) | Command::BrokerConfig(_) | Command::Status(_) | Command::Gate(_) => {
-                LevelFilter::WARN
-            }
+            Command::Init(_)
+            | Command::BrokerConfig(_)
+            | Command::Status(_)
+            | Command::Gate(_)
+            | Command::Actor(_)
+            | Command::Owner(_) => LevelFilter::WARN,
         },
         log_format,
     );
@@ -589,6 +716,43 @@ fn main() -> ExitCode {
             }
             Err(why) => fail("status", &why, 1),
         },
+        Command::Owner(o) => printed(
+            "owner",
+            actor_cmd::owner(&o.root.dir, &o.space.space, &o.idp_subject),
+        ),
+        Command::Actor(ActorCommand::Grant(g)) => printed(
+            "actor grant",
+            actor_cmd::grant(actor_cmd::GrantArgs {
+                root: g.root.dir,
+                space: g.space.space,
+                actor: g.actor,
+                owner: g.owner.into_arg(),
+                lists: actor_cmd::GrantLists {
+                    scope: list(g.scope),
+                    allow_subscribe: list(g.allow_subscribe),
+                    allow_publish: list(g.allow_publish),
+                    full: g.full,
+                },
+                role: g.role,
+                label: g.label,
+            }),
+        ),
+        Command::Actor(ActorCommand::Ls(ls)) => {
+            match actor_cmd::ls(&ls.root.dir, &ls.space.space, ls.json) {
+                Ok(listing) => {
+                    println!("{}", listing.out);
+                    match listing.unreadable {
+                        Some(why) => fail("actor ls", &why, 1),
+                        None => ExitCode::SUCCESS,
+                    }
+                }
+                Err(why) => fail("actor ls", &why, 1),
+            }
+        }
+        Command::Actor(ActorCommand::Revoke(r)) => printed(
+            "actor revoke",
+            actor_cmd::revoke(&r.root.dir, &r.space.space, &r.actor, &r.owner.into_arg()),
+        ),
         Command::Gate(gate) => {
             let name = gate.name();
             match gate.into_run() {
