@@ -6,6 +6,12 @@
 //! * [`face`] — the loopback and public HTTP faces on hyper: closed route tables, request
 //!   guards, the loopback capability, refusal budgets, admission control and graceful close,
 //!   around an injected [`face::FaceHandler`] that holds the authority logic.
+//! * [`dev_idp`] — a development IdP (loopback, signs in anyone) for walk-throughs and tests.
+//! * [`fetch`] — the one outbound client: a bounded JSON `GET` over HTTP or HTTPS.
+//! * [`idp_keys`] — the pinned IdP's key set, fetched from its `jwksUri` and cached.
 
 pub mod bearer;
+pub mod dev_idp;
 pub mod face;
+pub mod fetch;
+pub mod idp_keys;

@@ -143,6 +143,15 @@ impl IdpVerifier {
         })
     }
 
+    /// Whether the key `token`'s header names is pinned here. A token whose header does not
+    /// read counts as known: refetching keys cannot help it, and `verify` says what is wrong.
+    pub fn knows_kid_of(&self, token: &str) -> bool {
+        match jose::read_header(token, WHAT) {
+            Ok(header) => header.kid.is_none_or(|kid| self.keys.contains_key(&kid)),
+            Err(_) => true,
+        }
+    }
+
     /// Verifies `token` at `now` and returns who it names. Every refusal is `permission-denied`
     /// with a sentence naming the one thing that was wrong, checked in this order: size and
     /// shape, header (no embedded keys, no `crit`), algorithm (EdDSA, RS256 or ES256 only),
