@@ -11,11 +11,12 @@
 //!   ([`gate_cmd`]).
 //! * `actor grant|ls|revoke`, `owner` — the space's actor grants and the owner an IdP subject
 //!   derives ([`actor_cmd`]).
+//! * `dev-idp [token]` — a labelled development IdP for walk-throughs ([`dev_idp_cmd`]).
 //!
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
 
-use cotal_authd::{actor_cmd, gate_cmd, status, trust_cmd, up};
+use cotal_authd::{actor_cmd, dev_idp_cmd, gate_cmd, status, trust_cmd, up};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -104,6 +105,40 @@ enum Command {
     /// Print the owner an IdP subject derives in the space (what `actor grant --owner` takes).
     #[command(after_help = EXIT_CODES)]
     Owner(OwnerCommand),
+    /// A DEVELOPMENT identity provider on loopback that signs in anyone: for walk-throughs and
+    /// tests, never production. `dev-idp --port N` serves it; `dev-idp token` mints a token.
+    #[command(args_conflicts_with_subcommands = true, after_help = EXIT_CODES)]
+    DevIdp(DevIdpCommand),
+}
+
+#[derive(Debug, Args)]
+struct DevIdpCommand {
+    #[command(subcommand)]
+    token: Option<DevIdpToken>,
+    /// The loopback port to serve on (fixed once chosen: the space pins the IdP's origin).
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+#[derive(Debug, Subcommand)]
+enum DevIdpToken {
+    /// Print an ID token of the development IdP for a subject.
+    #[command(after_help = EXIT_CODES)]
+    Token(DevIdpTokenArgs),
+}
+
+#[derive(Debug, Args)]
+struct DevIdpTokenArgs {
+    /// The subject (`sub`) to sign in as.
+    #[arg(long, value_name = "SUB")]
+    subject: String,
+    /// The token's lifetime in seconds (at most 3600).
+    #[arg(long, value_name = "SECS", default_value = "600")]
+    ttl: u64,
+    #[command(flatten)]
+    root: StateRoot,
 }
 
 #[derive(Debug, Subcommand)]
@@ -538,6 +573,8 @@ fn command_words(args: &[String]) -> Option<&'static str> {
         [actor, revoke, ..] if actor == "actor" && revoke == "revoke" => Some("actor revoke"),
         [actor, ..] if actor == "actor" => Some("actor"),
         [owner, ..] if owner == "owner" => Some("owner"),
+        [idp, token, ..] if idp == "dev-idp" && token == "token" => Some("dev-idp token"),
+        [idp, ..] if idp == "dev-idp" => Some("dev-idp"),
         _ => None,
     }
 }
@@ -668,7 +705,7 @@ fn main() -> ExitCode {
     // view keeps stderr for problems.
     init_logs(
         match command {
-            Command::Up(_) => LevelFilter::INFO,
+            Command::Up(_) | Command::DevIdp(_) => LevelFilter::INFO,
             Command::Init(_)
             | Command::BrokerConfig(_)
             | Command::Status(_)
@@ -715,6 +752,30 @@ fn main() -> ExitCode {
                 }
             }
             Err(why) => fail("status", &why, 1),
+        },
+        Command::DevIdp(DevIdpCommand {
+            token: Some(DevIdpToken::Token(t)),
+            ..
+        }) => printed(
+            "dev-idp token",
+            dev_idp_cmd::token(&t.root.dir, &t.subject, t.ttl),
+        ),
+        Command::DevIdp(DevIdpCommand {
+            token: None,
+            port,
+            root,
+        }) => match port {
+            None => fail(
+                "dev-idp",
+                "--port is required to serve the development IdP",
+                EXIT_USAGE,
+            ),
+            Some(port) => {
+                match runtime().and_then(|rt| rt.block_on(dev_idp_cmd::serve(&root.dir, port))) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(why) => fail("dev-idp", &why, 1),
+                }
+            }
         },
         Command::Owner(o) => printed(
             "owner",

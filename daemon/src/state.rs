@@ -91,7 +91,7 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> Result<(), String> {
 
 /// Publishes `bytes` at `path` only if nothing is there: a synced temp file hard-linked into
 /// place (the link fails when `path` exists). Returns whether this call created it.
-fn create_private(path: &Path, bytes: &[u8]) -> Result<bool, String> {
+pub(crate) fn create_private(path: &Path, bytes: &[u8]) -> Result<bool, String> {
     let tmp = write_temp(path, bytes)?;
     let linked = fs::hard_link(&tmp, path);
     let _ = fs::remove_file(&tmp);
@@ -103,7 +103,7 @@ fn create_private(path: &Path, bytes: &[u8]) -> Result<bool, String> {
 }
 
 /// Reads a regular file, refusing a symlink or anything else in its place; `None` when absent.
-fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, String> {
+pub(crate) fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, String> {
     match fs::symlink_metadata(path) {
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
@@ -121,9 +121,14 @@ fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, String> {
         .map_err(|e| format!("cannot read {}: {e}", path.display()))
 }
 
-/// 20 bytes from the kernel's CSPRNG.
+/// 20 bytes from the kernel's CSPRNG (what an id mints from).
 pub fn entropy() -> Result<[u8; 20], String> {
-    let mut buf = [0u8; 20];
+    random_bytes()
+}
+
+/// `N` bytes from the kernel's CSPRNG.
+pub fn random_bytes<const N: usize>() -> Result<[u8; N], String> {
+    let mut buf = [0u8; N];
     fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut buf))
         .map_err(|e| format!("cannot read /dev/urandom: {e}"))?;
