@@ -14,6 +14,7 @@
 //! lock is an `flock` on a per-alias lock file, so it holds across threads and across processes
 //! sharing the ledger directory.
 
+pub mod authorize;
 pub mod envelope;
 mod memory;
 pub mod row;

@@ -1,0 +1,198 @@
+//! The three questions the sign-in path asks the actor ledger (reference §6.5), each answered
+//! from a fresh read and failing closed:
+//!
+//! * [`authorize_human_grant`] — may this signed-in human exchange for this actor (with this
+//!   view)? Interactive rows only: the IdP mint boundary never reads a managed row as a grant.
+//! * [`authorize_agent_exchange`] — does this agent secret open this managed row? Every
+//!   authentication failure is one sentence, so a caller learns nothing about which agents
+//!   exist; the digest comparison is constant-time; the delegation envelope is re-walked after
+//!   the secret matched, since a spawner may have been narrowed since the spawn.
+//! * [`authorize_connect`] — may a bearer still connect? Either space; the bearer's scope must be
+//!   inside the row's current scope and its lifecycle uid must be the row's, so a re-grant (which
+//!   rotates the uid) kills every bearer of the predecessor at its next connect.
+
+use sha2::{Digest as _, Sha256};
+
+use super::row::{ActorRow, RowSpace};
+use super::{ActorLedger, ActorsOutcome, ActorsRequest, Boundary, Held};
+use crate::error::EpError;
+use crate::manager::constant_time_eq;
+use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal, SpaceName};
+
+/// The one sentence every failed agent authentication gets (reference §3.5).
+pub const AGENT_EXCHANGE_REFUSED: &str = "agent exchange refused: unknown agent or wrong secret \
+     - if this agent should exist, respawn it (`cotal spawn`) to rotate its grant";
+
+/// What an interactive grant lets a signed-in human exchange for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HumanGrant {
+    pub row: ActorRow,
+    /// The row's lifecycle: every bearer of this exchange is bound to it.
+    pub lifecycle_uid: LifecycleUid,
+}
+
+/// The SHA-256 hex digest of an agent's secret, as its managed row stores it.
+pub fn token_digest(secret: &str) -> String {
+    data_encoding::HEXLOWER.encode(&Sha256::digest(secret.as_bytes()))
+}
+
+fn find(
+    ledger: &dyn ActorLedger,
+    space: RowSpace,
+    principal: &Principal,
+) -> Result<Option<ActorRow>, EpError> {
+    match ledger.execute(&ActorsRequest::Find {
+        space,
+        principal: principal.clone(),
+    }) {
+        ActorsOutcome::Found(held) => Ok(held.map(|h| h.row)),
+        other => Err(denial(other)),
+    }
+}
+
+/// A ledger answer that is not the one asked for, as the refusal it is.
+fn denial(outcome: ActorsOutcome) -> EpError {
+    match outcome {
+        ActorsOutcome::Refused(why) | ActorsOutcome::Corrupt(why) => {
+            EpError::permission_denied(why)
+        }
+        ActorsOutcome::Unavailable(why) => EpError::unavailable(why),
+        other => EpError::internal(format!("the actor ledger answered {other:?} out of turn")),
+    }
+}
+
+/// The IdP mint boundary (`ledgerAuthorizeGrant`): the interactive row of `owner.actor`, with a
+/// lifecycle uid, whose scope holds `required_scope` when the exchange asks for a view. A
+/// missing row says how to grant it (or that the name is a managed agent's); every refusal is
+/// `permission-denied`.
+pub fn authorize_human_grant(
+    ledger: &dyn ActorLedger,
+    space: &SpaceName,
+    owner: &DerivedOwner,
+    actor: &ActorToken,
+    required_scope: Option<(&str, &str)>,
+) -> Result<HumanGrant, EpError> {
+    let principal = Principal::new(owner.owner().clone(), actor.clone());
+    let Some(row) = find(ledger, RowSpace::Interactive, &principal)? else {
+        if find(ledger, RowSpace::Managed, &principal)?.is_some() {
+            return Err(EpError::permission_denied(format!(
+                "actor {:?} is a managed agent - it exchanges its own secret, never a human \
+                 sign-in; sign in as an interactive actor instead",
+                actor.as_str()
+            )));
+        }
+        return Err(EpError::permission_denied(format!(
+            "actor {:?} is not granted for this user - an operator grants it with \
+             `cotal-authd actor grant {actor} --space {space} --owner {owner} --full` (or \
+             explicit --scope/--allow-subscribe/--allow-publish lists)",
+            actor.as_str()
+        )));
+    };
+    let Some(lifecycle_uid) = row.lifecycle_uid.clone() else {
+        return Err(EpError::permission_denied(format!(
+            "actor {:?} has no lifecycle uid on its grant - re-grant it (`cotal-authd actor \
+             grant {actor} --space {space} --owner {owner} …`)",
+            actor.as_str()
+        )));
+    };
+    if let Some((view, scope)) = required_scope {
+        if !row.scope.iter().any(|s| s == scope) {
+            return Err(EpError::permission_denied(format!(
+                "the {view} view needs scope {scope:?}, which actor {:?} is not granted - \
+                 re-grant the whole row with it: `cotal-authd actor grant {actor} --space \
+                 {space} --owner {owner} --scope '{}' --allow-subscribe '{}' --allow-publish \
+                 '{}'`",
+                actor.as_str(),
+                row.scope
+                    .iter()
+                    .map(String::as_str)
+                    .chain([scope])
+                    .collect::<Vec<_>>()
+                    .join(","),
+                row.allow_subscribe.join(","),
+                row.allow_publish.join(","),
+            )));
+        }
+    }
+    Ok(HumanGrant { row, lifecycle_uid })
+}
+
+/// The agent-secret boundary (`ledgerAuthorizeAgentExchange`): the managed row of
+/// `owner.actor` whose token hash is the secret's digest, compared in constant time. An owner
+/// or actor that does not parse, a missing or unreadable row and a wrong secret all get
+/// [`AGENT_EXCHANGE_REFUSED`]: none of them may tell a prober whether the agent exists. After the
+/// secret matched, the envelope walk's own sentence says what was narrowed.
+pub fn authorize_agent_exchange(
+    ledger: &dyn ActorLedger,
+    owner: &str,
+    actor: &str,
+    secret: &str,
+) -> Result<ActorRow, EpError> {
+    let refused = || EpError::permission_denied(AGENT_EXCHANGE_REFUSED);
+    let (Ok(owner), Ok(actor)) = (OwnerToken::parse(owner), ActorToken::parse(actor)) else {
+        return Err(refused());
+    };
+    if DerivedOwner::parse(owner.as_str()).is_err() {
+        return Err(refused());
+    }
+    let principal = Principal::new(owner, actor);
+    let row = match find(ledger, RowSpace::Managed, &principal) {
+        Ok(Some(row)) => row,
+        Ok(None) | Err(_) => return Err(refused()),
+    };
+    let digest = token_digest(secret);
+    let matches = row
+        .token_hash
+        .as_ref()
+        .is_some_and(|stored| constant_time_eq(stored.as_str().as_bytes(), digest.as_bytes()));
+    if !matches {
+        return Err(refused());
+    }
+    match ledger.execute(&ActorsRequest::CheckEnvelope {
+        row: row.clone(),
+        boundary: Boundary::Exchange,
+    }) {
+        ActorsOutcome::Within => Ok(row),
+        other => Err(denial(other)),
+    }
+}
+
+/// The callout's connect boundary (`ledgerAuthorizeConnect`): the row of `principal` in either
+/// space (a principal in both is a broken ledger, which denies), every entry of the bearer's
+/// `scope` still in the row's scope, and the bearer's lifecycle uid equal to the row's. Applies
+/// to viewed bearers too.
+pub fn authorize_connect(
+    ledger: &dyn ActorLedger,
+    principal: &Principal,
+    bearer_scope: &[String],
+    bearer_uid: Option<&LifecycleUid>,
+) -> Result<Held, EpError> {
+    let held = match ledger.execute(&ActorsRequest::FindUnified {
+        principal: principal.clone(),
+    }) {
+        ActorsOutcome::Found(Some(held)) => held,
+        ActorsOutcome::Found(None) => {
+            return Err(EpError::permission_denied(format!(
+                "actor {:?} of owner {} is not granted (any more)",
+                principal.actor().as_str(),
+                principal.owner()
+            )))
+        }
+        other => return Err(denial(other)),
+    };
+    if let Some(extra) = bearer_scope.iter().find(|s| !held.row.scope.contains(s)) {
+        return Err(EpError::permission_denied(format!(
+            "bearer scope {extra:?} exceeds the actor's current grant"
+        )));
+    }
+    match (bearer_uid, &held.row.lifecycle_uid) {
+        (Some(bearer), Some(row)) if bearer == row => Ok(held),
+        (None, _) => Err(EpError::permission_denied(
+            "the bearer carries no lifecycle uid; exchange again",
+        )),
+        _ => Err(EpError::permission_denied(
+            "the bearer belongs to a previous grant of this actor (its lifecycle was rotated by \
+             a re-grant); exchange again",
+        )),
+    }
+}
