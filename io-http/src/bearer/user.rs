@@ -84,6 +84,34 @@ impl BearerView {
         BearerView::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
+    /// The ledger scope a signed-in human must hold to exchange for this view (reference
+    /// §10.1 `VIEW_REQUIRED_SCOPE`); `None` for the views any granted actor may ask for.
+    pub const fn required_scope(self) -> Option<&'static str> {
+        match self {
+            BearerView::Admin
+            | BearerView::Purger
+            | BearerView::ChannelPurger
+            | BearerView::ChannelWriter
+            | BearerView::TransferWriter => Some("admin"),
+            BearerView::Deployer => Some("spawn"),
+            BearerView::ManagerService => Some("supervise"),
+            BearerView::ManagerCaller | BearerView::SessionCaller => None,
+        }
+    }
+
+    /// Whether the public face's exchange serves this view (`PUBLIC_EXCHANGE_VIEWS`); the
+    /// others are loopback operator surfaces.
+    pub const fn on_public_exchange(self) -> bool {
+        matches!(
+            self,
+            BearerView::ChannelWriter
+                | BearerView::ChannelPurger
+                | BearerView::ManagerCaller
+                | BearerView::SessionCaller
+                | BearerView::TransferWriter
+        )
+    }
+
     /// The longest a bearer with this view (or none) may live.
     pub const fn ttl_cap_secs(view: Option<BearerView>) -> u64 {
         match view {

@@ -25,6 +25,7 @@ pub mod budget;
 pub mod capability;
 pub mod config;
 mod dispatch;
+pub mod exchange;
 pub mod guard;
 pub mod handler;
 pub mod peer;

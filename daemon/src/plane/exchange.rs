@@ -1,0 +1,286 @@
+//! `POST /exchange` (reference §3.5, §10.3): an IdP token (a signed-in human) or an agent secret
+//! becomes a short-lived Cotal bearer bound to the actor's lifecycle and to its incarnation's
+//! root credential. The decisions are core's (`actors::authorize`, the lifecycle machines), the
+//! shape rules the face's (`face::exchange`), the signatures `io-http`'s; this module runs them
+//! in the reference's order and turns the outcome into an answer and an audit line.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cotal_core::actors::authorize::{authorize_agent_exchange, authorize_human_grant};
+use cotal_core::actors::ActorRow;
+use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::jwt::UnixSeconds;
+use cotal_core::names::{ActorToken, CredentialId, LifecycleUid, Principal, SpaceName};
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_fs::FileActors;
+use cotal_io_http::bearer::{BearerAct, BearerIssuer, BearerView};
+use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape, AGENT_BEARER_TTL_SECS};
+use cotal_io_http::face::{Answer, Door, DoorRequest, StatusCode};
+use cotal_io_http::idp_keys::IdpKeys;
+use serde_json::json;
+
+use crate::audit;
+
+/// Ensures the root credential of one incarnation and names it (reference §9.3): the lifecycle
+/// registry's release-last mint, run on the plane's mint connection.
+pub(super) trait RootCredentials: Send + Sync {
+    fn ensure<'a>(
+        &'a self,
+        principal: &'a Principal,
+        uid: &'a LifecycleUid,
+        now_ms: u64,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<CredentialId, EpError>> + Send + 'a>>;
+}
+
+/// What the exchange needs, built once per plane.
+pub(super) struct Exchange {
+    space: SpaceName,
+    material: DaemonMaterial,
+    idp: IdpKeys,
+    ledger: FileActors,
+    bearers: BearerIssuer,
+    roots: Arc<dyn RootCredentials>,
+}
+
+impl Exchange {
+    pub(super) fn new(
+        space: SpaceName,
+        material: DaemonMaterial,
+        idp: IdpKeys,
+        ledger: FileActors,
+        bearers: BearerIssuer,
+        roots: Arc<dyn RootCredentials>,
+    ) -> Exchange {
+        Exchange {
+            space,
+            material,
+            idp,
+            ledger,
+            bearers,
+            roots,
+        }
+    }
+
+    /// Answers one guarded `/exchange` request.
+    pub(super) async fn answer(&self, request: &DoorRequest) -> Answer {
+        let parsed = match exchange::parse(request.face, &request.body) {
+            Ok(parsed) => parsed,
+            Err(ExchangeShape::Malformed(why)) => return Answer::bad_request(why),
+            Err(ExchangeShape::RefusedView(why)) => {
+                tracing::warn!(peer = %request.peer, "refused an exchange: {why}");
+                return Answer::refused(StatusCode::FORBIDDEN, why);
+            }
+        };
+        let (arm, outcome) = match parsed {
+            human @ ExchangeRequest::Human { .. } => ("human", self.human(human).await),
+            agent @ ExchangeRequest::Agent { .. } => ("agent", self.agent(agent).await),
+        };
+        match outcome {
+            Ok(minted) => {
+                audit::granted(&minted.principal.key(), "exchange", &minted.row, audit::At::default());
+                Answer::ok(json!({
+                    "token": minted.token,
+                    "owner": minted.principal.owner().as_str(),
+                    "exp": minted.exp,
+                }))
+            }
+            Err(refusal) => {
+                tracing::warn!(peer = %request.peer, arm, "refused an exchange: {}", refusal.error.message);
+                audit::refused(&refusal.caller, "exchange", &refusal.row, &refusal.error);
+                Answer::refusal(Door::Exchange, &refusal.error)
+            }
+        }
+    }
+
+    /// The human arm (§10.3): IdP token → derived owner → interactive grant (and the view's
+    /// scope) → lifecycle → TTL = min(asked, cap, the IdP token's remaining life) → the
+    /// incarnation's root credential → the bearer.
+    async fn human(&self, request: ExchangeRequest) -> Result<Minted, Refusal> {
+        let ExchangeRequest::Human {
+            idp_token,
+            actor,
+            ttl_secs,
+            view,
+            ..
+        } = request
+        else {
+            return Err(Refusal::anonymous(EpError::internal("not a human exchange")));
+        };
+        let now = now_secs();
+        let view = match view.as_deref() {
+            None => None,
+            Some(name) => Some(served_view(name).map_err(Refusal::anonymous)?),
+        };
+        let identity = self
+            .idp
+            .verify(&idp_token, UnixSeconds(now))
+            .await
+            .map_err(Refusal::anonymous)?;
+        let owner = self
+            .material
+            .owner_for_idp_subject(&identity.subject)
+            .map_err(Refusal::anonymous)?;
+        let actor = ActorToken::parse(&actor).map_err(|e| Refusal::anonymous(EpError::permission_denied(e.message)))?;
+        let principal = Principal::new(owner.owner().clone(), actor.clone());
+        let refuse = |error| Refusal::of(&principal, error);
+        let required = view.and_then(|v| v.required_scope().map(|s| (v.as_str(), s)));
+        let grant = authorize_human_grant(&self.ledger, &self.space, &owner, &actor, required)
+            .map_err(refuse)?;
+        let cap = BearerView::ttl_cap_secs(view);
+        let asked = exchange::ttl_within(ttl_secs, cap).ok_or_else(|| {
+            refuse(EpError::bad_request(format!(
+                "ttlSec must be at least 1 (bearers live at most {cap} s)"
+            )))
+        })?;
+        let remaining = identity.expires_at.0.saturating_sub(now);
+        if remaining == 0 {
+            return Err(refuse(EpError::permission_denied(
+                "the IdP token has expired; sign in again",
+            )));
+        }
+        let mut act = BearerAct::new(owner.owner().clone(), actor);
+        act.scope = Some(grant.row.scope.clone());
+        act.parent = grant.row.parent.clone();
+        act.view = view;
+        self.mint(principal, &grant.row, grant.lifecycle_uid, act, asked.min(remaining), now)
+            .await
+    }
+
+    /// The agent arm: the managed row the secret opens, its lifecycle, TTL ≤ 300 s, the
+    /// incarnation's root credential, the bearer.
+    async fn agent(&self, request: ExchangeRequest) -> Result<Minted, Refusal> {
+        let ExchangeRequest::Agent {
+            owner,
+            actor,
+            secret,
+            ttl_secs,
+            manager_caller,
+            ..
+        } = request
+        else {
+            return Err(Refusal::anonymous(EpError::internal("not an agent exchange")));
+        };
+        let now = now_secs();
+        let row = authorize_agent_exchange(&self.ledger, &owner, &actor, &secret)
+            .map_err(Refusal::anonymous)?;
+        let principal = row.principal();
+        let refuse = |error| Refusal::of(&principal, error);
+        let uid = row.lifecycle_uid.clone().ok_or_else(|| {
+            refuse(EpError::permission_denied(format!(
+                "actor {actor:?} has no lifecycleUid on its ledger row - respawn it (bearers are \
+                 lifecycle-bound)"
+            )))
+        })?;
+        if manager_caller {
+            return Err(refuse(unserved_view(BearerView::ManagerCaller)));
+        }
+        let ttl = exchange::ttl_within(ttl_secs, AGENT_BEARER_TTL_SECS).ok_or_else(|| {
+            refuse(EpError::bad_request(format!(
+                "ttlSec must be at least 1 (agent bearers live at most {AGENT_BEARER_TTL_SECS} s)"
+            )))
+        })?;
+        let mut act = BearerAct::new(row.owner.clone(), row.actor.clone());
+        act.scope = Some(row.scope.clone());
+        act.parent = row.parent.clone();
+        self.mint(principal, &row, uid, act, ttl, now).await
+    }
+
+    /// Ensures the incarnation's root credential **before** signing (the bearer names it, and the
+    /// callout admits only a live, stamped one), then signs.
+    async fn mint(
+        &self,
+        principal: Principal,
+        row: &ActorRow,
+        uid: LifecycleUid,
+        mut act: BearerAct,
+        ttl: u64,
+        now: u64,
+    ) -> Result<Minted, Refusal> {
+        let refuse = |error| Refusal::of(&principal, error);
+        let credential = self
+            .roots
+            .ensure(&principal, &uid, now.saturating_mul(1000))
+            .await
+            .map_err(refuse)?;
+        act.lifecycle_uid = Some(uid.clone());
+        act.credential_id = Some(credential.clone());
+        let issued = self
+            .bearers
+            .issue(&act, Some(ttl), UnixSeconds(now))
+            .map_err(refuse)?;
+        Ok(Minted {
+            row: format!("cred.{uid}.{credential}"),
+            principal: row.principal(),
+            token: issued.token,
+            exp: issued.expires_at.0,
+        })
+    }
+}
+
+/// A view the exchange serves, or why not.
+fn served_view(name: &str) -> Result<BearerView, EpError> {
+    let view = BearerView::parse(name).ok_or_else(|| {
+        EpError::permission_denied(format!(
+            "view {name:?} is not a bearer view ({})",
+            BearerView::ALL.map(BearerView::as_str).join(", ")
+        ))
+    })?;
+    match view {
+        BearerView::ManagerService => Err(EpError::permission_denied(
+            "manager-service is never a connect profile; managers are served by POST \
+             /manager-service-authority",
+        )),
+        BearerView::ManagerCaller | BearerView::SessionCaller | BearerView::TransferWriter => {
+            Err(unserved_view(view))
+        }
+        _ => Ok(view),
+    }
+}
+
+fn unserved_view(view: BearerView) -> EpError {
+    EpError::new(
+        ErrorCode::Unimplemented,
+        format!("the {view} view is not served by this plane yet"),
+    )
+}
+
+/// A minted bearer and what the audit line names.
+struct Minted {
+    principal: Principal,
+    row: String,
+    token: String,
+    exp: u64,
+}
+
+/// A refused exchange: the error, and who and what the audit line names (a caller that never
+/// authenticated is `anonymous`; its claimed name is not evidence).
+struct Refusal {
+    caller: String,
+    row: String,
+    error: EpError,
+}
+
+impl Refusal {
+    fn anonymous(error: EpError) -> Refusal {
+        Refusal {
+            caller: "anonymous".to_owned(),
+            row: "-".to_owned(),
+            error,
+        }
+    }
+
+    fn of(principal: &Principal, error: EpError) -> Refusal {
+        Refusal {
+            caller: principal.key(),
+            row: format!("actor.{}", principal.key()),
+            error,
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}

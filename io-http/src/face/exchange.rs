@@ -1,0 +1,255 @@
+//! The shape of a `POST /exchange` body (reference §3.5 steps 6–9 and the arms' field checks):
+//! which arm it asks for and with what, or the 400 it earns before any credential is looked at.
+//! The face-specific rule (a view the public face never serves) is a refusal (403, counted),
+//! not a shape error. Fields outside the exchange's are ignored, as the reference ignores them.
+
+use serde_json::{Map, Value};
+
+use crate::bearer::BearerView;
+
+use super::routes::Face;
+
+/// The agent arm's TTL cap (`AGENT_BEARER_TTL_SEC`).
+pub const AGENT_BEARER_TTL_SECS: u64 = 300;
+
+/// Why an exchange body is not served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExchangeShape {
+    /// A malformed request: 400, not counted against the budget.
+    Malformed(String),
+    /// A view the public face never serves: a 403 refusal, counted.
+    RefusedView(String),
+}
+
+/// What a well-formed exchange asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExchangeRequest {
+    /// A signed-in human: an IdP token for an interactive actor, maybe a view.
+    Human {
+        idp_token: String,
+        actor: String,
+        ttl_secs: Option<f64>,
+        view: Option<String>,
+        manager_instance_id: Option<String>,
+        session_grant: Option<Value>,
+    },
+    /// An agent: its owner, actor and secret, maybe the `manager-caller` view.
+    Agent {
+        owner: String,
+        actor: String,
+        secret: String,
+        ttl_secs: Option<f64>,
+        manager_caller: bool,
+        manager_instance_id: Option<String>,
+    },
+}
+
+const BOTH: &str = "exchange takes idpToken (human) OR owner+actorToken (agent), never both";
+const HUMAN_NEEDS: &str =
+    "exchange needs { idpToken: string, actor: string, ttlSec?: number, view?: string }";
+const AGENT_NEEDS: &str =
+    "agent exchange needs { owner: string, actor: string, actorToken: string, ttlSec?: number }";
+const AGENT_VIEWS: &str = "the managed (agent-secret) exchange never mints elevated views - views \
+     ride a signed-in human exchange";
+const PUBLIC_VIEWS: &str =
+    "elevated views are a loopback operator surface - the public exchange never serves them";
+
+fn malformed(why: &str) -> ExchangeShape {
+    ExchangeShape::Malformed(why.to_owned())
+}
+
+/// A non-empty string field, `None` when absent; `Err` when present with another type.
+fn text(body: &Map<String, Value>, key: &str) -> Result<Option<String>, ()> {
+    match body.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(()),
+    }
+}
+
+/// Reads an exchange body arriving on `face`.
+pub fn parse(face: Face, body: &Value) -> Result<ExchangeRequest, ExchangeShape> {
+    let Value::Object(body) = body else {
+        return Err(malformed(HUMAN_NEEDS));
+    };
+    let ttl_secs = match body.get("ttlSec") {
+        None => None,
+        Some(Value::Number(n)) => n.as_f64(),
+        Some(_) => return Err(malformed("ttlSec must be a number")),
+    };
+    let view = text(body, "view").map_err(|()| malformed("view must be a string when present"))?;
+    let session_grant = body.get("sessionGrant").cloned();
+    if (view.as_deref() == Some("session-caller")) != session_grant.is_some() {
+        return Err(malformed(
+            "sessionGrant rides exactly the session-caller view: send both or neither",
+        ));
+    }
+    let manager_instance_id = text(body, "managerInstanceId")
+        .map_err(|()| malformed("managerInstanceId must be a string when present"))?;
+    if manager_instance_id.is_some() && view.as_deref() != Some("manager-caller") {
+        return Err(malformed(
+            "managerInstanceId rides only the manager-caller view",
+        ));
+    }
+    if face == Face::Public {
+        let served = view
+            .as_deref()
+            .is_none_or(|v| BearerView::parse(v).is_some_and(BearerView::on_public_exchange));
+        if !served {
+            return Err(ExchangeShape::RefusedView(PUBLIC_VIEWS.to_owned()));
+        }
+    }
+    let field = |key: &str, needs: &str| {
+        text(body, key)
+            .map_err(|()| malformed(needs))
+            .map(|v| v.filter(|s| !s.is_empty()))
+    };
+    let idp_token = body.get("idpToken");
+    let actor_token = body.get("actorToken");
+    if idp_token.is_some() && actor_token.is_some() {
+        return Err(malformed(BOTH));
+    }
+    if actor_token.is_some() {
+        let manager_caller = match view.as_deref() {
+            None => false,
+            Some("manager-caller") => true,
+            Some(_) => return Err(malformed(AGENT_VIEWS)),
+        };
+        let (Some(owner), Some(actor), Some(secret)) = (
+            field("owner", AGENT_NEEDS)?,
+            field("actor", AGENT_NEEDS)?,
+            field("actorToken", AGENT_NEEDS)?,
+        ) else {
+            return Err(malformed(AGENT_NEEDS));
+        };
+        return Ok(ExchangeRequest::Agent {
+            owner,
+            actor,
+            secret,
+            ttl_secs,
+            manager_caller,
+            manager_instance_id,
+        });
+    }
+    let (Some(idp_token), Some(actor)) = (
+        field("idpToken", HUMAN_NEEDS)?,
+        field("actor", HUMAN_NEEDS)?,
+    ) else {
+        return Err(malformed(HUMAN_NEEDS));
+    };
+    Ok(ExchangeRequest::Human {
+        idp_token,
+        actor,
+        ttl_secs,
+        view,
+        manager_instance_id,
+        session_grant,
+    })
+}
+
+/// The bearer lifetime an exchange asks for, as whole seconds within `(0, cap]`: absent → the
+/// cap; a fraction rounds down; zero, negative or non-finite → `None` (refused by the caller).
+pub fn ttl_within(asked: Option<f64>, cap: u64) -> Option<u64> {
+    match asked {
+        None => Some(cap),
+        Some(t) if t.is_finite() && t >= 1.0 => {
+            // Saturating: a huge ask is simply the cap.
+            let whole = if t >= cap as f64 { cap } else { t as u64 };
+            Some(whole.min(cap))
+        }
+        Some(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn shape(face: Face, body: Value) -> ExchangeShape {
+        parse(face, &body).unwrap_err()
+    }
+
+    #[test]
+    fn remote_exchange_shape_cells() {
+        let l = Face::Loopback;
+        assert_eq!(
+            shape(l, json!({"idpToken": "t", "actorToken": "s", "actor": "a"})),
+            malformed(BOTH)
+        );
+        assert_eq!(shape(l, json!({"pad": "x"})), malformed(HUMAN_NEEDS));
+        assert_eq!(shape(l, json!([1])), malformed(HUMAN_NEEDS));
+        assert_eq!(
+            shape(l, json!({"idpToken": "t", "actor": "a", "ttlSec": "9"})),
+            malformed("ttlSec must be a number")
+        );
+        assert_eq!(
+            shape(
+                l,
+                json!({"owner": "o", "actor": "a", "actorToken": "s", "view": "channel-writer"})
+            ),
+            malformed(AGENT_VIEWS)
+        );
+        assert_eq!(
+            shape(l, json!({"owner": "o", "actor": "", "actorToken": "s"})),
+            malformed(AGENT_NEEDS)
+        );
+        assert!(matches!(
+            shape(l, json!({"idpToken": "t", "actor": "a", "view": "session-caller"})),
+            ExchangeShape::Malformed(m) if m.contains("sessionGrant")
+        ));
+        assert!(matches!(
+            shape(l, json!({"idpToken": "t", "actor": "a", "managerInstanceId": "x"})),
+            ExchangeShape::Malformed(m) if m.contains("manager-caller")
+        ));
+        assert!(matches!(
+            parse(
+                l,
+                &json!({"owner": "o", "actor": "a", "actorToken": "s", "view": "manager-caller"})
+            ),
+            Ok(ExchangeRequest::Agent {
+                manager_caller: true,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn the_public_face_serves_only_its_views() {
+        let p = Face::Public;
+        for refused in [
+            "purger",
+            "admin",
+            "deployer",
+            "manager-service",
+            "no-such-view",
+        ] {
+            assert_eq!(
+                shape(p, json!({"idpToken": "t", "actor": "a", "view": refused})),
+                ExchangeShape::RefusedView(PUBLIC_VIEWS.to_owned()),
+                "{refused}"
+            );
+        }
+        assert!(parse(
+            p,
+            &json!({"idpToken": "t", "actor": "a", "view": "channel-writer"})
+        )
+        .is_ok());
+        assert!(parse(p, &json!({"idpToken": "t", "actor": "a"})).is_ok());
+        assert!(parse(
+            Face::Loopback,
+            &json!({"idpToken": "t", "actor": "a", "view": "purger"})
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn ttls_stay_within_the_cap() {
+        assert_eq!(ttl_within(None, 900), Some(900));
+        assert_eq!(ttl_within(Some(1.9), 900), Some(1));
+        assert_eq!(ttl_within(Some(1e12), 300), Some(300));
+        assert_eq!(ttl_within(Some(0.0), 900), None);
+        assert_eq!(ttl_within(Some(-5.0), 900), None);
+    }
+}
