@@ -703,6 +703,7 @@ fn row(world: &ModelWorld, at: &str, id: &CredentialId) -> LedgerRow {
 fn root_credential_idempotent() {
     let mut world = ModelWorld::default();
     let first = run(&mut world, ensure(UID, 1, NOW)).unwrap();
+    assert_eq!(world.kv.requests_served(), 11, "the documented round trips");
     assert!(first.minted);
     assert_eq!(first.credential_id, CredentialId::mint([1; 20]));
     assert_eq!(stamped(&world), first.credential_id);
@@ -711,8 +712,21 @@ fn root_credential_idempotent() {
     assert_eq!(r.exp(), NOW + ROOT_CREDENTIAL_TTL_MS);
     assert_eq!(r.source_chain(), [SourceMember::Root]);
     assert_eq!(r.holder_principal(), &holder());
+    let served = world.kv.requests_served();
+    assert!(connect_in(&mut world, UID, &first.credential_id, holder(), NOW).unwrap());
+    assert_eq!(
+        world.kv.requests_served() - served,
+        2,
+        "a root connect reads row and head"
+    );
     for n in [10, 20, 30] {
+        let served = world.kv.requests_served();
         let again = run(&mut world, ensure(UID, n, NOW + u64::from(n))).unwrap();
+        assert_eq!(
+            world.kv.requests_served() - served,
+            2,
+            "the fast path reads head and row"
+        );
         assert_eq!(
             again,
             RootCredential {

@@ -57,7 +57,8 @@ pub struct RootCredential {
 ///   round that finds a sibling's stamp converges on it.
 ///
 /// Every write is settled by a leader read-back; an unsettleable touch is treated as lost,
-/// which is safe because the row was never exported.
+/// which is safe because the row was never exported. Round trips: 2 on the fast path (head,
+/// row); 11 on a virgin alias (head, the activation's 6, gate, row create, touch, stamp).
 #[derive(Debug, Clone)]
 pub struct EnsureRootCredential {
     pub owner: OwnerToken,
@@ -299,7 +300,8 @@ pub struct AuthorizedConnect {
 /// connecting principal, the uid and the id (the row rebuilds its own key), and be unexpired
 /// (`exp` ms > now); a root credential (`sourceChain == ["root"]`) must also be the head's
 /// current root, so a superseded or never-stamped root is denied. Every refusal, an unreadable
-/// store included, is `permission-denied`: a connect fails closed.
+/// store included, is `permission-denied`: a connect fails closed. Round trips: 1 (row), 2 for
+/// a root (row, head).
 #[derive(Debug, Clone)]
 pub struct AuthorizeConnectCredential {
     pub holder: Principal,
