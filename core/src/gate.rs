@@ -80,7 +80,7 @@ impl GateState {
         }
     }
 
-    fn parse(s: &str) -> Option<GateState> {
+    pub(crate) fn parse(s: &str) -> Option<GateState> {
         [GateState::Open, GateState::Frozen, GateState::Retired]
             .into_iter()
             .find(|st| st.as_str() == s)
@@ -155,6 +155,15 @@ impl GateOp {
         }
     }
 
+    /// The activation saga's intent (G0): an activation never carries a successor (F17).
+    pub fn activation(op_id: OpId) -> GateOp {
+        GateOp {
+            op_id,
+            kind: OpKind::Activation,
+            successor: None,
+        }
+    }
+
     /// The registration barrier's intent (no successor summary, as the reference writes it).
     pub fn registration(op_id: OpId) -> GateOp {
         GateOp {
@@ -174,7 +183,9 @@ impl GateOp {
         self.successor.as_deref()
     }
 
-    fn to_json(&self) -> String {
+    /// The intent's exact bytes: `opId`, `kind`, then `successor` when present (both gate
+    /// families write it so).
+    pub(crate) fn to_json(&self) -> String {
         let w = ObjectWriter::new()
             .string("opId", self.op_id.as_str())
             .string("kind", self.kind.as_str());
@@ -184,7 +195,7 @@ impl GateOp {
         }
     }
 
-    fn parse(value: &Value) -> Result<GateOp, EpError> {
+    pub(crate) fn parse(value: &Value) -> Result<GateOp, EpError> {
         let map = value
             .as_object()
             .ok_or_else(|| EpError::internal("stored gate op is not an object"))?;
@@ -394,28 +405,39 @@ impl EndpointGate {
             Principal::parse(wire::str_field(map, "principal", WHAT)?).map_err(EpError::stored)?;
         require_real_owner(&principal).map_err(EpError::stored)?;
         let op = map.get("op").map(GateOp::parse).transpose()?;
-        match (state, &op) {
-            (GateState::Open, Some(_)) => Err(EpError::internal(
-                "stored endpoint gate is open but carries an op intent (F12)",
-            )),
-            (GateState::Frozen | GateState::Retired, None) => Err(EpError::internal(format!(
-                "stored endpoint gate is {} without an op intent (F12)",
-                state.as_str()
-            ))),
-            (GateState::Retired, Some(op)) if !op.kind.may_terminalize() => {
-                Err(EpError::internal(format!(
-                    "stored endpoint gate is retired under a {} intent, which never terminalizes \
-                     (F13)",
-                    op.kind.as_str()
-                )))
-            }
-            _ => Ok(EndpointGate {
-                state,
-                coordinates,
-                principal,
-                op,
-            }),
+        check_state_op(state, op.as_ref(), WHAT)?;
+        Ok(EndpointGate {
+            state,
+            coordinates,
+            principal,
+            op,
+        })
+    }
+}
+
+/// The state x intent rule both gate families' parsers keep (F12, F13): a frozen or retired
+/// gate carries its op intent, an open one none, and only an activation or a retirement leaves
+/// a gate retired. Every violation is `internal`: the stored row is impossible state.
+pub(crate) fn check_state_op(
+    state: GateState,
+    op: Option<&GateOp>,
+    what: &str,
+) -> Result<(), EpError> {
+    match (state, op) {
+        (GateState::Open, Some(_)) => Err(EpError::internal(format!(
+            "stored {what} is open but carries an op intent (F12)"
+        ))),
+        (GateState::Frozen | GateState::Retired, None) => Err(EpError::internal(format!(
+            "stored {what} is {} without an op intent (F12)",
+            state.as_str()
+        ))),
+        (GateState::Retired, Some(op)) if !op.kind.may_terminalize() => {
+            Err(EpError::internal(format!(
+                "stored {what} is retired under a {} intent, which never terminalizes (F13)",
+                op.kind.as_str()
+            )))
         }
+        _ => Ok(()),
     }
 }
 

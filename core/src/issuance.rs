@@ -400,7 +400,7 @@ fn touch(
 
 /// Stages a ledger row (create-only, byte-idempotent, F29). If staging failed after a write may
 /// have landed, the row is revoked if it is there, so a refused mint never leaves an active row.
-fn stage(cx: &mut Ctx<'_>, row: &LedgerRow) -> Result<String, Halt> {
+pub(crate) fn stage(cx: &mut Ctx<'_>, row: &LedgerRow) -> Result<String, Halt> {
     let key = row.key();
     let staged = cx.recover(|cx| {
         ledger::create_byte_idempotent(cx, Store::Auth, &key, &row.to_bytes(), "ledger row")
@@ -441,7 +441,11 @@ fn stage(cx: &mut Ctx<'_>, row: &LedgerRow) -> Result<String, Halt> {
 
 /// Revokes the staged row, then refuses with `refusal`; a revoke failure is appended to the
 /// message as reconciliation debt, never swallowed. Never `Ok`: it only suspends or refuses.
-fn revoke_then_refuse<T>(cx: &mut Ctx<'_>, row_key: &str, refusal: EpError) -> Result<T, Halt> {
+pub(crate) fn revoke_then_refuse<T>(
+    cx: &mut Ctx<'_>,
+    row_key: &str,
+    refusal: EpError,
+) -> Result<T, Halt> {
     let refusal = match cx.recover(|cx| ledger::revoke_row(cx, row_key))? {
         Ok(_) => refusal,
         Err(e) => refusal.with_note(format!(

@@ -65,6 +65,44 @@ impl LedgerRow {
         source_chain: Vec<SourceMember>,
         exp: u64,
     ) -> Result<LedgerRow, EpError> {
+        LedgerRow::active(
+            instance.as_lifecycle_uid(),
+            Some(endpoint),
+            credential_id,
+            holder_principal,
+            source_chain,
+            exp,
+        )
+    }
+
+    /// A new `active` row of the agent family (`cred.<lifecycleUid>.<credentialId>`), under the
+    /// same rules; `exp` is unix milliseconds, as the reference's agent rows carry it.
+    pub fn agent_active(
+        lifecycle_uid: LifecycleUid,
+        credential_id: CredentialId,
+        holder_principal: Principal,
+        source_chain: Vec<SourceMember>,
+        exp: u64,
+    ) -> Result<LedgerRow, EpError> {
+        LedgerRow::active(
+            lifecycle_uid,
+            None,
+            credential_id,
+            holder_principal,
+            source_chain,
+            exp,
+        )
+    }
+
+    /// The one constructor check of a new row, for both families.
+    fn active(
+        lifecycle_uid: LifecycleUid,
+        endpoint: Option<EndpointName>,
+        credential_id: CredentialId,
+        holder_principal: Principal,
+        source_chain: Vec<SourceMember>,
+        exp: u64,
+    ) -> Result<LedgerRow, EpError> {
         if !holder_principal.owner().is_real_owner() {
             return Err(EpError::bad_request(format!(
                 "holder {holder_principal} has no real owner; a row whose holder cannot be \
@@ -82,8 +120,8 @@ impl LedgerRow {
         Ok(LedgerRow {
             credential_id,
             holder_principal,
-            lifecycle_uid: instance.as_lifecycle_uid(),
-            endpoint: Some(endpoint),
+            lifecycle_uid,
+            endpoint,
             source_chain,
             state: CredState::Active,
             exp,
@@ -129,11 +167,7 @@ impl LedgerRow {
                 &self.lifecycle_uid.as_instance_id(),
                 &self.credential_id,
             ),
-            None => format!(
-                "cred.{}.{}",
-                self.lifecycle_uid.as_str(),
-                self.credential_id.as_str()
-            ),
+            None => keys::cred(&self.lifecycle_uid, &self.credential_id),
         }
     }
 

@@ -24,6 +24,8 @@
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
 //! * [`rollback`] — the high-water mark that detects a rolled-back gate;
+//! * [`lifecycle`] — agent lifecycles: the alias head, the uid reservation and the agent gate,
+//!   the activation saga, the root credential and the connect-time credential check;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
@@ -60,6 +62,7 @@ pub mod journal;
 pub mod jwt;
 pub mod kv;
 pub mod ledger;
+pub mod lifecycle;
 pub mod liveness;
 pub mod machine;
 pub mod manager;

@@ -482,11 +482,24 @@ str_newtype! {
 }
 
 impl CredentialId {
+    /// A fresh credential id in the lifecycle-token form the reference mints root credentials
+    /// in (`mintLifecycleUid()`): 160 bits of caller-supplied entropy as base 36.
+    pub fn mint(entropy: [u8; 20]) -> Self {
+        CredentialId(mint_base36(entropy))
+    }
+
     /// `sha256-<64 lowercase hex>`.
     pub fn from_sha256_hex(digest: &[u8; 32]) -> Self {
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         CredentialId(format!("sha256-{hex}"))
     }
+}
+
+str_newtype! {
+    /// The minting authority a lifecycle head and a uid reservation name (`managerInstance`,
+    /// `mintedBy`; the plane passes `auth-service:<space>`). Audit only, never a key segment, so
+    /// its one rule is the reference's: a non-empty string.
+    ManagerInstance, "manager instance", "a non-empty string", |s: &str| !s.is_empty()
 }
 
 str_newtype! {
@@ -564,9 +577,32 @@ impl fmt::Display for SourceMember {
 /// KV key builders and parsers. Builders take typed arguments so tokenization happens here and
 /// exactly once; parsers take a key back apart so a row can be checked to rebuild its own key.
 pub mod keys {
-    use super::{quote, CredentialId, EndpointName, EndpointToken, InstanceId};
+    use super::{
+        quote, ActorToken, CredentialId, EndpointName, EndpointToken, InstanceId, LifecycleUid,
+        OwnerToken,
+    };
     use crate::error::EpError;
     use crate::journal::RunId;
+
+    /// `gate.<lifecycleUid>`: the agent family's issuance gate (auth store).
+    pub fn agent_gate(uid: &LifecycleUid) -> String {
+        format!("gate.{uid}")
+    }
+
+    /// `cred.<lifecycleUid>.<credentialId>`: the agent family's ledger row (auth store).
+    pub fn cred(uid: &LifecycleUid, c: &CredentialId) -> String {
+        format!("cred.{uid}.{c}")
+    }
+
+    /// `lifecycle.<owner>.<actor>`: an alias's lifecycle head (records store, one unsplit key).
+    pub fn lifecycle_head(owner: &OwnerToken, actor: &ActorToken) -> String {
+        format!("lifecycle.{owner}.{actor}")
+    }
+
+    /// `uid.<lifecycleUid>`: the space-global uid reservation (records store).
+    pub fn uid_reservation(uid: &LifecycleUid) -> String {
+        format!("uid.{uid}")
+    }
 
     pub fn epgate(e: &EndpointName, i: &InstanceId) -> String {
         format!("epgate.{}.{i}", e.token())

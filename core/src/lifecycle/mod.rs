@@ -1,0 +1,19 @@
+//! Agent lifecycles (spec §2.2, §2.5, §2.7, §3.1, §3.3): the alias head, the uid reservation
+//! and the agent issuance gate as byte-exact rows ([`rows`]); the activation saga at a given
+//! uid ([`ActivateLifecycle`]); the incarnation's root credential, minted release-last and
+//! re-exported with the same id ([`EnsureRootCredential`]); the connect-time check of a bearer's
+//! credential ([`AuthorizeConnectCredential`]); and the operator's revoke ([`RevokeCredential`]).
+//!
+//! The plane runs no takeover or retirement barrier: a live incarnation at another uid refuses
+//! activation by name (F60), and only those barriers (not here) rotate a root credential.
+
+mod activate;
+mod root;
+pub mod rows;
+
+pub use activate::{ActivateLifecycle, Activated, ActivationRun, ACTIVATION_ATTEMPTS};
+pub use root::{
+    AuthorizeConnectCredential, AuthorizedConnect, EnsureRootCredential, RevokeCredential,
+    RootCredential, RootEntropy, ROOT_CREDENTIAL_TTL_MS, ROOT_MINT_ATTEMPTS,
+};
+pub use rows::{AgentGate, HeadState, LifecycleHead, UidReservation, Versioned};
