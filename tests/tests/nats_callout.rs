@@ -48,6 +48,9 @@ const GOOD_TOKEN: &str = "good-bearer-0123456789";
 /// The test authorizer's deny reason: an em dash the encoder path must survive.
 const EM_DASH_REASON: &str = "denied \u{2014} bearer expired";
 
+/// The nonce whose authorization the test authorizer holds until [`TestAuthorizer::release`].
+const SLOW_NONCE: &str = "ibx-slow";
+
 /// How long an admission lasts (the bearer's `exp`, as the daemon will pass it).
 const ADMIT_SECONDS: u64 = 600;
 
@@ -80,12 +83,14 @@ fn grant() -> Permissions {
 
 /// Admits [`GOOD_TOKEN`] (unless the nonce is a wildcard or dotted: that is this authorizer's
 /// rule, as the plane's inbox grammar will be), denies everything else with
-/// [`EM_DASH_REASON`], and records what it saw and what was minted.
+/// [`EM_DASH_REASON`], and records what it saw and what was minted. A request named
+/// [`SLOW_NONCE`] is decided only once `release` is notified (a slow ledger read).
 #[derive(Debug)]
 struct TestAuthorizer {
     expires_at: UnixSeconds,
     seen: Mutex<Vec<ConnectRequest>>,
     minted: Mutex<Vec<(String, UnixSeconds)>>,
+    release: tokio::sync::Notify,
 }
 
 impl TestAuthorizer {
@@ -94,6 +99,7 @@ impl TestAuthorizer {
             expires_at: UnixSeconds(wall_clock().0 + ADMIT_SECONDS),
             seen: Mutex::new(Vec::new()),
             minted: Mutex::new(Vec::new()),
+            release: tokio::sync::Notify::new(),
         })
     }
 
@@ -105,6 +111,10 @@ impl TestAuthorizer {
 impl Authorize for TestAuthorizer {
     fn authorize(&self, request: ConnectRequest) -> AuthorizeFuture<'_> {
         Box::pin(async move {
+            if request.nonce.as_deref() == Some(SLOW_NONCE) {
+                self.seen.lock().unwrap().push(request.clone());
+                self.release.notified().await;
+            }
             let verdict = match (&request.bearer, request.nonce.as_deref()) {
                 (None, _) => Err("no user token presented".to_owned()),
                 (Some(_), Some(n)) if n.contains(['*', '>', '.']) => {
@@ -118,7 +128,9 @@ impl Authorize for TestAuthorizer {
                 }),
                 (Some(_), _) => Err(EM_DASH_REASON.to_owned()),
             };
-            self.seen.lock().unwrap().push(request);
+            if request.nonce.as_deref() != Some(SLOW_NONCE) {
+                self.seen.lock().unwrap().push(request);
+            }
             verdict
         })
     }
@@ -749,4 +761,25 @@ async fn auth_callout_async_client_connects_with_sentinel_creds_and_token() {
     let counters = mesh.service.counters();
     assert_eq!((counters.admitted, counters.denied), (1, 1));
     mesh.service.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn auth_callout_a_slow_authorization_does_not_hold_up_the_next_connect() {
+    let mesh = Arc::new(Mesh::start("").await);
+    // The slow connect's authorization waits for a release that comes only after the next
+    // connect is through: handled one at a time, the next connect would wait behind it and be
+    // refused at the server's 2 s auth timeout instead.
+    let slow = {
+        let mesh = Arc::clone(&mesh);
+        tokio::spawn(async move { mesh.client(SLOW_NONCE, Some(GOOD_TOKEN)).await.map(|_| ()) })
+    };
+    while mesh.authorizer.seen().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    mesh.client("ibx-fast", Some(GOOD_TOKEN))
+        .await
+        .unwrap_or_else(|e| panic!("the fast connect waited on the slow one: {e}"));
+    mesh.authorizer.release.notify_one();
+    slow.await.unwrap().unwrap();
+    assert_eq!(mesh.service.counters().admitted, 2);
 }
