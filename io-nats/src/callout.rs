@@ -262,7 +262,8 @@ impl Counters {
     }
 }
 
-/// A running callout service.
+/// A running callout service. Dropping the handle also stops it (the subscription ends), but
+/// without waiting for the requests in flight: [`CalloutService::close`] is the orderly end.
 pub struct CalloutService {
     stop: watch::Sender<bool>,
     task: JoinHandle<Result<(), EpError>>,
@@ -303,8 +304,11 @@ impl CalloutService {
 
 /// Subscribes `$SYS.REQ.USER.AUTH` in queue group [`CALLOUT_QUEUE`] on `client` (connected
 /// with the callout service user's creds), flushes the subscription to the server, and serves
-/// until [`CalloutService::close`]. The plane reports ready only after this returns: the flush
-/// puts the subscription on the wire before any connect the plane announces can arrive.
+/// until [`CalloutService::close`]. The plane reports ready only after this returns. The flush
+/// writes the `SUB` to the server's socket (async-nats has no public PING round trip, and the
+/// callout user may subscribe to nothing else to echo through), so a connect the plane
+/// announces reaches a server that already holds the subscription in all but a
+/// microsecond-wide race; one lost there is refused at the auth timeout, never admitted.
 pub async fn serve(
     client: Client,
     keys: CalloutKeys,
