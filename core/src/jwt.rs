@@ -42,6 +42,18 @@ use crate::error::EpError;
 /// written (SPEC §13.9 "JWT policy gate", reference 16 KiB).
 pub const MAX_JWT_BYTES: usize = 16 * 1024;
 
+/// The largest authorization request [`decode`] reads. The server copies the client's CONNECT
+/// fields (the sentinel JWT, its signature, the bearer in `auth_token`, the name) into the
+/// request, and the broker bounds that CONNECT by its `max_control_line`
+/// ([`crate::trust::MAX_CONTROL_LINE`], 32 KiB); base64url makes it 4/3 larger and the server
+/// and client sections add well under a kilobyte, so 64 KiB holds every request the broker lets
+/// through.
+pub const MAX_REQUEST_JWT_BYTES: usize = 64 * 1024;
+
+/// The largest authorization response minted or decoded: it embeds one user JWT of at most
+/// [`MAX_JWT_BYTES`], base64url-encoded again (4/3), plus a few hundred bytes of claims.
+pub const MAX_RESPONSE_JWT_BYTES: usize = 24 * 1024;
+
 /// The largest creds text [`parse_creds`] reads: one maximal JWT plus the seed and decoration.
 pub const MAX_CREDS_BYTES: usize = MAX_JWT_BYTES + 1024;
 
@@ -75,12 +87,17 @@ pub struct Validity {
     pub expires_at: Option<UnixSeconds>,
 }
 
-/// The three claim kinds the plane mints and reads (`nats.type`).
+/// The claim kinds the plane mints and reads (`nats.type`): the trust chain (operator,
+/// account, user) and the two messages of the auth callout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClaimType {
     Operator,
     Account,
     User,
+    /// What the server sends the callout service for each connect (signed by the server).
+    AuthorizationRequest,
+    /// The callout service's verdict (signed by a callout-account key).
+    AuthorizationResponse,
 }
 
 impl ClaimType {
@@ -89,26 +106,36 @@ impl ClaimType {
             ClaimType::Operator => "operator",
             ClaimType::Account => "account",
             ClaimType::User => "user",
+            ClaimType::AuthorizationRequest => "authorization_request",
+            ClaimType::AuthorizationResponse => "authorization_response",
         }
     }
 
     fn parse(s: &str) -> Option<Self> {
-        [ClaimType::Operator, ClaimType::Account, ClaimType::User]
-            .into_iter()
-            .find(|t| t.as_str() == s)
+        [
+            ClaimType::Operator,
+            ClaimType::Account,
+            ClaimType::User,
+            ClaimType::AuthorizationRequest,
+            ClaimType::AuthorizationResponse,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
     }
 
-    /// The nkey kind of the claim's subject.
+    /// The nkey kind of the claim's subject: a request is about the callout account, a
+    /// response about the connecting user's per-connect nkey.
     fn subject_kind(self) -> KeyPairType {
         match self {
             ClaimType::Operator => KeyPairType::Operator,
-            ClaimType::Account => KeyPairType::Account,
-            ClaimType::User => KeyPairType::User,
+            ClaimType::Account | ClaimType::AuthorizationRequest => KeyPairType::Account,
+            ClaimType::User | ClaimType::AuthorizationResponse => KeyPairType::User,
         }
     }
 
     /// Whether a key of `kind` may issue this claim: operators self-sign, accounts are signed
-    /// by an operator key (or self-signed outside operator mode), users by an account key.
+    /// by an operator key (or self-signed outside operator mode), users and authorization
+    /// responses by an account key, authorization requests by a server key.
     fn issuer_allowed(self, kind: &KeyPairType) -> bool {
         matches!(
             (self, kind),
@@ -117,8 +144,21 @@ impl ClaimType {
                     ClaimType::Account,
                     KeyPairType::Operator | KeyPairType::Account
                 )
-                | (ClaimType::User, KeyPairType::Account)
+                | (
+                    ClaimType::User | ClaimType::AuthorizationResponse,
+                    KeyPairType::Account
+                )
+                | (ClaimType::AuthorizationRequest, KeyPairType::Server)
         )
+    }
+
+    /// The size bound of this kind's tokens.
+    const fn max_bytes(self) -> usize {
+        match self {
+            ClaimType::Operator | ClaimType::Account | ClaimType::User => MAX_JWT_BYTES,
+            ClaimType::AuthorizationRequest => MAX_REQUEST_JWT_BYTES,
+            ClaimType::AuthorizationResponse => MAX_RESPONSE_JWT_BYTES,
+        }
     }
 }
 
@@ -296,6 +336,95 @@ pub struct OperatorNats {
     pub tags: Vec<String>,
 }
 
+/// The client's `auth_token` from CONNECT (the bearer it presents to the auth callout). It is
+/// a credential: `Debug` never prints it, and nothing but [`AuthToken::expose`] reads it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AuthToken(String);
+
+impl AuthToken {
+    /// Wraps a token (the test side of a request, and the decoder).
+    pub fn new(token: impl Into<String>) -> Self {
+        AuthToken(token.into())
+    }
+
+    /// The token text, for the one check that must read it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for AuthToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AuthToken(<redacted, {} bytes>)", self.0.len())
+    }
+}
+
+/// `nats.server_id` of an authorization request: the server that asks. Empty strings are the
+/// fields the server left out.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestServer {
+    /// The server's public nkey (`N…`), which also signs the request.
+    pub id: String,
+    pub name: String,
+    pub host: String,
+    pub version: String,
+    /// The server's curve key (`X…`) that sealed the request; absent when the callout account
+    /// has no xkey.
+    pub xkey: Option<String>,
+}
+
+/// `nats.client_info` of an authorization request: the connection as the server sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestClient {
+    pub host: String,
+    /// The server's connection id (`cid`).
+    pub id: u64,
+    /// The public key the client authenticated with (the sentinel's).
+    pub user: String,
+    /// The `name` of the JWT the client authenticated with.
+    pub name_tag: String,
+    pub kind: String,
+}
+
+/// The `connect_opts` fields of an authorization request the callout reads.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RequestConnect {
+    /// `auth_token`; absent when the client sent none (the callout is called anyway).
+    pub auth_token: Option<AuthToken>,
+    /// The CONNECT `name`.
+    pub name: Option<String>,
+    pub lang: String,
+    pub version: String,
+}
+
+/// The `nats` section of an authorization request (nats-io/jwt v2 `AuthorizationRequest`, the
+/// fields the callout reads; the sentinel JWT, its signature and TLS details are not kept).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct AuthorizationRequest {
+    pub server_id: RequestServer,
+    /// The fresh per-connect user nkey (`U…`) the answer must name; empty when absent.
+    pub user_nkey: String,
+    pub client_info: RequestClient,
+    pub connect_opts: RequestConnect,
+}
+
+/// An authorization response's verdict: exactly one of `jwt` and `error` (the server refuses
+/// both or neither).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthorizationVerdict {
+    /// The user JWT the connection is admitted with.
+    Jwt(String),
+    /// Why it is refused (the server logs it; the client sees only `Authorization Violation`).
+    Error(String),
+}
+
+/// The `nats` section of an authorization response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthorizationResponse {
+    pub verdict: AuthorizationVerdict,
+    pub issuer_account: Option<String>,
+}
+
 /// The `nats` section, by claim type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Nats {
@@ -306,6 +435,8 @@ pub enum Nats {
         user: UserNats,
         issuer_account: Option<String>,
     },
+    AuthorizationRequest(AuthorizationRequest),
+    AuthorizationResponse(AuthorizationResponse),
 }
 
 impl Nats {
@@ -314,6 +445,8 @@ impl Nats {
             Nats::Operator(_) => ClaimType::Operator,
             Nats::Account(_) => ClaimType::Account,
             Nats::User { .. } => ClaimType::User,
+            Nats::AuthorizationRequest(_) => ClaimType::AuthorizationRequest,
+            Nats::AuthorizationResponse(_) => ClaimType::AuthorizationResponse,
         }
     }
 }
@@ -394,6 +527,7 @@ pub fn operator_jwt(
         operator,
         ClaimType::Operator,
         &subject,
+        None,
         name,
         &section,
         validity,
@@ -414,6 +548,7 @@ pub fn account_jwt(
         signer,
         ClaimType::Account,
         account,
+        None,
         name,
         &section,
         validity,
@@ -436,7 +571,61 @@ pub fn user_jwt(
     expect_public_key(account, &KeyPairType::Account, "account")?;
     let issuer_account = (signer.public_key() != account).then_some(account);
     let section = user_section(nats, issuer_account)?;
-    mint(signer, ClaimType::User, user, name, &section, validity)
+    mint(
+        signer,
+        ClaimType::User,
+        user,
+        None,
+        name,
+        &section,
+        validity,
+    )
+}
+
+/// Mints an authorization response (the auth callout's answer) for the connecting `user` nkey
+/// on `server` (its `N…` id, the `aud`), signed by `signer` (a key of the callout account,
+/// named as `issuer_account` whichever key signs: nats-server 2.15.1 refuses a plaintext
+/// response whose `issuer_account` is another account, callout-operator-mode §5.2). No `exp`:
+/// the server acts on the response at once. Refused (`bad-request`) for an empty error — the
+/// server treats it as no verdict — and a token over [`MAX_RESPONSE_JWT_BYTES`].
+pub fn authorization_response_jwt(
+    signer: &KeyPair,
+    callout_account: &str,
+    user: &str,
+    server: &str,
+    verdict: &AuthorizationVerdict,
+    issued_at: UnixSeconds,
+) -> Result<String, EpError> {
+    expect_public_key(callout_account, &KeyPairType::Account, "callout account")?;
+    expect_public_key(server, &KeyPairType::Server, "server")?;
+    let (jwt, error) = match verdict {
+        AuthorizationVerdict::Jwt(jwt) => (jwt.as_str(), ""),
+        AuthorizationVerdict::Error(error) => ("", error.as_str()),
+    };
+    if jwt.is_empty() && error.is_empty() {
+        return Err(EpError::bad_request(
+            "an authorization response needs a user JWT or a non-empty error",
+        ));
+    }
+    // Go's `AuthorizationResponse` field order.
+    let obj = GoObject::new()
+        .str_nonempty("jwt", jwt)
+        .str_nonempty("error", error)
+        .str_nonempty("issuer_account", callout_account);
+    let section = generic_into(obj, &[], ClaimType::AuthorizationResponse).finish()?;
+    let validity = Validity {
+        issued_at,
+        expires_at: None,
+    };
+    mint(
+        signer,
+        ClaimType::AuthorizationResponse,
+        user,
+        Some(server),
+        "",
+        &section,
+        validity,
+    )
 }
 
 /// Mints a user JWT for `user` (a key pair the plane holds) and returns it with the seed, for
@@ -463,6 +652,7 @@ fn mint(
     signer: &KeyPair,
     kind: ClaimType,
     subject: &str,
+    aud: Option<&str>,
     name: &str,
     nats_section: &str,
     validity: Validity,
@@ -485,7 +675,7 @@ fn mint(
     }
     let standard = |jti: Option<&str>| {
         standard_claims(
-            None,
+            aud,
             validity.expires_at,
             jti,
             validity.issued_at,
@@ -504,12 +694,13 @@ fn mint(
     token.push('.');
     URL_SAFE_NO_PAD.encode_string(payload, &mut token);
     let size = token.len() + 1 + SIGNATURE_CHARS;
-    if size > MAX_JWT_BYTES {
+    let limit = kind.max_bytes();
+    if size > limit {
         return Err(EpError::bad_request(format!(
-            "the {kind} JWT would be {size} bytes, over the {MAX_JWT_BYTES}-byte bound; \
+            "the {kind} JWT would be {size} bytes, over the {limit}-byte bound; \
              narrow the permission set"
         ))
-        .with_detail(serde_json::json!({"bytes": size, "limit": MAX_JWT_BYTES})));
+        .with_detail(serde_json::json!({"bytes": size, "limit": limit})));
     }
     let signature = signer
         .sign(token.as_bytes())
@@ -816,10 +1007,11 @@ struct Parsed<'t> {
 
 /// Decodes a NATS JWT **without checking its signature** (for inspecting a token already
 /// trusted, e.g. one this plane just minted). Refuses `bad-request` for: more than
-/// [`MAX_JWT_BYTES`]; not three dot-separated parts; non-canonical base64url; a header whose
-/// `typ` is not `JWT` or whose `alg` is not `ed25519-nkey`/`ed25519`; claims that are not a v2
-/// operator, account or user claim with well-typed fields and issuer/subject nkeys of the
-/// right kind.
+/// [`MAX_JWT_BYTES`] ([`MAX_REQUEST_JWT_BYTES`], [`MAX_RESPONSE_JWT_BYTES`] for the callout's
+/// kinds); not three dot-separated parts; non-canonical base64url; a header whose `typ` is not
+/// `JWT` or whose `alg` is not `ed25519-nkey`/`ed25519`; claims that are not a v2 operator,
+/// account, user, authorization request or authorization response claim with well-typed fields
+/// and issuer/subject nkeys of the right kind.
 pub fn decode(token: &str) -> Result<Claims, EpError> {
     parse(token).map(|p| p.claims)
 }
@@ -836,22 +1028,7 @@ pub fn verify(
     issuer: &str,
     now: UnixSeconds,
 ) -> Result<Claims, EpError> {
-    let parsed = parse(token)?;
-    let claims = parsed.claims;
-    if claims.iss != issuer {
-        return Err(EpError::permission_denied(format!(
-            "the JWT was issued by {}, not by the expected issuer {issuer}",
-            claims.iss
-        )));
-    }
-    let key = KeyPair::from_public_key(&claims.iss)
-        .map_err(|_| EpError::permission_denied("the JWT issuer is not a public nkey"))?;
-    key.verify(parsed.signing_input.as_bytes(), &parsed.signature)
-        .map_err(|_| {
-            EpError::permission_denied(format!(
-                "the JWT signature does not verify under its issuer {issuer}"
-            ))
-        })?;
+    let claims = verify_signature(token, issuer)?;
     if claims.claim_type() != kind {
         return Err(EpError::bad_request(format!(
             "the JWT is of claim type {}, expected {kind}",
@@ -877,16 +1054,46 @@ pub fn verify(
     Ok(claims)
 }
 
+/// Decodes a NATS JWT and checks only who signed it: it must be issued by `issuer` and its
+/// Ed25519 signature must verify under that key. No claim type or time check — for a caller
+/// with its own rules there (the auth callout's whole-second request expiry). Refusals: those
+/// of [`decode`]; another issuer or a bad signature → `permission-denied`.
+pub fn verify_signature(token: &str, issuer: &str) -> Result<Claims, EpError> {
+    let parsed = parse(token)?;
+    let claims = parsed.claims;
+    if claims.iss != issuer {
+        return Err(EpError::permission_denied(format!(
+            "the JWT was issued by {}, not by the expected issuer {issuer}",
+            claims.iss
+        )));
+    }
+    let key = KeyPair::from_public_key(&claims.iss)
+        .map_err(|_| EpError::permission_denied("the JWT issuer is not a public nkey"))?;
+    key.verify(parsed.signing_input.as_bytes(), &parsed.signature)
+        .map_err(|_| {
+            EpError::permission_denied(format!(
+                "the JWT signature does not verify under its issuer {issuer}"
+            ))
+        })?;
+    Ok(claims)
+}
+
 fn malformed(what: impl fmt::Display) -> EpError {
     EpError::bad_request(format!("malformed NATS JWT: {what}"))
 }
 
+fn oversize(token: &str, limit: usize) -> EpError {
+    EpError::bad_request(format!(
+        "the JWT is {} bytes, over the {limit}-byte bound",
+        token.len()
+    ))
+}
+
 fn parse(token: &str) -> Result<Parsed<'_>, EpError> {
-    if token.len() > MAX_JWT_BYTES {
-        return Err(EpError::bad_request(format!(
-            "the JWT is {} bytes, over the {MAX_JWT_BYTES}-byte bound",
-            token.len()
-        )));
+    // The largest bound of any kind first, so no oversize input is even base64-decoded; the
+    // kind's own bound once the claims name it.
+    if token.len() > MAX_REQUEST_JWT_BYTES {
+        return Err(oversize(token, MAX_REQUEST_JWT_BYTES));
     }
     let mut parts = token.split('.');
     let (Some(header), Some(payload), Some(signature), None) =
@@ -896,6 +1103,10 @@ fn parse(token: &str) -> Result<Parsed<'_>, EpError> {
     };
     check_header(&json_object(header, "header")?)?;
     let claims = claims_from(&json_object(payload, "claims")?)?;
+    let limit = claims.claim_type().max_bytes();
+    if token.len() > limit {
+        return Err(oversize(token, limit));
+    }
     let signature = URL_SAFE_NO_PAD
         .decode(signature)
         .map_err(|e| malformed(format_args!("signature is not base64url: {e}")))?;
@@ -1036,7 +1247,8 @@ fn claims_from(map: &Map<String, Value>) -> Result<Claims, EpError> {
     let type_name = nats.str("type")?.unwrap_or("");
     let kind = ClaimType::parse(type_name).ok_or_else(|| {
         EpError::bad_request(format!(
-            "unsupported NATS JWT claim type {type_name:?}; expected operator, account or user"
+            "unsupported NATS JWT claim type {type_name:?}; expected operator, account, user, \
+             authorization_request or authorization_response"
         ))
     })?;
     let iss = top.str("iss")?.unwrap_or("");
@@ -1053,6 +1265,8 @@ fn claims_from(map: &Map<String, Value>) -> Result<Claims, EpError> {
         ClaimType::User => user_from(&nats)?,
         ClaimType::Account => Nats::Account(account_from(&nats)?),
         ClaimType::Operator => Nats::Operator(operator_from(&nats)?),
+        ClaimType::AuthorizationRequest => Nats::AuthorizationRequest(request_from(&nats)?),
+        ClaimType::AuthorizationResponse => Nats::AuthorizationResponse(response_from(&nats)?),
     };
     Ok(Claims {
         jti: top.str("jti")?.unwrap_or("").to_owned(),
@@ -1196,6 +1410,79 @@ fn authorization_from(f: &Fields<'_>) -> Result<Option<ExternalAuthorization>, E
         allowed_accounts,
         xkey: f.str("xkey")?.filter(|x| !x.is_empty()).map(str::to_owned),
     }))
+}
+
+fn request_from(f: &Fields<'_>) -> Result<AuthorizationRequest, EpError> {
+    let text = |f: &Fields<'_>, key: &str| f.str(key).map(|s| s.unwrap_or("").to_owned());
+    let server_id = match f.object("server_id", "nats.server_id.")? {
+        None => RequestServer::default(),
+        Some(s) => RequestServer {
+            id: text(&s, "id")?,
+            name: text(&s, "name")?,
+            host: text(&s, "host")?,
+            version: text(&s, "version")?,
+            xkey: s.str("xkey")?.filter(|x| !x.is_empty()).map(str::to_owned),
+        },
+    };
+    let client_info = match f.object("client_info", "nats.client_info.")? {
+        None => RequestClient::default(),
+        Some(c) => RequestClient {
+            host: text(&c, "host")?,
+            id: u64::try_from(c.int("id")?)
+                .map_err(|_| malformed("nats.client_info.id is negative"))?,
+            user: text(&c, "user")?,
+            name_tag: text(&c, "name_tag")?,
+            kind: text(&c, "kind")?,
+        },
+    };
+    let connect_opts = match f.object("connect_opts", "nats.connect_opts.")? {
+        None => RequestConnect::default(),
+        Some(c) => RequestConnect {
+            // Go writes both with `omitempty`: an empty string is a field the client left out.
+            auth_token: c
+                .str("auth_token")?
+                .filter(|t| !t.is_empty())
+                .map(AuthToken::new),
+            name: c.str("name")?.filter(|n| !n.is_empty()).map(str::to_owned),
+            lang: text(&c, "lang")?,
+            version: text(&c, "version")?,
+        },
+    };
+    Ok(AuthorizationRequest {
+        server_id,
+        user_nkey: text(f, "user_nkey")?,
+        client_info,
+        connect_opts,
+    })
+}
+
+/// Go's `AuthorizationResponse.Validate`: exactly one of `jwt` and a non-empty `error`.
+fn response_from(f: &Fields<'_>) -> Result<AuthorizationResponse, EpError> {
+    let jwt = f.str("jwt")?.filter(|s| !s.is_empty());
+    let error = f.str("error")?.filter(|s| !s.is_empty());
+    let verdict = match (jwt, error) {
+        (Some(jwt), None) => AuthorizationVerdict::Jwt(jwt.to_owned()),
+        (None, Some(error)) => AuthorizationVerdict::Error(error.to_owned()),
+        (Some(_), Some(_)) => {
+            return Err(malformed(
+                "an authorization response sets both jwt and error",
+            ))
+        }
+        (None, None) => {
+            return Err(malformed(
+                "an authorization response sets neither jwt nor error",
+            ))
+        }
+    };
+    let issuer_account = f.str("issuer_account")?.map(str::to_owned);
+    if let Some(account) = &issuer_account {
+        expect_public_key(account, &KeyPairType::Account, "nats.issuer_account")
+            .map_err(|e| malformed(e.message))?;
+    }
+    Ok(AuthorizationResponse {
+        verdict,
+        issuer_account,
+    })
 }
 
 fn operator_from(f: &Fields<'_>) -> Result<OperatorNats, EpError> {
@@ -1347,6 +1634,62 @@ mod tests {
         }
         assert_eq!(base32_nopad(&[0xff; 32]).len(), 52);
         assert!(base32_nopad(&[0xff; 5]).chars().all(|c| c == '7'));
+    }
+
+    #[test]
+    fn authorization_responses_carry_exactly_one_verdict() {
+        let signer = KeyPair::new_from_raw(KeyPairType::Account, [1; 32]).unwrap();
+        let account = KeyPair::new_from_raw(KeyPairType::Account, [2; 32]).unwrap();
+        let user = KeyPair::new_from_raw(KeyPairType::User, [3; 32]).unwrap();
+        let server = KeyPair::new_from_raw(KeyPairType::Server, [4; 32]).unwrap();
+        let mint = |verdict: &AuthorizationVerdict| {
+            authorization_response_jwt(
+                &signer,
+                &account.public_key(),
+                &user.public_key(),
+                &server.public_key(),
+                verdict,
+                UnixSeconds(10),
+            )
+        };
+        assert!(mint(&AuthorizationVerdict::Error(String::new())).is_err());
+        assert!(mint(&AuthorizationVerdict::Jwt(String::new())).is_err());
+        let token = mint(&AuthorizationVerdict::Error("no".into())).unwrap();
+        let claims = verify(
+            &token,
+            ClaimType::AuthorizationResponse,
+            &signer.public_key(),
+            UnixSeconds(10),
+        )
+        .unwrap();
+        assert_eq!(claims.aud, Some(server.public_key()));
+        // Both or neither is what the server refuses; the decoder refuses it too.
+        let forged = |nats: &str| {
+            let payload = format!(
+                r#"{{"iss":"{}","sub":"{}","nats":{nats}}}"#,
+                signer.public_key(),
+                user.public_key()
+            );
+            format!(
+                "{}.{}.{}",
+                URL_SAFE_NO_PAD.encode(HEADER),
+                URL_SAFE_NO_PAD.encode(payload),
+                URL_SAFE_NO_PAD.encode([0u8; 64])
+            )
+        };
+        for (nats, needle) in [
+            (
+                r#"{"type":"authorization_response","version":2,"jwt":"a","error":"b"}"#,
+                "both",
+            ),
+            (
+                r#"{"type":"authorization_response","version":2}"#,
+                "neither",
+            ),
+        ] {
+            let e = decode(&forged(nats)).unwrap_err();
+            assert!(e.message.contains(needle), "{e}");
+        }
     }
 
     #[test]

@@ -30,6 +30,8 @@
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
+//! * [`callout`] — the auth callout's decisions: which requests are answered, and the signed
+//!   admission or denial;
 //! * [`mint`] — the fenced mint end to end: build the credential, then release it by the fence;
 //! * [`manager`] — manager-service requests, proofs, the host and holder, and the one
 //!   registered-manager door ([`manager::door`]);
@@ -48,6 +50,7 @@
 pub mod actors;
 pub mod authority;
 pub mod barrier;
+pub mod callout;
 pub mod canon;
 pub mod contract;
 pub mod deregistration;

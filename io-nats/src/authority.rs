@@ -129,7 +129,7 @@ impl fmt::Debug for AuthorityClient {
     }
 }
 
-fn unix_now() -> Result<u64, EpError> {
+pub(crate) fn unix_now() -> Result<u64, EpError> {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())

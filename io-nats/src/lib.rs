@@ -12,6 +12,8 @@
 //! * [`authority`] — [`AuthorityClient`]: the plane's self-minted, labelled connections, renewed
 //!   at half-life on a fresh connection without dropping in-flight work, and
 //!   [`authority::connect_with_creds`] for the callout connection.
+//! * [`callout`] — the auth callout service: [`callout::serve`] answers the broker's sealed
+//!   authorization requests through an [`callout::Authorize`] implementation.
 //! * [`driver`] — the async driver: any core machine run against a [`Space`], evictions and
 //!   liveness probes answered by injectable async closures (fail-closed by default);
 //! * [`liveness`] — [`liveness::Oracle`]: holder liveness from the servers' own connection
@@ -19,6 +21,7 @@
 //!   evictor.
 
 pub mod authority;
+pub mod callout;
 pub mod driver;
 pub mod host;
 pub mod liveness;

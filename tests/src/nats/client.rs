@@ -91,6 +91,17 @@ impl NatsClient {
     /// `PING`. Succeeds on the `PONG`; an `-ERR` instead (e.g. `Authorization Violation`) is
     /// [`ClientError::Refused`].
     pub fn connect(port: u16, name: &str, auth: Option<JwtAuth<'_>>) -> Result<Self, ClientError> {
+        Self::connect_with_token(port, name, auth, None)
+    }
+
+    /// [`NatsClient::connect`] that also sends `auth_token` when `token` is given: the bearer
+    /// a client presents to the auth callout alongside the sentinel's JWT.
+    pub fn connect_with_token(
+        port: u16,
+        name: &str,
+        auth: Option<JwtAuth<'_>>,
+        token: Option<&str>,
+    ) -> Result<Self, ClientError> {
         let io = |what: &str, e: io::Error| ClientError::Protocol(format!("{what}: {e}"));
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let writer = TcpStream::connect_timeout(&addr, IO_TIMEOUT).map_err(|e| io("connect", e))?;
@@ -142,6 +153,9 @@ impl NatsClient {
                 .map_err(|e| ClientError::Protocol(format!("cannot sign the nonce: {e}")))?;
             connect.insert("jwt".into(), auth.jwt.into());
             connect.insert("sig".into(), URL_SAFE_NO_PAD.encode(sig).into());
+        }
+        if let Some(token) = token {
+            connect.insert("auth_token".into(), token.into());
         }
         let connect = Value::Object(connect);
         // A CONNECT the server refuses mid-line (over `max_control_line`) makes it answer and
