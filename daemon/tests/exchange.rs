@@ -56,8 +56,11 @@ impl Space {
             .unwrap();
         let url = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + READY_TIMEOUT;
-        while http(&url, "GET", "/jwks", &[], "").map(|a| a.0) != Ok(200) {
-            assert!(Instant::now() < deadline, "the development IdP did not serve");
+        while http(&url, "GET", "/jwks", &[], "").map(|a| a.0).ok() != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "the development IdP did not serve"
+            );
             sleep(POLL);
         }
         let out = command()
@@ -65,7 +68,11 @@ impl Space {
             .arg(&root)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Space {
             reaper: Reaper(vec![idp], root.clone()),
             root,
@@ -80,12 +87,24 @@ impl Space {
             .arg(&self.root)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
     fn grant(&self, actor: &str, subject: &str, extra: &[&str]) {
-        let mut args = vec!["actor", "grant", actor, "--space", SPACE, "--idp-subject", subject];
+        let mut args = vec![
+            "actor",
+            "grant",
+            actor,
+            "--space",
+            SPACE,
+            "--idp-subject",
+            subject,
+        ];
         args.extend_from_slice(if extra.is_empty() { &["--full"] } else { extra });
         self.authd(&args);
     }
@@ -171,7 +190,11 @@ fn remote_exchange_a_signed_in_human_gets_a_lifecycle_and_root_bound_bearer() {
     let mut space = Space::new();
     space.grant("cli", "alice", &[]);
     let d = space.up(&[]);
-    let (status, body) = post(url(&d), Some(cap(&d)), &json!({"idpToken": space.idp_token("alice"), "actor": "cli"}));
+    let (status, body) = post(
+        url(&d),
+        Some(cap(&d)),
+        &json!({"idpToken": space.idp_token("alice"), "actor": "cli"}),
+    );
     assert_eq!(status, 200, "{body}");
     let owner = space.owner("alice");
     assert_eq!(body["owner"], owner.as_str());
@@ -181,20 +204,29 @@ fn remote_exchange_a_signed_in_human_gets_a_lifecycle_and_root_bound_bearer() {
     assert_eq!(c["sub"], owner.as_str());
     assert_eq!(c["exp"], body["exp"]);
     assert_eq!(c["act"]["actor"], "cli");
-    assert_eq!(c["act"]["lifecycleUid"], space.row("alice", "cli")["lifecycleUid"]);
+    assert_eq!(
+        c["act"]["lifecycleUid"],
+        space.row("alice", "cli")["lifecycleUid"]
+    );
     let credential = c["act"]["credentialId"].as_str().unwrap().to_owned();
     // The IdP token lives 120 s: the bearer never outlives it.
     assert!(c["exp"].as_u64().unwrap() - c["iat"].as_u64().unwrap() <= 120);
     // The bearer is signed by a key the plane publishes.
     let (_, _, jwks) = http(url(&d), "GET", "/jwks", &[], "").unwrap();
     let header: Value = serde_json::from_slice(
-        &URL_SAFE_NO_PAD.decode(body["token"].as_str().unwrap().split('.').next().unwrap()).unwrap(),
+        &URL_SAFE_NO_PAD
+            .decode(body["token"].as_str().unwrap().split('.').next().unwrap())
+            .unwrap(),
     )
     .unwrap();
     assert!(jwks.contains(header["kid"].as_str().unwrap()));
 
     // deny-new `root credential idempotent`: every later exchange names the same root.
-    let (_, again) = post(url(&d), Some(cap(&d)), &json!({"idpToken": space.idp_token("alice"), "actor": "cli", "ttlSec": 30}));
+    let (_, again) = post(
+        url(&d),
+        Some(cap(&d)),
+        &json!({"idpToken": space.idp_token("alice"), "actor": "cli", "ttlSec": 30}),
+    );
     let c2 = claims(again["token"].as_str().unwrap());
     assert_eq!(c2["act"]["credentialId"], credential.as_str());
     assert!(c2["exp"].as_u64().unwrap() - c2["iat"].as_u64().unwrap() <= 30);
@@ -204,33 +236,74 @@ fn remote_exchange_a_signed_in_human_gets_a_lifecycle_and_root_bound_bearer() {
 fn remote_exchange_refusals_say_why_and_what_to_run() {
     let mut space = Space::new();
     space.grant("cli", "alice", &[]);
-    space.grant("viewer", "alice", &["--scope", "", "--allow-subscribe", "news", "--allow-publish", ""]);
+    space.grant(
+        "viewer",
+        "alice",
+        &[
+            "--scope",
+            "",
+            "--allow-subscribe",
+            "news",
+            "--allow-publish",
+            "",
+        ],
+    );
     let d = space.up(&[]);
     let (u, c) = (url(&d), Some(cap(&d)));
     let token = space.idp_token("alice");
 
     let (status, body) = post(u, None, &json!({"idpToken": token, "actor": "cli"}));
     assert_eq!(status, 401, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("capability"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("capability"),
+        "{body}"
+    );
 
     let (status, body) = post(u, c, &json!({"idpToken": token, "actor": "ops"}));
     assert_eq!(status, 401);
-    assert!(body["error"].as_str().unwrap().contains("cotal-authd actor grant ops --space t1"), "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("cotal-authd actor grant ops --space t1"),
+        "{body}"
+    );
 
     let (status, body) = post(u, c, &json!({"idpToken": "not.a.jwt", "actor": "cli"}));
     assert_eq!(status, 401, "{body}");
 
     // A view needs its scope; the remedy re-grants the whole row.
-    let (status, body) = post(u, c, &json!({"idpToken": token, "actor": "viewer", "view": "channel-writer"}));
+    let (status, body) = post(
+        u,
+        c,
+        &json!({"idpToken": token, "actor": "viewer", "view": "channel-writer"}),
+    );
     assert_eq!(status, 401);
-    assert!(body["error"].as_str().unwrap().contains("--scope 'admin'"), "{body}");
-    let (status, body) = post(u, c, &json!({"idpToken": token, "actor": "cli", "view": "channel-writer"}));
+    assert!(
+        body["error"].as_str().unwrap().contains("--scope 'admin'"),
+        "{body}"
+    );
+    let (status, body) = post(
+        u,
+        c,
+        &json!({"idpToken": token, "actor": "cli", "view": "channel-writer"}),
+    );
     assert_eq!(status, 200, "{body}");
-    assert_eq!(claims(body["token"].as_str().unwrap())["act"]["view"], "channel-writer");
+    assert_eq!(
+        claims(body["token"].as_str().unwrap())["act"]["view"],
+        "channel-writer"
+    );
 
-    let (status, body) = post(u, c, &json!({"idpToken": token, "actorToken": "s", "actor": "cli"}));
+    let (status, body) = post(
+        u,
+        c,
+        &json!({"idpToken": token, "actorToken": "s", "actor": "cli"}),
+    );
     assert_eq!(status, 400);
-    assert_eq!(body["error"], "exchange takes idpToken (human) OR owner+actorToken (agent), never both");
+    assert_eq!(
+        body["error"],
+        "exchange takes idpToken (human) OR owner+actorToken (agent), never both"
+    );
 }
 
 #[test]
@@ -241,23 +314,43 @@ fn deny_new_a_revoked_grant_refuses_and_a_regrant_at_a_new_uid_is_a_takeover() {
     let (u, c) = (url(&d), Some(cap(&d)));
     let ask = |space: &Space| json!({"idpToken": space.idp_token("alice"), "actor": "cli"});
     assert_eq!(post(u, c, &ask(&space)).0, 200);
-    space.authd(&["actor", "revoke", "cli", "--space", SPACE, "--idp-subject", "alice"]);
+    space.authd(&[
+        "actor",
+        "revoke",
+        "cli",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        "alice",
+    ]);
     let (status, body) = post(u, c, &ask(&space));
     assert_eq!(status, 401);
-    assert!(body["error"].as_str().unwrap().contains("not granted"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("not granted"),
+        "{body}"
+    );
     // The re-grant rotates the uid while the previous incarnation's head is live: the plane
     // runs no takeover barrier, so it refuses rather than hand out a second live root.
     space.grant("cli", "alice", &[]);
     let (status, body) = post(u, c, &ask(&space));
     assert_eq!(status, 401);
-    assert!(body["error"].as_str().unwrap().contains("takeover"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("takeover"),
+        "{body}"
+    );
 }
 
 #[test]
 fn remote_exchange_the_agent_arm_and_the_public_face() {
     let mut space = Space::new();
     space.grant("cli", "alice", &[]);
-    space.spawn_agent("alice", "cli", "worker", "the-agent-secret", "wwwwwwwwwwwwwwwwwwwwwwwwww");
+    space.spawn_agent(
+        "alice",
+        "cli",
+        "worker",
+        "the-agent-secret",
+        "wwwwwwwwwwwwwwwwwwwwwwwwww",
+    );
     let d = space.up(&["--exchange-public-port", "0"]);
     let public = d["publicUrl"].as_str().unwrap().to_owned();
     let owner = space.owner("alice");
@@ -268,9 +361,18 @@ fn remote_exchange_the_agent_arm_and_the_public_face() {
     assert_eq!(status, 200, "{body}");
     let c = claims(body["token"].as_str().unwrap());
     assert_eq!(c["act"]["lifecycleUid"], "wwwwwwwwwwwwwwwwwwwwwwwwww");
-    assert!(c["exp"].as_u64().unwrap() - c["iat"].as_u64().unwrap() <= 300, "agent bearers live at most 300 s");
-    assert_eq!(post(url(&d), None, &agent("the-agent-secret", "worker")).0, 401);
-    assert_eq!(post(url(&d), Some(cap(&d)), &agent("the-agent-secret", "worker")).0, 200);
+    assert!(
+        c["exp"].as_u64().unwrap() - c["iat"].as_u64().unwrap() <= 300,
+        "agent bearers live at most 300 s"
+    );
+    assert_eq!(
+        post(url(&d), None, &agent("the-agent-secret", "worker")).0,
+        401
+    );
+    assert_eq!(
+        post(url(&d), Some(cap(&d)), &agent("the-agent-secret", "worker")).0,
+        200
+    );
 
     // Wrong secret and unknown agent: the identical sentence.
     let (s1, wrong) = post(&public, None, &agent("guess", "worker"));
@@ -282,6 +384,9 @@ fn remote_exchange_the_agent_arm_and_the_public_face() {
     let human = json!({"idpToken": space.idp_token("alice"), "actor": "cli", "view": "purger"});
     let (status, body) = post(&public, None, &human);
     assert_eq!(status, 403);
-    assert!(body["error"].as_str().unwrap().contains("loopback"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("loopback"),
+        "{body}"
+    );
     assert_ne!(post(url(&d), Some(cap(&d)), &human).0, 403);
 }

@@ -30,7 +30,9 @@ pub(super) trait RootCredentials: Send + Sync {
         principal: &'a Principal,
         uid: &'a LifecycleUid,
         now_ms: u64,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<CredentialId, EpError>> + Send + 'a>>;
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<CredentialId, EpError>> + Send + 'a>,
+    >;
 }
 
 /// What the exchange needs, built once per plane.
@@ -41,6 +43,15 @@ pub(super) struct Exchange {
     ledger: FileActors,
     bearers: BearerIssuer,
     roots: Arc<dyn RootCredentials>,
+}
+
+impl std::fmt::Debug for Exchange {
+    // The material holds secrets: only the space is shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Exchange")
+            .field("space", &self.space)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Exchange {
@@ -78,7 +89,12 @@ impl Exchange {
         };
         match outcome {
             Ok(minted) => {
-                audit::granted(&minted.principal.key(), "exchange", &minted.row, audit::At::default());
+                audit::granted(
+                    &minted.principal.key(),
+                    "exchange",
+                    &minted.row,
+                    audit::At::default(),
+                );
                 Answer::ok(json!({
                     "token": minted.token,
                     "owner": minted.principal.owner().as_str(),
@@ -105,7 +121,9 @@ impl Exchange {
             ..
         } = request
         else {
-            return Err(Refusal::anonymous(EpError::internal("not a human exchange")));
+            return Err(Refusal::anonymous(EpError::internal(
+                "not a human exchange",
+            )));
         };
         let now = now_secs();
         let view = match view.as_deref() {
@@ -121,7 +139,8 @@ impl Exchange {
             .material
             .owner_for_idp_subject(&identity.subject)
             .map_err(Refusal::anonymous)?;
-        let actor = ActorToken::parse(&actor).map_err(|e| Refusal::anonymous(EpError::permission_denied(e.message)))?;
+        let actor = ActorToken::parse(&actor)
+            .map_err(|e| Refusal::anonymous(EpError::permission_denied(e.message)))?;
         let principal = Principal::new(owner.owner().clone(), actor.clone());
         let refuse = |error| Refusal::of(&principal, error);
         let required = view.and_then(|v| v.required_scope().map(|s| (v.as_str(), s)));
@@ -143,8 +162,15 @@ impl Exchange {
         act.scope = Some(grant.row.scope.clone());
         act.parent = grant.row.parent.clone();
         act.view = view;
-        self.mint(principal, &grant.row, grant.lifecycle_uid, act, asked.min(remaining), now)
-            .await
+        self.mint(
+            principal,
+            &grant.row,
+            grant.lifecycle_uid,
+            act,
+            asked.min(remaining),
+            now,
+        )
+        .await
     }
 
     /// The agent arm: the managed row the secret opens, its lifecycle, TTL ≤ 300 s, the
@@ -159,7 +185,9 @@ impl Exchange {
             ..
         } = request
         else {
-            return Err(Refusal::anonymous(EpError::internal("not an agent exchange")));
+            return Err(Refusal::anonymous(EpError::internal(
+                "not an agent exchange",
+            )));
         };
         let now = now_secs();
         let row = authorize_agent_exchange(&self.ledger, &owner, &actor, &secret)

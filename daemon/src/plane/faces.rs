@@ -4,8 +4,8 @@
 
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_http::bearer::{KeyRing, SigningKey};
-use cotal_io_http::face::{Answer, DoorRequest, Face, FaceHandler, StatusCode};
+use cotal_io_http::bearer::{BearerIssuer, KeyRing, SigningKey};
+use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
 use serde_json::{json, Value};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -14,8 +14,10 @@ use cotal_core::names::SpaceName;
 use cotal_io_http::face::PublicFaceSettings;
 use tokio::sync::watch;
 
+use super::exchange::{Exchange, RootCredentials};
 use super::metrics::PlaneMetrics;
 use super::Readiness;
+use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 
 /// What an agent is told by a plane that stopped serving on its own: nothing for it to act on
 /// but a retry (the operator's instructions go to the operator).
@@ -35,19 +37,46 @@ pub(super) struct PlaneFaces {
     /// What the bundle tells a client about signing in.
     idp: Value,
     sentinel_creds: String,
+    exchange: Exchange,
+}
+
+/// The plane's bearer issuer: the trust root's active issuer key, for the space.
+pub(super) fn bearer_issuer(
+    material: &DaemonMaterial,
+    space: &SpaceName,
+) -> Result<BearerIssuer, String> {
+    let key = SigningKey::from_seed(material.issuer().active().seed())
+        .map_err(|e| format!("the issuer key does not load: {}", e.message))?;
+    Ok(BearerIssuer::new(space.clone(), KeyRing::new(key)))
 }
 
 impl PlaneFaces {
     pub(super) fn new(
+        space: &SpaceName,
         material: &DaemonMaterial,
+        ledger: cotal_io_fs::FileActors,
+        roots: Arc<dyn RootCredentials>,
         readiness: watch::Receiver<Readiness>,
         metrics: Arc<PlaneMetrics>,
     ) -> Result<PlaneFaces, String> {
-        let key = SigningKey::from_seed(material.issuer().active().seed())
-            .map_err(|e| format!("the issuer key does not load: {}", e.message))?;
+        let bearers = bearer_issuer(material, space)?;
+        let idp = material.idp();
+        let exchange = Exchange::new(
+            space.clone(),
+            material.clone(),
+            IdpKeys::new(IdpSource {
+                issuer: idp.issuer().to_owned(),
+                audience: idp.audience().to_owned(),
+                jwks_uri: idp.jwks_uri().to_owned(),
+            }),
+            ledger,
+            bearers.clone(),
+            roots,
+        );
         Ok(PlaneFaces {
-            issuer: material.issuer().issuer().to_owned(),
-            jwks: KeyRing::new(key).jwks(),
+            exchange,
+            issuer: bearers.issuer().to_owned(),
+            jwks: bearers.ring().jwks(),
             readiness,
             metrics,
             bundle: OnceLock::new(),
@@ -135,6 +164,9 @@ impl FaceHandler for PlaneFaces {
         if let Some(copy) = not_ready {
             return Answer::refusal(request.door, &EpError::unavailable(copy));
         }
+        if request.door == Door::Exchange {
+            return self.exchange.answer(&request).await;
+        }
         Answer::refusal(
             request.door,
             &EpError::new(
@@ -167,8 +199,37 @@ mod tests {
         )
         .unwrap();
         let (tx, rx) = watch::channel(readiness);
-        let faces = PlaneFaces::new(&root.daemon, rx, Arc::new(PlaneMetrics::new())).unwrap();
+        let dir = std::env::temp_dir().join(format!("faces-{}", std::process::id()));
+        let faces = PlaneFaces::new(
+            &SpaceName::parse("faces").unwrap(),
+            &root.daemon,
+            cotal_io_fs::FileActors::new(dir),
+            Arc::new(NoRoots),
+            rx,
+            Arc::new(PlaneMetrics::new()),
+        )
+        .unwrap();
         (faces, tx)
+    }
+
+    /// These cells never reach an exchange's root-credential step.
+    struct NoRoots;
+
+    impl RootCredentials for NoRoots {
+        fn ensure<'a>(
+            &'a self,
+            _: &'a cotal_core::names::Principal,
+            _: &'a cotal_core::names::LifecycleUid,
+            _: u64,
+        ) -> std::pin::Pin<
+            Box<
+                dyn std::future::Future<Output = Result<cotal_core::names::CredentialId, EpError>>
+                    + Send
+                    + 'a,
+            >,
+        > {
+            Box::pin(async { Err(EpError::internal("no root credentials in this cell")) })
+        }
     }
 
     fn request() -> DoorRequest {

@@ -20,9 +20,11 @@
 //! before the reopen.
 
 mod connections;
+mod exchange;
 mod faces;
 mod metrics;
 mod register;
+mod roots;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -170,8 +172,15 @@ impl Plane {
         let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
         let metrics = Arc::new(PlaneMetrics::new());
         metrics.registered(registered.process_epoch.0, registered.generation.0);
+        let roots = roots::MintRoots::new(Arc::clone(&connections), &inputs.space)?;
         let faces = Arc::new(PlaneFaces::new(
+            &inputs.space,
             &inputs.material,
+            cotal_io_fs::FileActors::new(cotal_io_fs::trust::space_dir(
+                &inputs.root,
+                &inputs.space,
+            )),
+            Arc::new(roots),
             watched,
             Arc::clone(&metrics),
         )?);

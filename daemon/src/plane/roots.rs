@@ -1,0 +1,70 @@
+//! The incarnation root credentials the exchange binds bearers to (reference §9.3), minted by
+//! the core's `EnsureRootCredential` on the plane's mint connection — the one whose grant writes
+//! lifecycle heads, uid reservations, lifecycle gates and credential rows.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use cotal_core::error::EpError;
+use cotal_core::lifecycle::{EnsureRootCredential, RootEntropy};
+use cotal_core::machine::Replay;
+use cotal_core::names::{CredentialId, LifecycleUid, ManagerInstance, Principal, SpaceName};
+use cotal_io_nats::NatsWorld;
+
+use super::connections::Connections;
+use super::exchange::RootCredentials;
+use crate::state;
+
+/// The plane's root-credential minting over its mint connection.
+pub(super) struct MintRoots {
+    connections: Arc<Connections>,
+    manager_instance: ManagerInstance,
+}
+
+impl MintRoots {
+    pub(super) fn new(
+        connections: Arc<Connections>,
+        space: &SpaceName,
+    ) -> Result<MintRoots, String> {
+        let manager_instance =
+            ManagerInstance::parse(&format!("auth-service:{space}")).map_err(|e| e.message)?;
+        Ok(MintRoots {
+            connections,
+            manager_instance,
+        })
+    }
+}
+
+fn entropy() -> Result<RootEntropy, EpError> {
+    let draw = || state::entropy().map_err(EpError::internal);
+    Ok(RootEntropy {
+        op: draw()?,
+        credentials: [draw()?, draw()?, draw()?],
+    })
+}
+
+impl RootCredentials for MintRoots {
+    fn ensure<'a>(
+        &'a self,
+        principal: &'a Principal,
+        uid: &'a LifecycleUid,
+        now_ms: u64,
+    ) -> Pin<Box<dyn Future<Output = Result<CredentialId, EpError>> + Send + 'a>> {
+        Box::pin(async move {
+            let machine = EnsureRootCredential {
+                owner: principal.owner().clone(),
+                actor: principal.actor().clone(),
+                lifecycle_uid: uid.clone(),
+                manager_instance: self.manager_instance.clone(),
+                now_ms,
+                entropy: entropy()?,
+            };
+            let bound = self.connections.mint.space()?;
+            let root = NatsWorld::new(&bound)
+                .run(&mut Replay::new(machine))
+                .await?;
+            Ok(root.credential_id)
+        })
+    }
+}
