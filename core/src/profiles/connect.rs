@@ -28,14 +28,16 @@
 //! `implementations/auth/src/permissions.ts` (the callout's view dispatch) of `Cotal-AI/Cotal`.
 //!
 //! **Where this departs from the reference.**
-//! * No connect-time credential holds `CONSUMER.CREATE`, `CONSUMER.DELETE` or `CONSUMER.INFO` with
-//!   a `.>` tail on the presence or channel-registry bucket in the `agent` profile (the reference's
-//!   ordered-watch rows, and the `$JS.FC.>` they need). A consumer-create body is not confined by
-//!   subject ACLs: its `deliver_subject` makes the broker publish into any subject, past the
-//!   creator's publish permissions (the reasoning of F98, applied to the public buckets), and a
-//!   `.>` delete lets an agent tear down a peer's watcher. The newest reference has withdrawn these
-//!   rows too, in favour of trusted-provisioned, lifecycle-pinned watchers that this plane does not
-//!   provision yet; until it does, an agent reads the registry by point reads only.
+//! * The `agent` profile holds no `CONSUMER.CREATE`, `CONSUMER.INFO` or `CONSUMER.DELETE` with a
+//!   `.>` tail on the presence or channel-registry bucket (the reference's ordered-watch rows), nor
+//!   the `$JS.FC.>` they need. A consumer-create body is not confined by subject ACLs: its
+//!   `deliver_subject` makes the broker publish into any subject, past the creator's publish
+//!   permissions (the reasoning of F98, applied to the public buckets), and a `.>` delete lets an
+//!   agent tear down a peer's watcher. The newest reference has withdrawn these rows from agents
+//!   too, in favour of trusted-provisioned, lifecycle-pinned watchers this plane does not provision
+//!   yet; until it does, an agent reads the registry by point reads only. The `admin` and
+//!   `deployer` views keep their cells' watch rows: they are operator instruments gated by the
+//!   `admin`/`spawn` ledger scope, and their reference cells name those rows.
 //! * `channel-writer` holds no `STREAM.CREATE` on the channel bucket (the reference keeps it for a
 //!   client's create-if-matching open): backing streams are created once at space setup, by
 //!   provisioning, and no credential a bearer can obtain creates one.
