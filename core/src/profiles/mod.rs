@@ -1,6 +1,8 @@
 //! The permission profiles the plane mints: one pure builder per profile, from a typed binding to
 //! the exact NATS `pub`/`sub` rows, the principal tags and the lifetime (SPEC §13.9, Appendix B;
-//! reference-auth-service §4.4, §5.3, §5.5, §6.3).
+//! reference-auth-service §4.4, §5.3, §5.5, §6.3). The connect-time profiles the auth callout
+//! mints for bearers (§8.4: `agent` and the views) live in the `connect` submodule and are
+//! re-exported here.
 //!
 //! Every builder is a pure function of its binding: no I/O, no clock, no randomness. Every value
 //! that lands in a subject arrives as a validated newtype, and every finished row is checked
@@ -34,6 +36,13 @@ use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::issuance::ServeGrant;
 use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity};
 use crate::names::str_newtype;
+mod connect;
+pub use connect::{
+    admin, agent, channel_purger, channel_writer, deployer, purger, view_profile, AgentBinding,
+    ConnectTtl, ConnectView, ConnectViewBinding, DeployerBinding, ViewBinding, ADMIN, AGENT,
+    CHANNEL_PURGER, CHANNEL_WRITER, CONNECT_TTL_MAX_SECS, DEPLOYER, PURGER,
+};
+
 use crate::names::{
     admission_bucket, auth_bucket, contract_stream, keys, records_bucket, space_prefix, ActorToken,
     CommandToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
@@ -288,27 +297,30 @@ pub(crate) fn checked_permissions(
     publish: Vec<String>,
     subscribe: Vec<String>,
 ) -> Result<Permissions, EpError> {
-    let finish = |rows: Vec<String>, queue_ok: bool| -> Result<Vec<String>, EpError> {
-        let mut out: Vec<String> = Vec::with_capacity(rows.len());
-        for row in rows {
-            check_row(&row, queue_ok)?;
-            if !out.contains(&row) {
-                out.push(row);
-            }
-        }
-        Ok(out)
-    };
     Ok(Permissions {
         publish: Permission {
-            allow: finish(publish, false)?,
+            allow: checked_rows(publish, false)?,
             deny: Vec::new(),
         },
         subscribe: Permission {
-            allow: finish(subscribe, true)?,
+            allow: checked_rows(subscribe, true)?,
             deny: Vec::new(),
         },
         response: None,
     })
+}
+
+/// Checks every row of one list and drops repeats (first position wins); `queue_ok` admits the
+/// subscribe side's queue-qualified form.
+fn checked_rows(rows: Vec<String>, queue_ok: bool) -> Result<Vec<String>, EpError> {
+    let mut out: Vec<String> = Vec::with_capacity(rows.len());
+    for row in rows {
+        check_row(&row, queue_ok)?;
+        if !out.contains(&row) {
+            out.push(row);
+        }
+    }
+    Ok(out)
 }
 
 /// Checks every row, drops repeats (first position wins) and builds the profile.
