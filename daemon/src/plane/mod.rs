@@ -19,6 +19,7 @@
 //! today (F68); should a family ever hold rows, their holders are kicked and verified gone
 //! before the reopen.
 
+mod connect;
 mod connections;
 mod exchange;
 mod faces;
@@ -38,6 +39,7 @@ use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_nats::authority::connect_with_creds;
+use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::host::hold_fence;
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
@@ -142,6 +144,7 @@ pub struct Plane {
     readiness: watch::Sender<Readiness>,
     monitor: Mutex<Option<JoinHandle<()>>>,
     connections: Mutex<Option<Arc<Connections>>>,
+    callout: Mutex<Option<CalloutService>>,
     loopback: FaceHandle,
     public: Option<(FaceHandle, String)>,
     capability: Capability,
@@ -172,6 +175,19 @@ impl Plane {
         let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
         let metrics = Arc::new(PlaneMetrics::new());
         metrics.registered(registered.process_epoch.0, registered.generation.0);
+        let ledger = || {
+            cotal_io_fs::FileActors::new(cotal_io_fs::trust::space_dir(&inputs.root, &inputs.space))
+        };
+        let callout = serve_callout(inputs, &connections, ledger(), watched.clone()).await;
+        let callout = match callout {
+            Ok(callout) => callout,
+            Err(why) => {
+                if let Ok(connections) = Arc::try_unwrap(connections) {
+                    let _ = connections.close().await;
+                }
+                return Err(why);
+            }
+        };
         let roots = roots::MintRoots::new(Arc::clone(&connections), &inputs.space)?;
         let faces = Arc::new(PlaneFaces::new(
             &inputs.space,
@@ -188,6 +204,8 @@ impl Plane {
             Ok(bound) => bound,
             Err(why) => {
                 // A failed start releases what it took, claim included, in order.
+                drop(faces);
+                let _ = callout.close().await;
                 if let Ok(connections) = Arc::try_unwrap(connections) {
                     let _ = connections.close().await;
                 }
@@ -221,6 +239,7 @@ impl Plane {
             readiness,
             monitor: Mutex::new(Some(monitor)),
             connections: Mutex::new(Some(connections)),
+            callout: Mutex::new(Some(callout)),
             loopback,
             public,
             capability,
@@ -273,6 +292,12 @@ impl Plane {
             }
             None => self.loopback.close(CLOSE_GRACE).await,
         }
+        // The callout answers until the faces are closed, then stops before its connection.
+        if let Some(callout) = self.callout.lock().await.take() {
+            if let Err(e) = callout.close().await {
+                warn!("closing the auth callout failed: {}", e.message);
+            }
+        }
         if let Some(monitor) = self.monitor.lock().await.take() {
             monitor.abort();
             let _ = monitor.await;
@@ -285,6 +310,27 @@ impl Plane {
             Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
         }
     }
+}
+
+/// Subscribes the auth callout on the callout connection, flushed, before anything reports
+/// ready (reference §2.4): connects are decided by [`connect::ConnectAuthorizer`].
+async fn serve_callout(
+    inputs: &PlaneInputs,
+    connections: &Arc<Connections>,
+    ledger: cotal_io_fs::FileActors,
+    readiness: watch::Receiver<Readiness>,
+) -> Result<CalloutService, String> {
+    let keys = CalloutKeys::from_material(&inputs.material).map_err(|e| e.message)?;
+    let authorizer = connect::ConnectAuthorizer {
+        space: inputs.space.clone(),
+        bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
+        ledger,
+        connections: Arc::clone(connections),
+        readiness,
+    };
+    cotal_io_nats::callout::serve(connections.callout.clone(), keys, Arc::new(authorizer))
+        .await
+        .map_err(|e| e.message)
 }
 
 /// Binds the loopback face and, when asked, the public one, whose discovery bundle names where

@@ -10,6 +10,8 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
+
+pub mod signin;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_cotal-authd");

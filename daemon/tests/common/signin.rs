@@ -1,0 +1,170 @@
+//! The sign-in fixture: a state root with a development IdP the test starts, the space's trust
+//! root pinned to it, the operator's verbs, a plane, and the exchange over real HTTP.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::fs;
+use std::net::TcpListener;
+use std::process::{Child, Stdio};
+use std::thread::sleep;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use sha2::{Digest as _, Sha256};
+
+use super::*;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A state root with a development IdP serving, the space's trust root pinned to it, and the
+/// processes a failed test must not leak.
+pub struct Space {
+    _dir: tempfile::TempDir,
+    pub root: std::path::PathBuf,
+    pub reaper: Reaper,
+}
+
+impl Space {
+    pub fn new() -> Space {
+        require_server();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        let port = free_port();
+        let idp = command()
+            .args(["dev-idp", "--port", &port.to_string(), "--state-dir"])
+            .arg(&root)
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while http(&url, "GET", "/jwks", &[], "").map(|a| a.0).ok() != Some(200) {
+            assert!(
+                Instant::now() < deadline,
+                "the development IdP did not serve"
+            );
+            sleep(POLL);
+        }
+        let out = command()
+            .args(["init", "--space", SPACE, "--idp", &url, "--state-dir"])
+            .arg(&root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Space {
+            reaper: Reaper(vec![idp], root.clone()),
+            root,
+            _dir: dir,
+        }
+    }
+
+    pub fn authd(&self, args: &[&str]) -> String {
+        let out = command()
+            .args(args)
+            .args(["--state-dir"])
+            .arg(&self.root)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
+    pub fn grant(&self, actor: &str, subject: &str, extra: &[&str]) {
+        let mut args = vec![
+            "actor",
+            "grant",
+            actor,
+            "--space",
+            SPACE,
+            "--idp-subject",
+            subject,
+        ];
+        args.extend_from_slice(if extra.is_empty() { &["--full"] } else { extra });
+        self.authd(&args);
+    }
+
+    pub fn owner(&self, subject: &str) -> String {
+        self.authd(&["owner", "--space", SPACE, "--idp-subject", subject])
+    }
+
+    pub fn idp_token(&self, subject: &str) -> String {
+        self.authd(&["dev-idp", "token", "--subject", subject, "--ttl", "120"])
+    }
+
+    pub fn up(&mut self, extra: &[&str]) -> Value {
+        let mut child: Child = command()
+            .args(["up", "--space", SPACE, "--state-dir"])
+            .arg(&self.root)
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let found = ready(&self.root, &mut child);
+        self.reaper.0.push(child);
+        found
+    }
+
+    pub fn row(&self, subject: &str, actor: &str) -> Value {
+        let path = space_dir(&self.root)
+            .join("actors")
+            .join(format!("{}.{actor}.json", self.owner(subject)));
+        serde_json::from_slice(&fs::read(path).unwrap()).unwrap()
+    }
+
+    /// A managed agent row spawned by `parent` (what enrollment writes), with `secret`.
+    pub fn spawn_agent(&self, subject: &str, parent: &str, actor: &str, secret: &str, uid: &str) {
+        let owner = self.owner(subject);
+        let dir = space_dir(&self.root).join("managed-actors");
+        fs::create_dir_all(&dir).unwrap();
+        let digest: String = Sha256::digest(secret.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let row = json!({
+            "ver": 1, "owner": owner, "actor": actor, "scope": [],
+            "allowSubscribe": ["team.>"], "allowPublish": ["team.a"],
+            "parent": format!("{owner}.{parent}"), "tokenHash": digest,
+            "lifecycleUid": uid, "grantedAt": "2026-12-01T00:00:00.000Z",
+        });
+        let path = dir.join(format!("{owner}.{actor}.json"));
+        fs::write(&path, serde_json::to_vec_pretty(&row).unwrap()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    }
+}
+
+pub fn post(url: &str, cap: Option<&str>, body: &Value) -> (u16, Value) {
+    let auth = cap.map(|c| format!("Bearer {c}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(auth) = &auth {
+        headers.push(("authorization", auth));
+    }
+    let (status, _, text) = http(url, "POST", "/exchange", &headers, &body.to_string()).unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
