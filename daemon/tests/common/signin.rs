@@ -167,4 +167,3 @@ pub fn post(url: &str, cap: Option<&str>, body: &Value) -> (u16, Value) {
     let (status, _, text) = http(url, "POST", "/exchange", &headers, &body.to_string()).unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
-

@@ -1,0 +1,190 @@
+//! Sign-in end to end on the running daemon (the auth-callout and deny-new cells of reference
+//! §11.7 and §11.2): a human signs in at the development IdP, exchanges at `/exchange`, and a
+//! standard NATS client (async-nats) connects with the space's deny-all sentinel creds plus the
+//! bearer; the server asks the plane over the auth callout, which admits it with exactly its
+//! grant — or, after a revoke, a re-grant or the bearer's expiry, refuses it.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::fs;
+use std::time::Duration;
+
+use common::signin::{post, Space};
+use common::*;
+use cotal_io_nats::async_nats::{self, Client, ConnectOptions, Event};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+const NONCE: &str = "ibxsignin0001";
+
+fn sentinel(space: &Space) -> String {
+    let callout: Value =
+        serde_json::from_slice(&fs::read(space_dir(&space.root).join("callout.json")).unwrap())
+            .unwrap();
+    callout["callout"]["sentinelCreds"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Connects as a standard client does: the sentinel creds, the bearer as `auth_token`, the
+/// inbox nonce as the connection name and its inbox prefix. Server errors (permission
+/// violations) arrive on the returned channel.
+async fn connect(
+    space: &Space,
+    server: &str,
+    token: &str,
+    nonce: &str,
+) -> Result<(Client, mpsc::UnboundedReceiver<String>), String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    ConnectOptions::new()
+        .credentials(&sentinel(space))
+        .unwrap()
+        .token(token.to_owned())
+        .name(nonce)
+        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+        .max_reconnects(Some(0))
+        .connection_timeout(Duration::from_secs(5))
+        .event_callback(move |event| {
+            let tx = tx.clone();
+            async move {
+                if let Event::ServerError(e) = event {
+                    let _ = tx.send(e.to_string());
+                }
+            }
+        })
+        .connect(server)
+        .await
+        .map(|client| (client, rx))
+        .map_err(|e| e.to_string())
+}
+
+fn refused(outcome: Result<(Client, mpsc::UnboundedReceiver<String>), String>) -> String {
+    match outcome {
+        Ok(_) => panic!("the connect was admitted"),
+        Err(e) => {
+            assert!(e.to_lowercase().contains("authorization violation"), "{e}");
+            e
+        }
+    }
+}
+
+fn exchange(space: &Space, d: &Value, ttl: u64) -> String {
+    let (status, body) = post(
+        d["url"].as_str().unwrap(),
+        Some(d["cap"].as_str().unwrap()),
+        &json!({"idpToken": space.idp_token("alice"), "actor": "cli", "ttlSec": ttl}),
+    );
+    assert_eq!(status, 200, "{body}");
+    body["token"].as_str().unwrap().to_owned()
+}
+
+fn grant_team(space: &Space) {
+    space.grant(
+        "cli",
+        "alice",
+        &[
+            "--scope",
+            "",
+            "--allow-subscribe",
+            "team",
+            "--allow-publish",
+            "team",
+        ],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_callout_a_signed_in_human_connects_with_exactly_its_grant() {
+    let mut space = Space::new();
+    grant_team(&space);
+    let d = space.up(&[]);
+    let server = server_url(&space.root);
+    let token = exchange(&space, &d, 120);
+    let owner = space.owner("alice");
+
+    let (client, mut errors) = connect(&space, &server, &token, NONCE).await.unwrap();
+    let mut live = client.subscribe("cotal.t1.chat.*.*.team").await.unwrap();
+    client.flush().await.unwrap();
+    let permitted = format!("cotal.t1.chat.{owner}.cli.team");
+    client
+        .publish(permitted.clone(), "hello".into())
+        .await
+        .unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), futures_next(&mut live))
+        .await
+        .expect("the permitted publish was delivered");
+    assert_eq!(got.subject.as_str(), permitted);
+    assert_eq!(&got.payload[..], b"hello");
+
+    // A channel outside the grant: the server refuses the publish.
+    client
+        .publish(format!("cotal.t1.chat.{owner}.cli.secret"), "no".into())
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let violation = tokio::time::timeout(Duration::from_secs(5), errors.recv())
+        .await
+        .expect("a permissions violation")
+        .unwrap();
+    assert!(
+        violation.to_lowercase().contains("permissions violation"),
+        "{violation}"
+    );
+
+    // A wildcard or dotted nonce never keys an inbox.
+    refused(connect(&space, &server, &token, ">").await);
+    refused(connect(&space, &server, &token, "a.b.c.d.e.f").await);
+    // A bearer this plane did not sign, or none at all.
+    refused(connect(&space, &server, "junk.junk.junk", NONCE).await);
+    refused(connect(&space, &server, "", NONCE).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_new_revoke_and_regrant_shut_the_next_connect() {
+    let mut space = Space::new();
+    grant_team(&space);
+    let d = space.up(&[]);
+    let server = server_url(&space.root);
+    let token = exchange(&space, &d, 120);
+    let (first, _) = connect(&space, &server, &token, NONCE).await.unwrap();
+    first.flush().await.unwrap();
+
+    // Revoked: the ledger row is gone, so the same bearer is refused at its next connect.
+    space.authd(&[
+        "actor",
+        "revoke",
+        "cli",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        "alice",
+    ]);
+    refused(connect(&space, &server, &token, "ibxsignin0002").await);
+
+    // Re-granted: a new lifecycle; the predecessor's bearer is refused.
+    grant_team(&space);
+    refused(connect(&space, &server, &token, "ibxsignin0003").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_callout_an_expired_bearer_is_refused() {
+    let mut space = Space::new();
+    grant_team(&space);
+    let d = space.up(&[]);
+    let server = server_url(&space.root);
+    let token = exchange(&space, &d, 1);
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    refused(connect(&space, &server, &token, NONCE).await);
+}
+
+async fn futures_next(sub: &mut async_nats::Subscriber) -> async_nats::Message {
+    use futures::StreamExt as _;
+    sub.next().await.unwrap()
+}
