@@ -8,6 +8,7 @@ pub mod audit;
 pub mod dev_idp_cmd;
 pub mod embedded;
 pub mod gate_cmd;
+pub mod login_cmd;
 pub mod plane;
 pub mod state;
 pub mod status;

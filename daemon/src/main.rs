@@ -12,11 +12,12 @@
 //! * `actor grant|ls|revoke`, `owner` — the space's actor grants and the owner an IdP subject
 //!   derives ([`actor_cmd`]).
 //! * `dev-idp [token]` — a labelled development IdP for walk-throughs ([`dev_idp_cmd`]).
+//! * `login` — sign in: the exchange, and a bundle a NATS client connects with ([`login_cmd`]).
 //!
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
 
-use cotal_authd::{actor_cmd, dev_idp_cmd, gate_cmd, status, trust_cmd, up};
+use cotal_authd::{actor_cmd, dev_idp_cmd, gate_cmd, login_cmd, status, trust_cmd, up};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -50,6 +51,7 @@ Exit status:
 Environment:
   NATS_URL           default for --server
   NATS_CREDS         default for --creds (gate ls, gate show)
+  COTAL_IDP_TOKEN    default for --idp-token (login)
   RUST_LOG           log filter for stderr (default: info for up, warn for gate)
   COTAL_NATS_SERVER  the nats-server binary the embedded server runs (up without --server)";
 
@@ -105,10 +107,48 @@ enum Command {
     /// Print the owner an IdP subject derives in the space (what `actor grant --owner` takes).
     #[command(after_help = EXIT_CODES)]
     Owner(OwnerCommand),
+    /// Sign in: exchange an IdP token (or a development IdP subject) for a bearer and write a
+    /// 0600 bundle a standard NATS client connects with (sentinel creds + the bearer).
+    #[command(after_help = EXIT_CODES)]
+    Login(LoginCommand),
     /// A DEVELOPMENT identity provider on loopback that signs in anyone: for walk-throughs and
     /// tests, never production. `dev-idp --port N` serves it; `dev-idp token` mints a token.
     #[command(args_conflicts_with_subcommands = true, after_help = EXIT_CODES)]
     DevIdp(DevIdpCommand),
+}
+
+#[derive(Debug, Args)]
+struct LoginCommand {
+    /// The interactive actor to sign in as (granted with `actor grant`).
+    #[arg(long, value_name = "ACTOR")]
+    actor: String,
+    #[command(flatten)]
+    proof: LoginProof,
+    /// The bearer's lifetime in seconds (at most 900, and never past the IdP token's).
+    #[arg(long, value_name = "SECS")]
+    ttl: Option<u64>,
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+/// How the human proves who they are.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+struct LoginProof {
+    /// An ID token from the space's pinned IdP.
+    #[arg(
+        long,
+        value_name = "JWT",
+        env = "COTAL_IDP_TOKEN",
+        hide_env_values = true
+    )]
+    idp_token: Option<String>,
+    /// Sign in at this state root's DEVELOPMENT IdP as this subject (`dev-idp` must be the
+    /// space's pinned IdP).
+    #[arg(long, value_name = "SUB")]
+    dev_subject: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -573,6 +613,7 @@ fn command_words(args: &[String]) -> Option<&'static str> {
         [actor, revoke, ..] if actor == "actor" && revoke == "revoke" => Some("actor revoke"),
         [actor, ..] if actor == "actor" => Some("actor"),
         [owner, ..] if owner == "owner" => Some("owner"),
+        [login, ..] if login == "login" => Some("login"),
         [idp, token, ..] if idp == "dev-idp" && token == "token" => Some("dev-idp token"),
         [idp, ..] if idp == "dev-idp" => Some("dev-idp"),
         _ => None,
@@ -711,7 +752,8 @@ fn main() -> ExitCode {
             | Command::Status(_)
             | Command::Gate(_)
             | Command::Actor(_)
-            | Command::Owner(_) => LevelFilter::WARN,
+            | Command::Owner(_)
+            | Command::Login(_) => LevelFilter::WARN,
         },
         log_format,
     );
@@ -777,6 +819,23 @@ fn main() -> ExitCode {
                 }
             }
         },
+        Command::Login(l) => {
+            let proof = match (l.proof.idp_token, l.proof.dev_subject) {
+                (Some(token), _) => login_cmd::Proof::IdpToken(token),
+                (None, subject) => login_cmd::Proof::DevSubject(subject.unwrap_or_default()),
+            };
+            let args = login_cmd::LoginArgs {
+                root: l.root.dir,
+                space: l.space.space,
+                actor: l.actor,
+                proof,
+                ttl_secs: l.ttl,
+            };
+            printed(
+                "login",
+                runtime().and_then(|rt| rt.block_on(login_cmd::login(args))),
+            )
+        }
         Command::Owner(o) => printed(
             "owner",
             actor_cmd::owner(&o.root.dir, &o.space.space, &o.idp_subject),

@@ -188,3 +188,58 @@ async fn futures_next(sub: &mut async_nats::Subscriber) -> async_nats::Message {
     use futures::StreamExt as _;
     sub.next().await.unwrap()
 }
+
+/// `login` is the README's path: the bundle it writes (0600) is all a standard client needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_writes_a_bundle_a_standard_client_connects_with() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut space = Space::new();
+    grant_team(&space);
+    space.up(&[]);
+    let said = space.authd(&[
+        "login",
+        "--space",
+        SPACE,
+        "--actor",
+        "cli",
+        "--dev-subject",
+        "alice",
+    ]);
+    assert!(said.contains("signed in as actor cli"), "{said}");
+    let dir = space.root.join("login").join(SEGMENT).join("cli");
+    let record: Value = serde_json::from_slice(&fs::read(dir.join("login.json")).unwrap()).unwrap();
+    for file in ["login.json", "sentinel.creds", "bearer"] {
+        let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{file}");
+    }
+    let creds = fs::read_to_string(record["creds"].as_str().unwrap()).unwrap();
+    let token = fs::read_to_string(record["bearer"].as_str().unwrap()).unwrap();
+    let client = ConnectOptions::new()
+        .credentials(&creds)
+        .unwrap()
+        .token(token)
+        .name(NONCE)
+        .custom_inbox_prefix(format!("_INBOX_{NONCE}"))
+        .max_reconnects(Some(0))
+        .connect(record["server"].as_str().unwrap())
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    // Without a grant, login says what to run.
+    let out = command()
+        .args([
+            "login",
+            "--space",
+            SPACE,
+            "--actor",
+            "ops",
+            "--dev-subject",
+            "alice",
+            "--state-dir",
+        ])
+        .arg(&space.root)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cotal-authd actor grant ops"));
+}
