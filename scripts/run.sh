@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 COTAL_NATS_SERVER="$(scripts/nats-server.sh)"
 export COTAL_NATS_SERVER
 cargo build --quiet -p cotal-authd
-authd=target/debug/cotal-authd
+authd="${CARGO_TARGET_DIR:-target}/debug/cotal-authd"
 idp="${COTAL_IDP_URL:-}"
 if [ -z "$idp" ]; then
   idp="http://127.0.0.1:4190"
