@@ -17,7 +17,12 @@ use serde_json::Value;
 async fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let arg = |i: usize, default: &str| args.get(i).cloned().unwrap_or_else(|| default.to_owned());
-    let (root, space, actor, channel) = (arg(0, ".cotal"), arg(1, "demo"), arg(2, "cli"), arg(3, "team"));
+    let (root, space, actor, channel) = (
+        arg(0, ".cotal"),
+        arg(1, "demo"),
+        arg(2, "cli"),
+        arg(3, "team"),
+    );
     let segment: String = space.bytes().map(|b| format!("{b:02x}")).collect();
     let bundle = format!("{root}/login/space.{segment}/{actor}/login.json");
     let login: Value = serde_json::from_slice(
@@ -25,7 +30,13 @@ async fn main() -> Result<(), String> {
             .map_err(|e| format!("{bundle}: {e}; sign in first with `cotal-authd login`"))?,
     )
     .map_err(|e| format!("{bundle}: {e}"))?;
-    let text = |name: &str| login.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let text = |name: &str| {
+        login
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     let creds = std::fs::read_to_string(text("creds")).map_err(|e| e.to_string())?;
     let token = std::fs::read_to_string(text("bearer")).map_err(|e| e.to_string())?;
     // The connection name is the client's inbox nonce; its replies arrive under _INBOX_<nonce>.
@@ -51,7 +62,10 @@ async fn main() -> Result<(), String> {
         .connect(text("server"))
         .await
         .map_err(|e| format!("the connect was refused: {e}"))?;
-    println!("connected as {}.{actor} through the auth callout", text("owner"));
+    println!(
+        "connected as {}.{actor} through the auth callout",
+        text("owner")
+    );
     let mut live = client
         .subscribe(format!("cotal.{space}.chat.*.*.{channel}"))
         .await
@@ -63,7 +77,11 @@ async fn main() -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     match tokio::time::timeout(Duration::from_secs(5), live.next()).await {
-        Ok(Some(m)) => println!("delivered on {}: {}", m.subject, String::from_utf8_lossy(&m.payload)),
+        Ok(Some(m)) => println!(
+            "delivered on {}: {}",
+            m.subject,
+            String::from_utf8_lossy(&m.payload)
+        ),
         _ => return Err(format!("the publish on {granted} was not delivered")),
     }
     let forbidden = format!("cotal.{space}.chat.{}.{actor}.not-{channel}", text("owner"));

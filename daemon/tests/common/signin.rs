@@ -36,26 +36,35 @@ pub struct Space {
 }
 
 impl Space {
+    /// With this state root's development IdP.
     pub fn new() -> Space {
+        Space::with_idp(|root, port| {
+            command()
+                .args(["dev-idp", "--port", &port.to_string(), "--state-dir"])
+                .arg(root)
+                .env("RUST_LOG", "off")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .unwrap()
+        })
+    }
+
+    /// With the IdP `start` runs on `127.0.0.1:<port>`, once its `/jwks` answers.
+    pub fn with_idp(start: impl FnOnce(&std::path::Path, u16) -> Child) -> Space {
         require_server();
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();
         let port = free_port();
-        let idp = command()
-            .args(["dev-idp", "--port", &port.to_string(), "--state-dir"])
-            .arg(&root)
-            .env("RUST_LOG", "off")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let idp = start(&root, port);
+        let reaper = Reaper(vec![idp], root.clone());
         let url = format!("http://127.0.0.1:{port}");
         let deadline = Instant::now() + READY_TIMEOUT;
         while http(&url, "GET", "/jwks", &[], "").map(|a| a.0).ok() != Some(200) {
             assert!(
                 Instant::now() < deadline,
-                "the development IdP did not serve"
+                "the IdP did not serve {url}/jwks"
             );
             sleep(POLL);
         }
@@ -70,10 +79,18 @@ impl Space {
             String::from_utf8_lossy(&out.stderr)
         );
         Space {
-            reaper: Reaper(vec![idp], root.clone()),
+            reaper,
             root,
             _dir: dir,
         }
+    }
+
+    /// The IdP's origin, as the space pinned it.
+    pub fn idp_url(&self) -> String {
+        let pin: Value =
+            serde_json::from_slice(&fs::read(space_dir(&self.root).join("idp.json")).unwrap())
+                .unwrap();
+        pin["url"].as_str().unwrap().to_owned()
     }
 
     pub fn authd(&self, args: &[&str]) -> String {
