@@ -144,6 +144,32 @@ async fn auth_callout_a_signed_in_human_connects_with_exactly_its_grant() {
     // A bearer this plane did not sign, or none at all.
     refused(connect(&space, &server, "junk.junk.junk", NONCE).await);
     refused(connect(&space, &server, "", NONCE).await);
+
+    // Every decision is counted by operation, outcome and code.
+    let (_, _, metrics) = http(d["url"].as_str().unwrap(), "GET", "/metrics", &[], "").unwrap();
+    let count = |labels: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("cotal_authority_decisions_total{{{labels}}}")))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        count(r#"operation="connect",outcome="granted",code="""#),
+        1,
+        "{metrics}"
+    );
+    assert_eq!(
+        count(r#"operation="exchange",outcome="granted",code="""#),
+        1,
+        "{metrics}"
+    );
+    assert_eq!(
+        count(r#"operation="connect",outcome="refused",code="permission-denied""#),
+        4,
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,6 +25,7 @@ use cotal_io_nats::NatsWorld;
 use tokio::sync::watch;
 
 use super::connections::Connections;
+use super::metrics::PlaneMetrics;
 use super::Readiness;
 use crate::audit;
 
@@ -38,6 +39,7 @@ pub(super) struct ConnectAuthorizer {
     pub(super) ledger: FileActors,
     pub(super) connections: Arc<Connections>,
     pub(super) readiness: watch::Receiver<Readiness>,
+    pub(super) metrics: Arc<PlaneMetrics>,
 }
 
 impl ConnectAuthorizer {
@@ -125,6 +127,7 @@ impl Authorize for ConnectAuthorizer {
         Box::pin(async move {
             match self.decide(&request).await {
                 Ok((principal, admit)) => {
+                    self.metrics.decided("connect", None);
                     audit::granted(
                         &principal.key(),
                         "connect",
@@ -134,6 +137,7 @@ impl Authorize for ConnectAuthorizer {
                     Ok(admit)
                 }
                 Err(e) => {
+                    self.metrics.decided("connect", Some(e.code));
                     audit::refused("connect", "connect", request.user_nkey.as_str(), &e);
                     Err(e.message)
                 }

@@ -20,6 +20,7 @@ use cotal_io_http::face::{Answer, Door, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
 use serde_json::json;
 
+use super::metrics::PlaneMetrics;
 use crate::audit;
 
 /// Ensures the root credential of one incarnation and names it (reference §9.3): the lifecycle
@@ -43,6 +44,7 @@ pub(super) struct Exchange {
     ledger: FileActors,
     bearers: BearerIssuer,
     roots: Arc<dyn RootCredentials>,
+    metrics: Arc<PlaneMetrics>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -62,6 +64,7 @@ impl Exchange {
         ledger: FileActors,
         bearers: BearerIssuer,
         roots: Arc<dyn RootCredentials>,
+        metrics: Arc<PlaneMetrics>,
     ) -> Exchange {
         Exchange {
             space,
@@ -70,6 +73,7 @@ impl Exchange {
             ledger,
             bearers,
             roots,
+            metrics,
         }
     }
 
@@ -89,6 +93,7 @@ impl Exchange {
         };
         match outcome {
             Ok(minted) => {
+                self.metrics.decided("exchange", None);
                 audit::granted(
                     &minted.principal.key(),
                     "exchange",
@@ -102,6 +107,7 @@ impl Exchange {
                 }))
             }
             Err(refusal) => {
+                self.metrics.decided("exchange", Some(refusal.error.code));
                 tracing::warn!(peer = %request.peer, arm, "refused an exchange: {}", refusal.error.message);
                 audit::refused(&refusal.caller, "exchange", &refusal.row, &refusal.error);
                 Answer::refusal(Door::Exchange, &refusal.error)

@@ -72,6 +72,7 @@ impl PlaneFaces {
             ledger,
             bearers.clone(),
             roots,
+            Arc::clone(&metrics),
         );
         Ok(PlaneFaces {
             exchange,

@@ -1,11 +1,12 @@
 //! The plane's metrics (`GET /metrics` on the loopback face, OpenMetrics text through
-//! `prometheus-client`): requests by face, route and status with their latency, and the
-//! plane's own coordinates and fence events.
+//! `prometheus-client`): requests by face, route and status with their latency, authority
+//! decisions by operation, outcome and code, and the plane's own coordinates and fence events.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
+use cotal_core::error::ErrorCode;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -29,6 +30,14 @@ struct RouteLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct DecisionLabels {
+    operation: &'static str,
+    outcome: &'static str,
+    /// The refusal's code; empty for a grant.
+    code: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct EndLabels {
     kind: &'static str,
 }
@@ -49,6 +58,7 @@ pub(super) struct PlaneMetrics {
     process_epoch: Gauge<u64, AtomicU64>,
     generation: Gauge<u64, AtomicU64>,
     ends: Family<EndLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
 }
 
 impl PlaneMetrics {
@@ -59,6 +69,7 @@ impl PlaneMetrics {
         let process_epoch = Gauge::<u64, AtomicU64>::default();
         let generation = Gauge::<u64, AtomicU64>::default();
         let ends = Family::<EndLabels, Counter>::default();
+        let decisions = Family::<DecisionLabels, Counter>::default();
         registry.register(
             "http_requests",
             "Requests answered, by face, route and status",
@@ -84,7 +95,13 @@ impl PlaneMetrics {
             "Times the plane stopped serving on its own, by kind (fenced, failed)",
             ends.clone(),
         );
+        registry.register(
+            "authority_decisions",
+            "Authority decisions, by operation (exchange, connect), outcome and refusal code",
+            decisions.clone(),
+        );
         PlaneMetrics {
+            decisions,
             registry: Mutex::new(registry),
             requests,
             latency,
@@ -97,6 +114,23 @@ impl PlaneMetrics {
     pub(super) fn registered(&self, process_epoch: u64, generation: u64) {
         self.process_epoch.set(process_epoch);
         self.generation.set(generation);
+    }
+
+    /// Counts one authority decision: granted, or refused with `code`.
+    pub(super) fn decided(&self, operation: &'static str, refused: Option<ErrorCode>) {
+        let labels = match refused {
+            None => DecisionLabels {
+                operation,
+                outcome: "granted",
+                code: "",
+            },
+            Some(code) => DecisionLabels {
+                operation,
+                outcome: "refused",
+                code: code.as_str(),
+            },
+        };
+        self.decisions.get_or_create(&labels).inc();
     }
 
     pub(super) fn ended(&self, kind: &'static str) {

@@ -178,7 +178,14 @@ impl Plane {
         let ledger = || {
             cotal_io_fs::FileActors::new(cotal_io_fs::trust::space_dir(&inputs.root, &inputs.space))
         };
-        let callout = serve_callout(inputs, &connections, ledger(), watched.clone()).await;
+        let callout = serve_callout(
+            inputs,
+            &connections,
+            ledger(),
+            watched.clone(),
+            Arc::clone(&metrics),
+        )
+        .await;
         let callout = match callout {
             Ok(callout) => callout,
             Err(why) => {
@@ -319,6 +326,7 @@ async fn serve_callout(
     connections: &Arc<Connections>,
     ledger: cotal_io_fs::FileActors,
     readiness: watch::Receiver<Readiness>,
+    metrics: Arc<PlaneMetrics>,
 ) -> Result<CalloutService, String> {
     let keys = CalloutKeys::from_material(&inputs.material).map_err(|e| e.message)?;
     let authorizer = connect::ConnectAuthorizer {
@@ -327,6 +335,7 @@ async fn serve_callout(
         ledger,
         connections: Arc::clone(connections),
         readiness,
+        metrics,
     };
     cotal_io_nats::callout::serve(connections.callout.clone(), keys, Arc::new(authorizer))
         .await
