@@ -235,3 +235,70 @@ fn remote_exchange_the_agent_arm_and_the_public_face() {
     );
     assert_ne!(post(url(&d), Some(cap(&d)), &human).0, 403);
 }
+
+/// The public face's refusal budgets with the real exchange behind them (reference §3.4 and the
+/// budget cells of §11.3): a peer that floods refusals is throttled to 429 within 40, another
+/// peer still hears its own sentence, the loopback face keeps its own budget, a throttled
+/// peer's valid exchange is still served (the #802 rule), and successes are never throttled.
+#[test]
+fn remote_exchange_budgets_throttle_probing_never_a_valid_credential() {
+    let mut space = Space::new();
+    space.grant("cli", "alice", &[]);
+    space.spawn_agent(
+        "alice",
+        "cli",
+        "worker",
+        "the-agent-secret",
+        "wwwwwwwwwwwwwwwwwwwwwwwwww",
+    );
+    let d = space.up(&["--exchange-public-port", "0", "--exchange-trusted-proxy"]);
+    let public = d["publicUrl"].as_str().unwrap().to_owned();
+    let owner = space.owner("alice");
+    let agent =
+        |secret: &str| json!({"owner": owner, "actor": "worker", "actorToken": secret}).to_string();
+    let from = |peer: &str, body: &str| {
+        let headers = [
+            ("content-type", "application/json"),
+            ("x-forwarded-for", peer),
+        ];
+        let (status, _, text) = http(&public, "POST", "/exchange", &headers, body).unwrap();
+        (status, text)
+    };
+    let mut throttled_at = None;
+    for i in 1..=40 {
+        if from("10.0.0.1", &agent("guess")).0 == 429 {
+            throttled_at = Some(i);
+            break;
+        }
+    }
+    assert!(
+        throttled_at.is_some(),
+        "a flooding peer is throttled within 40 refusals"
+    );
+    let (status, text) = from("10.0.0.2", &agent("guess"));
+    assert_eq!(status, 401, "another peer keeps its own budget: {text}");
+    assert!(text.contains("unknown agent or wrong secret"), "{text}");
+    let (status, _) = post(
+        url(&d),
+        Some(cap(&d)),
+        &serde_json::from_str(&agent("guess")).unwrap(),
+    );
+    assert_eq!(status, 401, "the loopback face's budget is its own");
+    assert_eq!(
+        from("10.0.0.1", &agent("the-agent-secret")).0,
+        200,
+        "#802: a valid credential is served"
+    );
+    assert_eq!(
+        from("10.0.0.1", &agent("guess")).0,
+        429,
+        "its refusals stay throttled"
+    );
+    for _ in 0..40 {
+        assert_eq!(
+            from("10.0.0.3", &agent("the-agent-secret")).0,
+            200,
+            "successes are never throttled"
+        );
+    }
+}
