@@ -67,6 +67,8 @@ pub enum PlaneConnection {
     PlaneSystem,
     /// The operator's `cotal-authd gate reconcile` ([`gate_reconcile`]).
     GateReconcile,
+    /// The operator's `cotal-authd actor revoke --credential` ([`credential_revoke`]).
+    CredentialRevoke,
 }
 
 impl PlaneConnection {
@@ -96,6 +98,7 @@ impl PlaneConnection {
             PlaneConnection::AuthService => "auth-service",
             PlaneConnection::PlaneSystem => "plane-system",
             PlaneConnection::GateReconcile => "gate-reconcile",
+            PlaneConnection::CredentialRevoke => "credential-revoke",
         }
     }
 
@@ -354,6 +357,22 @@ pub fn auth_registration(
     instance: &InstanceId,
 ) -> Result<Permissions, EpError> {
     registration_connection(space, conn, &EndpointName::parse(AUTH_ENDPOINT)?, instance)
+}
+
+/// `cotal:credential-revoke:<s>` — the operator's revoke of an incarnation's root credential:
+/// the reader's rows (to find the head and the row, leader-served) and the credential rows'
+/// write, nothing else.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1–5 | pub | the reader's rows ([`auth_reader`]) | probe, shape proofs (F10), leader reads (F7, F8) |
+/// | 6 | pub | `$KV.auth.cred.>` | the revoke: a state change of the row, never a delete (F26) |
+/// | 7 | sub | `inbox` | replies |
+pub fn credential_revoke(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    let mut publish = n.proof_and_read_rows();
+    publish.push(format!("$KV.{}.cred.>", n.auth));
+    grant(publish, conn)
 }
 
 /// The operator's `gate reconcile` connection ([`PlaneConnection::GateReconcile`]): exactly the

@@ -303,3 +303,98 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
+
+/// `cotal-authd actor revoke ACTOR --credential`: revokes, on the space's server, the root
+/// credential the actor's incarnation carries (`core::lifecycle::RevokeRootCredential`). Every
+/// bearer of the incarnation names that one row, so each is refused at its next connect, and
+/// the next exchange refuses too: a revoked root is rotated only by a barrier. The grant row
+/// stays. `server` defaults to the running plane's, from its discovery file.
+pub async fn revoke_credential(
+    root: &Path,
+    space: &SpaceName,
+    actor: &str,
+    owner: &OwnerArg,
+    server: Option<String>,
+) -> Result<String, String> {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use cotal_core::kv::Store;
+    use cotal_core::ledger::Revocation;
+    use cotal_core::lifecycle::RevokeRootCredential;
+    use cotal_core::machine::Replay;
+    use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+    use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
+
+    let actor_token =
+        ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
+    let owner = resolve_owner(root, space, owner)?;
+    let server = match server {
+        Some(server) => server,
+        None => state::read_discovery(&state::discovery_path(root, space))?
+            .map(|d| d.server)
+            .ok_or_else(|| {
+                format!(
+                    "the plane of space {space} is not up here to name its server; pass \
+                     --server URL"
+                )
+            })?,
+    };
+    let material = trust::load_daemon(root, space)?;
+    let options = SpaceOptions {
+        create_missing: false,
+        replicas_as_found: true,
+        stores: StoreSet::of(&[Store::Auth, Store::Records]),
+        ..SpaceOptions::default()
+    };
+    let grant_space = space.clone();
+    let client = AuthorityClient::open(
+        &server,
+        PlaneConnection::CredentialRevoke.label(space),
+        DataAccountSigner {
+            account: material.data_account().to_owned(),
+            signer: Arc::new(material.data_signing_key().clone()),
+        },
+        move |conn| plane_grants::credential_revoke(&grant_space, conn).map(Into::into),
+        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+        space.clone(),
+        options,
+    )
+    .await
+    .map_err(|e| e.message.clone())?;
+    let revoke = RevokeRootCredential {
+        owner: owner.owner().clone(),
+        actor: actor_token,
+    };
+    let outcome = match client.space() {
+        Ok(bound) => NatsWorld::new(&bound).run(&mut Replay::new(revoke)).await,
+        Err(e) => Err(e),
+    };
+    let _ = client.close().await;
+    let principal = format!("{owner}.{actor}");
+    match outcome {
+        Ok(revoked) => {
+            let row = format!("cred.{}.{}", revoked.lifecycle_uid, revoked.credential_id);
+            crate::audit::granted(
+                "operator",
+                "revoke-credential",
+                &row,
+                crate::audit::At::default(),
+            );
+            Ok(match revoked.revocation {
+                Revocation::Revoked => format!(
+                    "revoked the root credential {row} of {principal}: every bearer of it is \
+                     refused at its next connect, and its exchange is refused until the actor \
+                     is retired and granted afresh"
+                ),
+                Revocation::AlreadyRevoked => {
+                    format!("the root credential {row} of {principal} was already revoked")
+                }
+            })
+        }
+        Err(e) => {
+            crate::audit::refused("operator", "revoke-credential", &principal, &e);
+            Err(e.message)
+        }
+    }
+}

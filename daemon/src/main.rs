@@ -269,6 +269,19 @@ struct ActorRevoke {
     space: ViewSpace,
     #[command(flatten)]
     root: StateRoot,
+    /// Revoke the incarnation's root credential on the server instead of the grant: every
+    /// bearer of it is refused at its next connect.
+    #[arg(long)]
+    credential: bool,
+    /// The server (with --credential) [default: the running plane's, from its discovery file].
+    #[arg(
+        short = 's',
+        long,
+        env = "NATS_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    server: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -869,6 +882,18 @@ fn main() -> ExitCode {
                 Err(why) => fail("actor ls", &why, 1),
             }
         }
+        Command::Actor(ActorCommand::Revoke(r)) if r.credential => printed(
+            "actor revoke",
+            runtime().and_then(|rt| {
+                rt.block_on(actor_cmd::revoke_credential(
+                    &r.root.dir,
+                    &r.space.space,
+                    &r.actor,
+                    &r.owner.into_arg(),
+                    r.server,
+                ))
+            }),
+        ),
         Command::Actor(ActorCommand::Revoke(r)) => printed(
             "actor revoke",
             actor_cmd::revoke(&r.root.dir, &r.space.space, &r.actor, &r.owner.into_arg()),

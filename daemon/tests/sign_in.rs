@@ -269,3 +269,49 @@ async fn login_writes_a_bundle_a_standard_client_connects_with() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cotal-authd actor grant ops"));
 }
+
+/// deny-new `revoked row → next connect denied and exchange refused ("barrier")`: the operator
+/// revokes the incarnation's root credential on the server; the live bearer's next connect and
+/// the next exchange are both refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_new_a_revoked_root_credential_denies_the_next_connect_and_the_exchange() {
+    let mut space = Space::new();
+    grant_team(&space);
+    let d = space.up(&[]);
+    let server = server_url(&space.root);
+    let token = exchange(&space, &d, 120);
+    connect(&space, &server, &token, NONCE).await.unwrap();
+    let said = space.authd(&[
+        "actor",
+        "revoke",
+        "cli",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        "alice",
+        "--credential",
+    ]);
+    assert!(said.contains("revoked the root credential cred."), "{said}");
+    refused(connect(&space, &server, &token, "ibxsignin0004").await);
+    let (status, body) = post(
+        d["url"].as_str().unwrap(),
+        Some(d["cap"].as_str().unwrap()),
+        &json!({"idpToken": space.idp_token("alice"), "actor": "cli"}),
+    );
+    assert_eq!(status, 401);
+    assert!(
+        body["error"].as_str().unwrap().contains("barrier"),
+        "{body}"
+    );
+    let again = space.authd(&[
+        "actor",
+        "revoke",
+        "cli",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        "alice",
+        "--credential",
+    ]);
+    assert!(again.contains("already revoked"), "{again}");
+}

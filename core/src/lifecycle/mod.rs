@@ -14,6 +14,7 @@ pub mod rows;
 pub use activate::{ActivateLifecycle, Activated, ActivationRun, ACTIVATION_ATTEMPTS};
 pub use root::{
     AuthorizeConnectCredential, AuthorizedConnect, EnsureRootCredential, RevokeCredential,
-    RootCredential, RootEntropy, ROOT_CREDENTIAL_TTL_MS, ROOT_MINT_ATTEMPTS,
+    RevokeRootCredential, RevokedRoot, RootCredential, RootEntropy, ROOT_CREDENTIAL_TTL_MS,
+    ROOT_MINT_ATTEMPTS,
 };
 pub use rows::{AgentGate, HeadState, LifecycleHead, UidReservation, Versioned};

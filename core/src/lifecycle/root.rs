@@ -394,3 +394,53 @@ impl Script for RevokeCredential {
         ledger::revoke_row(cx, &keys::cred(&self.lifecycle_uid, &self.credential_id))
     }
 }
+
+/// Revokes the root credential an alias's head names (the operator's `actor revoke
+/// --credential`): every bearer of the incarnation carries that one id, so this one revoke
+/// denies all of them at their next connect, and the next exchange refuses ("barrier") because
+/// rotating a root is a barrier's job (F26, reference §9.3). No head, or a head without a stamp,
+/// is `not-found`: there is nothing issued to revoke.
+#[derive(Debug, Clone)]
+pub struct RevokeRootCredential {
+    pub owner: OwnerToken,
+    pub actor: ActorToken,
+}
+
+/// What [`RevokeRootCredential`] revoked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevokedRoot {
+    pub lifecycle_uid: LifecycleUid,
+    pub credential_id: CredentialId,
+    pub revocation: Revocation,
+}
+
+impl Script for RevokeRootCredential {
+    type Output = RevokedRoot;
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<RevokedRoot, Halt> {
+        let head = read_head(cx, &self.owner, &self.actor)?;
+        let Some((uid, credential)) = head.as_ref().and_then(|h| {
+            h.row
+                .current_credential_id()
+                .map(|id| (h.row.lifecycle_uid().clone(), id.clone()))
+        }) else {
+            return Err(EpError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "{}/{} has no root credential: nothing was issued to it yet",
+                    self.owner, self.actor
+                ),
+            )
+            .into());
+        };
+        let revocation = *cx.call(&RevokeCredential {
+            lifecycle_uid: uid.clone(),
+            credential_id: credential.clone(),
+        })?;
+        Ok(RevokedRoot {
+            lifecycle_uid: uid,
+            credential_id: credential,
+            revocation,
+        })
+    }
+}
