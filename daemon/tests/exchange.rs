@@ -302,3 +302,25 @@ fn remote_exchange_budgets_throttle_probing_never_a_valid_credential() {
         );
     }
 }
+
+/// remote-exchange `refresh`: a one-second bearer expires; exchanging again gives a distinct
+/// token with a later `exp`, under the same root credential.
+#[test]
+fn remote_exchange_refresh_gives_a_distinct_later_bearer() {
+    let mut space = Space::new();
+    space.grant("cli", "alice", &[]);
+    let d = space.up(&[]);
+    let ask =
+        |space: &Space| json!({"idpToken": space.idp_token("alice"), "actor": "cli", "ttlSec": 1});
+    let (_, first) = post(url(&d), Some(cap(&d)), &ask(&space));
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (status, second) = post(url(&d), Some(cap(&d)), &ask(&space));
+    assert_eq!(status, 200, "{second}");
+    assert_ne!(first["token"], second["token"]);
+    assert!(second["exp"].as_u64() > first["exp"].as_u64());
+    let (a, b) = (
+        claims(first["token"].as_str().unwrap()),
+        claims(second["token"].as_str().unwrap()),
+    );
+    assert_eq!(a["act"]["credentialId"], b["act"]["credentialId"]);
+}

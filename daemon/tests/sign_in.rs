@@ -315,3 +315,55 @@ async fn deny_new_a_revoked_root_credential_denies_the_next_connect_and_the_exch
     ]);
     assert!(again.contains("already revoked"), "{again}");
 }
+
+/// deny-new `plane closed → valid bearer denied`: the space's server keeps running (started
+/// here from `broker-config`), the plane stops, and nobody answers its callout any more, so
+/// even a valid bearer is not admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_new_a_closed_plane_admits_no_bearer() {
+    let mut space = Space::new();
+    grant_team(&space);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = space.authd(&[
+        "broker-config",
+        "--space",
+        SPACE,
+        "--listen",
+        &format!("127.0.0.1:{port}"),
+        "--store-dir",
+        space.root.join("store").to_str().unwrap(),
+    ]);
+    let config_path = space.root.join("server.conf");
+    fs::write(&config_path, config).unwrap();
+    let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/nats-server"),
+        std::path::PathBuf::from,
+    );
+    let server_process = std::process::Command::new(bin)
+        .arg("-c")
+        .arg(&config_path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    space.reaper.0.push(server_process);
+    let server = format!("nats://127.0.0.1:{port}");
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let d = space.up(&["--server", &server]);
+    let token = exchange(&space, &d, 120);
+    connect(&space, &server, &token, NONCE).await.unwrap();
+    let mut plane = space.reaper.0.pop().unwrap();
+    signal(&plane, rustix::process::Signal::TERM);
+    assert!(exits(&mut plane, EXIT_TIMEOUT).success());
+    assert!(
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        "the server still runs"
+    );
+    refused(connect(&space, &server, &token, "ibxsignin0005").await);
+}
