@@ -163,9 +163,15 @@ fn main() -> Result<(), String> {
     let discovery: Value =
         serde_json::from_slice(&fs::read(&discovery_path).map_err(|e| e.to_string())?)
             .map_err(|e| e.to_string())?;
-    let text = |name: &str| discovery[name].as_str().unwrap_or_default().to_owned();
+    let text = |name: &str| {
+        discovery
+            .get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
     let (url, cap, server) = (text("url"), text("cap"), text("server"));
-    let pid = u32::try_from(discovery["pid"].as_u64().unwrap_or(0)).unwrap_or(0);
+    let pid = u32::try_from(discovery.get("pid").and_then(Value::as_u64).unwrap_or(0)).unwrap_or(0);
     let instance = text("instanceId");
     let idle_rss = rss_kib(pid);
 
@@ -186,7 +192,10 @@ fn main() -> Result<(), String> {
             if !status.is_success() {
                 return Err(format!("exchange answered {status}: {body}"));
             }
-            Ok::<_, String>(body["token"].as_str().unwrap_or_default().to_owned())
+            Ok::<_, String>(body.get("token")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned())
         };
         let token = exchange().await?; // the root credential's first mint is not measured
         let mut took = Vec::with_capacity(n);
@@ -203,7 +212,12 @@ fn main() -> Result<(), String> {
                     .map_err(|e| e.to_string())?,
             )
             .map_err(|e| e.to_string())?;
-            callout["callout"]["sentinelCreds"].as_str().unwrap_or_default().to_owned()
+            callout
+                .get("callout")
+                .and_then(|c| c.get("sentinelCreds"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
         };
         let mut took = Vec::with_capacity(n);
         for i in 0..n {

@@ -11,7 +11,7 @@ use cotal_core::actors::authorize::{authorize_agent_exchange, authorize_human_gr
 use cotal_core::actors::ActorRow;
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::jwt::UnixSeconds;
-use cotal_core::names::{ActorToken, CredentialId, LifecycleUid, Principal, SpaceName};
+use cotal_core::names::{ActorToken, LifecycleUid, Principal, SpaceName};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::{BearerAct, BearerIssuer, BearerView};
@@ -21,29 +21,17 @@ use cotal_io_http::idp_keys::IdpKeys;
 use serde_json::json;
 
 use super::metrics::PlaneMetrics;
+use super::roots::MintRoots;
 use crate::audit;
-
-/// Ensures the root credential of one incarnation and names it (reference §9.3): the lifecycle
-/// registry's release-last mint, run on the plane's mint connection.
-pub(super) trait RootCredentials: Send + Sync {
-    fn ensure<'a>(
-        &'a self,
-        principal: &'a Principal,
-        uid: &'a LifecycleUid,
-        now_ms: u64,
-    ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<CredentialId, EpError>> + Send + 'a>,
-    >;
-}
 
 /// What the exchange needs, built once per plane.
 pub(super) struct Exchange {
     space: SpaceName,
     material: DaemonMaterial,
-    idp: IdpKeys,
+    idp: Arc<IdpKeys>,
     ledger: FileActors,
     bearers: BearerIssuer,
-    roots: Arc<dyn RootCredentials>,
+    roots: MintRoots,
     metrics: Arc<PlaneMetrics>,
 }
 
@@ -60,10 +48,10 @@ impl Exchange {
     pub(super) fn new(
         space: SpaceName,
         material: DaemonMaterial,
-        idp: IdpKeys,
+        idp: Arc<IdpKeys>,
         ledger: FileActors,
         bearers: BearerIssuer,
-        roots: Arc<dyn RootCredentials>,
+        roots: MintRoots,
         metrics: Arc<PlaneMetrics>,
     ) -> Exchange {
         Exchange {

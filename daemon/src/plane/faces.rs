@@ -1,6 +1,7 @@
 //! What the plane answers on its HTTP faces: `/health` with its readiness, `/jwks` with its
-//! bearer issuer's keys, and the doors, each of which refuses until its operation is served
-//! here (issue 12's routes).
+//! bearer issuer's keys, and the doors behind the readiness gate: a plane that is not serving
+//! refuses every door first; a serving one hands the request to its [`Doors`] (the exchange,
+//! the manager-service authority route; the host doors refuse as not served yet).
 
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::trust::DaemonMaterial;
@@ -14,10 +15,13 @@ use cotal_core::names::SpaceName;
 use cotal_io_http::face::PublicFaceSettings;
 use tokio::sync::watch;
 
-use super::exchange::{Exchange, RootCredentials};
+use std::future::Future;
+use std::pin::Pin;
+
+use super::exchange::Exchange;
+use super::manager_route::ManagerRoute;
 use super::metrics::PlaneMetrics;
 use super::Readiness;
-use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 
 /// What an agent is told by a plane that stopped serving on its own: nothing for it to act on
 /// but a retry (the operator's instructions go to the operator).
@@ -37,7 +41,43 @@ pub(super) struct PlaneFaces {
     /// What the bundle tells a client about signing in.
     idp: Value,
     sentinel_creds: String,
-    exchange: Exchange,
+    doors: Box<dyn Doors>,
+}
+
+/// The doors a serving plane answers.
+pub(super) trait Doors: Send + Sync + std::fmt::Debug {
+    fn answer<'a>(
+        &'a self,
+        request: &'a DoorRequest,
+    ) -> Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+}
+
+/// The production doors.
+#[derive(Debug)]
+pub(super) struct PlaneDoors {
+    pub(super) exchange: Exchange,
+    pub(super) manager: ManagerRoute,
+}
+
+impl Doors for PlaneDoors {
+    fn answer<'a>(
+        &'a self,
+        request: &'a DoorRequest,
+    ) -> Pin<Box<dyn Future<Output = Answer> + Send + 'a>> {
+        Box::pin(async move {
+            match request.door {
+                Door::Exchange => self.exchange.answer(request).await,
+                Door::ManagerServiceAuthority => self.manager.answer(request).await,
+                other => Answer::refusal(
+                    other,
+                    &EpError::new(
+                        ErrorCode::Unimplemented,
+                        format!("{} is not served by this plane yet", other.path()),
+                    ),
+                ),
+            }
+        })
+    }
 }
 
 /// The plane's bearer issuer: the trust root's active issuer key, for the space.
@@ -52,30 +92,15 @@ pub(super) fn bearer_issuer(
 
 impl PlaneFaces {
     pub(super) fn new(
-        space: &SpaceName,
         material: &DaemonMaterial,
-        ledger: cotal_io_fs::FileActors,
-        roots: Arc<dyn RootCredentials>,
+        space: &SpaceName,
+        doors: Box<dyn Doors>,
         readiness: watch::Receiver<Readiness>,
         metrics: Arc<PlaneMetrics>,
     ) -> Result<PlaneFaces, String> {
         let bearers = bearer_issuer(material, space)?;
-        let idp = material.idp();
-        let exchange = Exchange::new(
-            space.clone(),
-            material.clone(),
-            IdpKeys::new(IdpSource {
-                issuer: idp.issuer().to_owned(),
-                audience: idp.audience().to_owned(),
-                jwks_uri: idp.jwks_uri().to_owned(),
-            }),
-            ledger,
-            bearers.clone(),
-            roots,
-            Arc::clone(&metrics),
-        );
         Ok(PlaneFaces {
-            exchange,
+            doors,
             issuer: bearers.issuer().to_owned(),
             jwks: bearers.ring().jwks(),
             readiness,
@@ -165,16 +190,7 @@ impl FaceHandler for PlaneFaces {
         if let Some(copy) = not_ready {
             return Answer::refusal(request.door, &EpError::unavailable(copy));
         }
-        if request.door == Door::Exchange {
-            return self.exchange.answer(&request).await;
-        }
-        Answer::refusal(
-            request.door,
-            &EpError::new(
-                ErrorCode::Unimplemented,
-                format!("{} is not served by this plane yet", request.door.path()),
-            ),
-        )
+        self.doors.answer(&request).await
     }
 }
 
@@ -200,12 +216,10 @@ mod tests {
         )
         .unwrap();
         let (tx, rx) = watch::channel(readiness);
-        let dir = std::env::temp_dir().join(format!("faces-{}", std::process::id()));
         let faces = PlaneFaces::new(
-            &SpaceName::parse("faces").unwrap(),
             &root.daemon,
-            cotal_io_fs::FileActors::new(dir),
-            Arc::new(NoRoots),
+            &SpaceName::parse("faces").unwrap(),
+            Box::new(Reached),
             rx,
             Arc::new(PlaneMetrics::new()),
         )
@@ -213,23 +227,21 @@ mod tests {
         (faces, tx)
     }
 
-    /// These cells never reach an exchange's root-credential step.
-    struct NoRoots;
+    /// Stands in for the doors: says the request got past the readiness gate.
+    #[derive(Debug)]
+    struct Reached;
 
-    impl RootCredentials for NoRoots {
-        fn ensure<'a>(
+    impl Doors for Reached {
+        fn answer<'a>(
             &'a self,
-            _: &'a cotal_core::names::Principal,
-            _: &'a cotal_core::names::LifecycleUid,
-            _: u64,
-        ) -> std::pin::Pin<
-            Box<
-                dyn std::future::Future<Output = Result<cotal_core::names::CredentialId, EpError>>
-                    + Send
-                    + 'a,
-            >,
-        > {
-            Box::pin(async { Err(EpError::internal("no root credentials in this cell")) })
+            request: &'a DoorRequest,
+        ) -> Pin<Box<dyn Future<Output = Answer> + Send + 'a>> {
+            Box::pin(async move {
+                Answer::refusal(
+                    request.door,
+                    &EpError::new(ErrorCode::Unimplemented, "reached the door"),
+                )
+            })
         }
     }
 
@@ -264,7 +276,7 @@ mod tests {
         assert!(said.contains("shutting down"), "{said}");
         tx.send_replace(Readiness::Ready);
         let said = faces.answer(request()).await.body()["error"].to_string();
-        assert!(said.contains("not served by this plane yet"), "{said}");
+        assert!(said.contains("reached the door"), "{said}");
         assert_eq!(faces.health(Face::Loopback)["state"], "ready");
     }
 }

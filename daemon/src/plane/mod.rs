@@ -23,6 +23,7 @@ mod connect;
 mod connections;
 mod exchange;
 mod faces;
+mod manager_route;
 mod metrics;
 mod register;
 mod roots;
@@ -35,9 +36,12 @@ use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
 use cotal_core::host::{auth_principal, AwaitHostFence};
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{Revision, Store};
+use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::DaemonMaterial;
+use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::host::hold_fence;
@@ -195,18 +199,26 @@ impl Plane {
                 return Err(why);
             }
         };
-        let roots = roots::MintRoots::new(Arc::clone(&connections), &inputs.space)?;
-        let faces = Arc::new(PlaneFaces::new(
-            &inputs.space,
-            &inputs.material,
-            cotal_io_fs::FileActors::new(cotal_io_fs::trust::space_dir(
-                &inputs.root,
+        let faces = match doors(inputs, &connections, ledger(), &metrics) {
+            Ok(doors) => PlaneFaces::new(
+                &inputs.material,
                 &inputs.space,
-            )),
-            Arc::new(roots),
-            watched,
-            Arc::clone(&metrics),
-        )?);
+                Box::new(doors),
+                watched,
+                Arc::clone(&metrics),
+            ),
+            Err(why) => Err(why),
+        };
+        let faces = match faces {
+            Ok(faces) => Arc::new(faces),
+            Err(why) => {
+                let _ = callout.close().await;
+                if let Ok(connections) = Arc::try_unwrap(connections) {
+                    let _ = connections.close().await;
+                }
+                return Err(why);
+            }
+        };
         let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
             Ok(bound) => bound,
             Err(why) => {
@@ -317,6 +329,64 @@ impl Plane {
             Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
         }
     }
+}
+
+/// The plane's doors: the exchange (its root credentials minted on the mint connection) and
+/// the manager-service authority route (on the issuer connection), sharing one cache of the
+/// pinned IdP's keys.
+fn doors(
+    inputs: &PlaneInputs,
+    connections: &Arc<Connections>,
+    ledger: cotal_io_fs::FileActors,
+    metrics: &Arc<PlaneMetrics>,
+) -> Result<faces::PlaneDoors, String> {
+    let material = &inputs.material;
+    let pin = material.idp();
+    let idp = Arc::new(IdpKeys::new(IdpSource {
+        issuer: pin.issuer().to_owned(),
+        audience: pin.audience().to_owned(),
+        jwks_uri: pin.jwks_uri().to_owned(),
+    }));
+    let signing_seed = material
+        .data_signing_key()
+        .seed()
+        .map_err(|e| format!("the data account's signing key has no seed: {e}"))?;
+    let host = ManagerHost {
+        space: inputs.space.clone(),
+        account: AccountKey::parse(material.data_account())
+            .ok_or("the trust root's data account is not an account key")?,
+        signer: Arc::new(material.data_signing_key().clone()),
+        proof_secret: ProofSecret::new(signing_seed),
+        standing_ttl: StandingTtl::DEFAULT,
+        agents: AgentOnboarding {
+            sentinel_creds: material.sentinel_creds().to_owned(),
+            agent_bearer_exchange_url: inputs
+                .public
+                .as_ref()
+                .and_then(|p| p.url.clone())
+                .unwrap_or_default(),
+        },
+    };
+    Ok(faces::PlaneDoors {
+        exchange: exchange::Exchange::new(
+            inputs.space.clone(),
+            material.clone(),
+            Arc::clone(&idp),
+            ledger.clone(),
+            faces::bearer_issuer(material, &inputs.space)?,
+            roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
+            Arc::clone(metrics),
+        ),
+        manager: manager_route::ManagerRoute {
+            space: inputs.space.clone(),
+            material: material.clone(),
+            idp,
+            ledger,
+            host,
+            connections: Arc::clone(connections),
+            metrics: Arc::clone(metrics),
+        },
+    })
 }
 
 /// Subscribes the auth callout on the callout connection, flushed, before anything reports

@@ -2,8 +2,6 @@
 //! the core's `EnsureRootCredential` on the plane's mint connection — the one whose grant writes
 //! lifecycle heads, uid reservations, lifecycle gates and credential rows.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use cotal_core::error::EpError;
@@ -13,7 +11,6 @@ use cotal_core::names::{CredentialId, LifecycleUid, ManagerInstance, Principal, 
 use cotal_io_nats::NatsWorld;
 
 use super::connections::Connections;
-use super::exchange::RootCredentials;
 use crate::state;
 
 /// The plane's root-credential minting over its mint connection.
@@ -44,14 +41,15 @@ fn entropy() -> Result<RootEntropy, EpError> {
     })
 }
 
-impl RootCredentials for MintRoots {
-    fn ensure<'a>(
-        &'a self,
-        principal: &'a Principal,
-        uid: &'a LifecycleUid,
+impl MintRoots {
+    /// The root credential of the incarnation `(principal, uid)`, minted on first use.
+    pub(super) async fn ensure(
+        &self,
+        principal: &Principal,
+        uid: &LifecycleUid,
         now_ms: u64,
-    ) -> Pin<Box<dyn Future<Output = Result<CredentialId, EpError>> + Send + 'a>> {
-        Box::pin(async move {
+    ) -> Result<CredentialId, EpError> {
+        {
             let machine = EnsureRootCredential {
                 owner: principal.owner().clone(),
                 actor: principal.actor().clone(),
@@ -65,6 +63,6 @@ impl RootCredentials for MintRoots {
                 .run(&mut Replay::new(machine))
                 .await?;
             Ok(root.credential_id)
-        })
+        }
     }
 }

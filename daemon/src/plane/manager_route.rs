@@ -1,0 +1,181 @@
+//! `POST /manager-service-authority` (reference §3.7): a signed-in human with the `supervise`
+//! scope asks the plane for a remote manager's authority. The IdP token is verified against the
+//! pinned IdP (the same key set the exchange uses), the owner derived, the caller's interactive
+//! grant read fresh, and the request dispatched on its `kind` to the core operation; every
+//! refusal is a 403 with one sentence (429 once the face's budget is spent).
+//!
+//! Served here: the manager-service operations (`prepare`, `activate`, `renew`,
+//! `renewStandingBundle`, `renewRunDriver`, `session`, `retire`: `core::renewal`), run on the
+//! plane's remote-manager issuer connection. Refused as `unimplemented`: the kinds the
+//! reference leaves to a host platform, and the ones this plane does not serve yet.
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cotal_core::actors::authorize::authorize_human_grant;
+use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::jwt::UnixSeconds;
+use cotal_core::machine::Replay;
+use cotal_core::manager::{ManagerAuthorityRequest, ManagerHost, Supervisor};
+use cotal_core::names::{ActorToken, SpaceName};
+use cotal_core::renewal::ManagerAuthority;
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_fs::FileActors;
+use cotal_io_http::face::{Answer, Door, DoorRequest};
+use cotal_io_http::idp_keys::IdpKeys;
+use cotal_io_nats::NatsWorld;
+use serde_json::Value;
+
+use super::connections::Connections;
+use super::metrics::PlaneMetrics;
+use crate::audit;
+
+const NEEDS: &str = "manager-service authority needs { idpToken, request }";
+
+/// The route's dependencies, built once per plane.
+pub(super) struct ManagerRoute {
+    pub(super) space: SpaceName,
+    pub(super) material: DaemonMaterial,
+    pub(super) idp: Arc<IdpKeys>,
+    pub(super) ledger: FileActors,
+    pub(super) host: ManagerHost,
+    pub(super) connections: Arc<Connections>,
+    pub(super) metrics: Arc<PlaneMetrics>,
+}
+
+impl std::fmt::Debug for ManagerRoute {
+    // The material and the host hold secrets: only the space is shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerRoute")
+            .field("space", &self.space)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ManagerRoute {
+    pub(super) async fn answer(&self, request: &DoorRequest) -> Answer {
+        let Some(idp_token) = request
+            .body
+            .get("idpToken")
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+        else {
+            return Answer::bad_request(NEEDS);
+        };
+        let inner = request.body.get("request").cloned().unwrap_or(Value::Null);
+        match self.decide(idp_token, &inner).await {
+            Ok((caller, body)) => {
+                self.metrics.decided("manager-service-authority", None);
+                audit::granted(
+                    &caller,
+                    "manager-service-authority",
+                    kind(&inner),
+                    audit::At::default(),
+                );
+                Answer::ok(body)
+            }
+            Err((caller, error)) => {
+                self.metrics
+                    .decided("manager-service-authority", Some(error.code));
+                tracing::warn!(peer = %request.peer, "refused manager-service authority: {}", error.message);
+                audit::refused(&caller, "manager-service-authority", kind(&inner), &error);
+                Answer::refusal(Door::ManagerServiceAuthority, &error)
+            }
+        }
+    }
+
+    /// The reference's order: IdP token → owner → the request's shape → the caller's grant →
+    /// the operation.
+    async fn decide(
+        &self,
+        idp_token: &str,
+        request: &Value,
+    ) -> Result<(String, Value), (String, EpError)> {
+        let anonymous = |e| ("anonymous".to_owned(), e);
+        let now_ms = now_ms();
+        let identity = self
+            .idp
+            .verify(idp_token, UnixSeconds::from_millis(now_ms))
+            .await
+            .map_err(anonymous)?;
+        let owner = self
+            .material
+            .owner_for_idp_subject(&identity.subject)
+            .map_err(anonymous)?;
+        let caller = owner.to_string();
+        let refuse = |e| (caller.clone(), e);
+        if !request.is_object() {
+            return Err(refuse(EpError::bad_request(
+                "manager-service authority request must be an object",
+            )));
+        }
+        let actor = request
+            .get("actor")
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                refuse(EpError::bad_request(
+                    "manager-service authority requires an actor",
+                ))
+            })?;
+        let actor =
+            ActorToken::parse(actor).map_err(|e| refuse(EpError::bad_request(e.message)))?;
+        let grant = authorize_human_grant(&self.ledger, &self.space, &owner, &actor, None)
+            .map_err(refuse)?;
+        let caller = format!("{owner}.{actor}");
+        let refuse = |e| (caller.clone(), e);
+        let holder = Supervisor {
+            owner,
+            scope: grant.row.scope.clone(),
+        };
+        match kind(request) {
+            "manager-managed-agent-runtime-create" | "manager-managed-agent-runtime-status" => {
+                Err(refuse(unimplemented(
+                    "managed agent runtime requests must be handled by host platform interception",
+                )))
+            }
+            "delegated-user-intent" | "manager-delegated-user-intent-execution" => Err(refuse(
+                unimplemented("delegated user intents are not served by this auth service"),
+            )),
+            k @ ("manager-managed-agent-enrollment"
+            | "manager-managed-agent-prepare-retirement"
+            | "manager-retained-agent-validation"
+            | "manager-goal-index-scan"
+            | "manager-admin-authorization"
+            | "manager-run-admission"
+            | "manager-run-attempt"
+            | "manager-service-maintenance") => Err(refuse(unimplemented(&format!(
+                "{k} is not served by this plane yet"
+            )))),
+            _ => {
+                let parsed = ManagerAuthorityRequest::parse(request).map_err(refuse)?;
+                let call = ManagerAuthority::new(self.host.clone(), holder, parsed, now_ms);
+                let bound = self.connections.issuer.space().map_err(refuse)?;
+                let material = NatsWorld::new(&bound)
+                    .run(&mut Replay::new(call))
+                    .await
+                    .map_err(refuse)?;
+                let body: Value = serde_json::from_str(&material.to_json()).map_err(|e| {
+                    refuse(EpError::internal(format!(
+                        "the issued material is not JSON: {e}"
+                    )))
+                })?;
+                Ok((caller, body))
+            }
+        }
+    }
+}
+
+/// The request's `kind`, for dispatch and the audit line (`-` when it names none).
+fn kind(request: &Value) -> &str {
+    request.get("kind").and_then(Value::as_str).unwrap_or("-")
+}
+
+fn unimplemented(why: &str) -> EpError {
+    EpError::new(ErrorCode::Unimplemented, why)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
