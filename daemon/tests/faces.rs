@@ -97,6 +97,19 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
         ("authorization", bearer.as_str()),
     ];
     let (status, _, body) = http(&url, "POST", "/exchange", &authorized, "{}").unwrap();
+    assert_eq!(
+        status, 400,
+        "past the capability, the exchange reads the body: {body}"
+    );
+    assert!(body.contains("exchange needs"), "{body}");
+    let (status, _, body) = http(
+        &url,
+        "POST",
+        "/interactive-lifecycle/retire",
+        &authorized,
+        "{}",
+    )
+    .unwrap();
     assert_ne!(status, 200, "{body}");
     assert!(body.contains("not served by this plane yet"), "{body}");
     let (status, _, _) = http(&url, "GET", "/health?x=1", &[], "").unwrap();
@@ -112,7 +125,8 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
     );
     for sample in [
         "cotal_http_requests_total{face=\"loopback\",route=\"/health\",status=\"200\"} 1",
-        "cotal_http_requests_total{face=\"loopback\",route=\"/exchange\",status=\"401\"} 2",
+        "cotal_http_requests_total{face=\"loopback\",route=\"/exchange\",status=\"401\"} 1",
+        "cotal_http_requests_total{face=\"loopback\",route=\"/exchange\",status=\"400\"} 1",
         "cotal_http_requests_total{face=\"loopback\",route=\"unknown\",status=\"404\"} 1",
         "cotal_plane_process_epoch 0",
         "cotal_plane_generation 1",

@@ -380,15 +380,36 @@ async fn run(
             }
         }
     }
-    let unsubscribed = subscriber.unsubscribe().await;
-    while let Some(done) = in_flight.join_next().await {
-        reap(done);
-    }
-    let flushed = client.flush().await;
-    unsubscribed
+    // On a connection that is down these would wait for a reconnect that may never come (a
+    // plane closing because it lost its server): the close is bounded, and says so.
+    let bounded = |what: &'static str| {
+        move |_| {
+            EpError::unavailable(format!(
+                "auth callout: {what} did not finish within {CLOSE_WAIT:?}; the connection is down"
+            ))
+        }
+    };
+    let unsubscribed = tokio::time::timeout(CLOSE_WAIT, subscriber.unsubscribe())
+        .await
+        .map_err(bounded("unsubscribing"));
+    let drained = tokio::time::timeout(CLOSE_WAIT, async {
+        while let Some(done) = in_flight.join_next().await {
+            reap(done);
+        }
+    })
+    .await
+    .map_err(bounded("answering the requests in flight"));
+    let flushed = tokio::time::timeout(CLOSE_WAIT, client.flush())
+        .await
+        .map_err(bounded("flushing"));
+    unsubscribed?
         .map_err(|e| EpError::unavailable(format!("auth callout: cannot unsubscribe: {e}")))?;
-    flushed.map_err(|e| EpError::unavailable(format!("auth callout: cannot flush: {e}")))
+    drained?;
+    flushed?.map_err(|e| EpError::unavailable(format!("auth callout: cannot flush: {e}")))
 }
+
+/// The longest each step of a close waits.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 fn reap(done: Result<(), tokio::task::JoinError>) {
     if let Err(e) = done {
