@@ -24,7 +24,7 @@ use cotal_io_nats::callout::{Authorize, AuthorizeFuture};
 use cotal_io_nats::NatsWorld;
 use tokio::sync::watch;
 
-use super::connections::Connections;
+use super::connections::PlaneLink;
 use super::metrics::PlaneMetrics;
 use super::Readiness;
 use crate::audit;
@@ -37,7 +37,7 @@ pub(super) struct ConnectAuthorizer {
     pub(super) space: SpaceName,
     pub(super) bearers: BearerIssuer,
     pub(super) ledger: FileActors,
-    pub(super) connections: Arc<Connections>,
+    pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
     pub(super) metrics: Arc<PlaneMetrics>,
 }
@@ -72,7 +72,7 @@ impl ConnectAuthorizer {
             credential_id: credential,
             now_ms: now.saturating_mul(1000),
         };
-        let bound = self.connections.reader.space().map_err(|e| {
+        let bound = self.connections.get()?.reader.space().map_err(|e| {
             EpError::permission_denied(format!("the connect reader is down: {}", e.message))
         })?;
         NatsWorld::new(&bound).run(&mut Replay::new(check)).await?;

@@ -36,6 +36,25 @@ pub(super) struct Connections {
     pub(super) callout: cotal_io_nats::async_nats::Client,
 }
 
+/// The plane's connections as its doors and its callout hold them: weakly, so the plane's own
+/// handle stays the only owner and its ordered close (which consumes them) never waits on a
+/// face or a callout task that is still winding down.
+#[derive(Clone, Debug)]
+pub(super) struct PlaneLink(std::sync::Weak<Connections>);
+
+impl PlaneLink {
+    pub(super) fn to(connections: &Arc<Connections>) -> PlaneLink {
+        PlaneLink(Arc::downgrade(connections))
+    }
+
+    /// The connections, while the plane has not closed them.
+    pub(super) fn get(&self) -> Result<Arc<Connections>, EpError> {
+        self.0
+            .upgrade()
+            .ok_or_else(|| EpError::unavailable("the auth service is shutting down; retry shortly"))
+    }
+}
+
 /// The two sealed scanner connections the plane claim pins.
 pub(super) struct Scanners {
     pub(super) ledger: AuthorityClient,

@@ -26,7 +26,7 @@ use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
-use super::connections::Connections;
+use super::connections::PlaneLink;
 use super::metrics::PlaneMetrics;
 use crate::audit;
 
@@ -39,7 +39,7 @@ pub(super) struct ManagerRoute {
     pub(super) idp: Arc<IdpKeys>,
     pub(super) ledger: FileActors,
     pub(super) host: ManagerHost,
-    pub(super) connections: Arc<Connections>,
+    pub(super) connections: PlaneLink,
     pub(super) metrics: Arc<PlaneMetrics>,
 }
 
@@ -149,7 +149,11 @@ impl ManagerRoute {
             _ => {
                 let parsed = ManagerAuthorityRequest::parse(request).map_err(refuse)?;
                 let call = ManagerAuthority::new(self.host.clone(), holder, parsed, now_ms);
-                let bound = self.connections.issuer.space().map_err(refuse)?;
+                let bound = self
+                    .connections
+                    .get()
+                    .and_then(|c| c.issuer.space())
+                    .map_err(refuse)?;
                 let material = NatsWorld::new(&bound)
                     .run(&mut Replay::new(call))
                     .await

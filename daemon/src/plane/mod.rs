@@ -383,7 +383,7 @@ fn doors(
             idp,
             ledger,
             host,
-            connections: Arc::clone(connections),
+            connections: connections::PlaneLink::to(connections),
             metrics: Arc::clone(metrics),
         },
     })
@@ -403,7 +403,7 @@ async fn serve_callout(
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
         ledger,
-        connections: Arc::clone(connections),
+        connections: connections::PlaneLink::to(connections),
         readiness,
         metrics,
     };

@@ -10,12 +10,12 @@ use cotal_core::machine::Replay;
 use cotal_core::names::{CredentialId, LifecycleUid, ManagerInstance, Principal, SpaceName};
 use cotal_io_nats::NatsWorld;
 
-use super::connections::Connections;
+use super::connections::{Connections, PlaneLink};
 use crate::state;
 
 /// The plane's root-credential minting over its mint connection.
 pub(super) struct MintRoots {
-    connections: Arc<Connections>,
+    connections: PlaneLink,
     manager_instance: ManagerInstance,
 }
 
@@ -27,7 +27,7 @@ impl MintRoots {
         let manager_instance =
             ManagerInstance::parse(&format!("auth-service:{space}")).map_err(|e| e.message)?;
         Ok(MintRoots {
-            connections,
+            connections: PlaneLink::to(&connections),
             manager_instance,
         })
     }
@@ -58,7 +58,7 @@ impl MintRoots {
                 now_ms,
                 entropy: entropy()?,
             };
-            let bound = self.connections.mint.space()?;
+            let bound = self.connections.get()?.mint.space()?;
             let root = NatsWorld::new(&bound)
                 .run(&mut Replay::new(machine))
                 .await?;
