@@ -207,16 +207,18 @@ pub struct FamilyRow {
     pub revision: Revision,
 }
 
-/// Enumerates a gate's whole `epcred` family.
+/// Enumerates every ledger row under one key prefix of the auth store: a gate's whole `epcred`
+/// family, or a lifecycle's `cred.<uid>.` family.
 #[derive(Debug, Clone)]
 pub struct EnumerateFamily {
-    pub gate: GateRef,
+    /// The family's key prefix, ending in `.`.
+    pub prefix: String,
 }
 
 impl Script for EnumerateFamily {
     type Output = Vec<FamilyRow>;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
-        let prefix = self.gate.family_prefix();
+        let prefix = &self.prefix;
         let listed = match cx.keys(Store::Auth, prefix.as_str())? {
             KeysOutcome::Keys(keys) => keys,
             KeysOutcome::Unavailable(why) => {
@@ -227,21 +229,30 @@ impl Script for EnumerateFamily {
             }
         };
         let mut rows = Vec::with_capacity(listed.len());
-        for key in listed.into_iter().filter(|k| k.starts_with(&prefix)) {
+        for key in listed
+            .into_iter()
+            .filter(|k| k.starts_with(prefix.as_str()))
+        {
             rows.push(cx.call(&ReadFamilyRow { key })?);
         }
         Ok(rows.iter().map(|row| FamilyRow::clone(row)).collect())
     }
 }
 
-/// Lists and reads every row of the gate's `epcred` family (serve and sibling rows alike).
+/// Lists and reads every row of the gate's `epcred` family (serve and sibling rows alike); see
+/// [`enumerate_prefix`].
+pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Arc<Vec<FamilyRow>>, Halt> {
+    enumerate_prefix(cx, gate.family_prefix())
+}
+
+/// Lists and reads every ledger row under `prefix`.
 ///
 /// A DEL/PURGE marker in the family is corruption and refuses the enumeration (`internal`,
 /// skipping it could hide a credential the barrier must revoke. So is a listed key that
 /// reads back absent, and any row that does not parse or does not rebuild its key. Each row is
 /// read as its own memoized sub-script, so a barrier over a large family stays cheap to replay.
-pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Arc<Vec<FamilyRow>>, Halt> {
-    cx.call(&EnumerateFamily { gate: gate.clone() })
+pub fn enumerate_prefix(cx: &mut Ctx<'_>, prefix: String) -> Result<Arc<Vec<FamilyRow>>, Halt> {
+    cx.call(&EnumerateFamily { prefix })
 }
 
 /// Reads one listed row of a credential family.

@@ -173,6 +173,15 @@ impl GateOp {
         }
     }
 
+    /// The terminal barrier's intent (G7): a retirement never carries a successor (F17).
+    pub fn retirement(op_id: OpId) -> GateOp {
+        GateOp {
+            op_id,
+            kind: OpKind::Retirement,
+            successor: None,
+        }
+    }
+
     pub fn op_id(&self) -> &OpId {
         &self.op_id
     }

@@ -594,6 +594,17 @@ pub mod keys {
         format!("cred.{uid}.{c}")
     }
 
+    /// `cred.<lifecycleUid>.`: the prefix of a lifecycle's whole credential family (auth store).
+    pub fn cred_family_prefix(uid: &LifecycleUid) -> String {
+        format!("cred.{uid}.")
+    }
+
+    /// `frontier.<lifecycleUid>`: a retired lifecycle's frontier record (records store,
+    /// create-only, never deleted).
+    pub fn frontier(uid: &LifecycleUid) -> String {
+        format!("frontier.{uid}")
+    }
+
     /// `lifecycle.<owner>.<actor>`: an alias's lifecycle head (records store, one unsplit key).
     pub fn lifecycle_head(owner: &OwnerToken, actor: &ActorToken) -> String {
         format!("lifecycle.{owner}.{actor}")

@@ -340,7 +340,7 @@ fn create_gate(cx: &mut Ctx<'_>, born: &AgentGate) -> Result<Landed<AgentGate>, 
 
 /// A pinned gate rewrite (G1, G2), settled by read-back: our exact successor row is ours (a
 /// sibling's identical successor converges).
-fn update_gate(
+pub(super) fn update_gate(
     cx: &mut Ctx<'_>,
     next: &AgentGate,
     pin: Revision,

@@ -2,16 +2,22 @@
 //! and the agent issuance gate as byte-exact rows ([`rows`]); the activation saga at a given
 //! uid ([`ActivateLifecycle`]); the incarnation's root credential, minted release-last and
 //! re-exported with the same id ([`EnsureRootCredential`]); the connect-time check of a bearer's
-//! credential ([`AuthorizeConnectCredential`]); and the operator's revoke ([`RevokeCredential`]).
+//! credential ([`AuthorizeConnectCredential`]); the operator's revoke ([`RevokeCredential`]);
+//! and the terminal retirement barrier behind the two retire doors ([`RetireLifecycle`]).
 //!
-//! The plane runs no takeover or retirement barrier: a live incarnation at another uid refuses
-//! activation by name (F60), and only those barriers (not here) rotate a root credential.
+//! The plane runs no takeover barrier: a live incarnation at another uid refuses activation by
+//! name (F60), and only a barrier rotates a root credential.
 
 mod activate;
+mod retire;
 mod root;
 pub mod rows;
 
 pub use activate::{ActivateLifecycle, Activated, ActivationRun, ACTIVATION_ATTEMPTS};
+pub use retire::{
+    interactive_retirement_op_id, managed_retirement_op_id, RetireLifecycle, Retirement,
+    RETIRE_FREEZE_ATTEMPTS,
+};
 pub use root::{
     AuthorizeConnectCredential, AuthorizedConnect, EnsureRootCredential, RevokeCredential,
     RevokeRootCredential, RevokedRoot, RootCredential, RootEntropy, ROOT_CREDENTIAL_TTL_MS,

@@ -117,6 +117,35 @@ impl AgentGate {
         })
     }
 
+    /// The row the terminal barrier's first step writes (G7): `open → frozen` under the
+    /// retirement intent, generation unchanged, so a mint staged against the open gate loses its
+    /// finalize touch (F21). Only an open gate freezes (F13); anything else is refused before
+    /// any CAS (`conflict`: another operation holds or ended it).
+    pub fn retirement_frozen(&self, op_id: &OpId) -> Result<AgentGate, EpError> {
+        if self.state != GateState::Open {
+            return Err(EpError::conflict(format!(
+                "the issuance gate {} is {}, not open; a retirement freezes only an open gate \
+                 (F13)",
+                self.key(),
+                self.state.as_str()
+            )));
+        }
+        Ok(AgentGate {
+            state: GateState::Frozen,
+            op: Some(GateOp::retirement(op_id.clone())),
+            ..self.clone()
+        })
+    }
+
+    /// True when this gate is frozen (G7) or retired (G8) by the retirement `op_id`.
+    pub fn is_retirement_of(&self, op_id: &OpId, state: GateState) -> bool {
+        self.state == state
+            && self
+                .op
+                .as_ref()
+                .is_some_and(|op| op.kind() == OpKind::Retirement && op.op_id() == op_id)
+    }
+
     /// The row a terminalization writes (G2 for an activation orphan, G8 for a retirement):
     /// `frozen → retired`, op-pinned (F14), generation unchanged, the intent kept as audit; only
     /// an activation or a retirement terminalizes (F13).
@@ -437,6 +466,56 @@ impl LifecycleHead {
                 Ok(next)
             }
         }
+    }
+
+    /// The head the terminal barrier's containment step writes (H4): `active → retiring` bound
+    /// to the retirement `op_id`, so every currency seam sees no current mapping from here on
+    /// (F48). Only a head active at its own uid moves (`failed-precondition` otherwise).
+    pub fn retiring(&self, op_id: &OpId) -> Result<LifecycleHead, EpError> {
+        if self.state != HeadState::Active {
+            return Err(EpError::failed_precondition(format!(
+                "the lifecycle head {} is {}; only an active head begins a retirement (H4)",
+                self.key(),
+                self.state.as_str()
+            )));
+        }
+        let mut next = self.clone();
+        next.state = HeadState::Retiring;
+        next.retirement_op = Some(op_id.clone());
+        next.order.push(Optional::Op);
+        Ok(next)
+    }
+
+    /// The head the barrier's last step writes (H5): `retiring → retired`, op-pinned to the
+    /// same `op_id` (`permission-denied` for another, F14), the intent dropped.
+    pub fn retired_by(&self, op_id: &OpId) -> Result<LifecycleHead, EpError> {
+        match (&self.state, &self.retirement_op) {
+            (HeadState::Retiring, Some(op)) if op == op_id => {
+                let mut next = self.clone();
+                next.state = HeadState::Retired;
+                next.retirement_op = None;
+                next.order.retain(|m| *m != Optional::Op);
+                Ok(next)
+            }
+            (HeadState::Retiring, Some(op)) => Err(EpError::permission_denied(format!(
+                "the lifecycle head {} is retiring under operation {op}, not {op_id}; only that \
+                 operation completes it (F14)",
+                self.key()
+            ))),
+            _ => Err(EpError::failed_precondition(format!(
+                "the lifecycle head {} is {}, not retiring; there is no retirement to complete \
+                 (H5)",
+                self.key(),
+                self.state.as_str()
+            ))),
+        }
+    }
+
+    /// True when this head is retiring at `uid` under the retirement `op_id`.
+    pub fn is_retiring_by(&self, uid: &LifecycleUid, op_id: &OpId) -> bool {
+        self.state == HeadState::Retiring
+            && self.lifecycle_uid == *uid
+            && self.retirement_op.as_ref() == Some(op_id)
     }
 
     /// The head's bytes: the six required members in the reference's activation order, then the

@@ -4,7 +4,6 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::canon::Digest;
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::journal::{FencingToken, RunEpoch, RunHolder, RunId, TakeoverId};
@@ -215,12 +214,7 @@ impl ManagerAuthorityRequest {
     }
 }
 
-/// The managed lifecycle's one terminal operation id: the first 26 hex digits of
-/// `sha256("retire:" + uid)` — derived, never selected, so every retry converges on one op.
-pub fn managed_retirement_op_id(uid: &LifecycleUid) -> Result<OpId, EpError> {
-    let hex = Digest::of(format!("retire:{uid}").as_bytes()).hex();
-    OpId::parse(hex.get(..26).unwrap_or_default()).map_err(EpError::stored)
-}
+pub use crate::lifecycle::managed_retirement_op_id;
 
 // ---- Parser ----------------------------------------------------------------------------------
 
