@@ -207,52 +207,64 @@ pub struct FamilyRow {
     pub revision: Revision,
 }
 
-/// Enumerates every ledger row under one key prefix of the auth store: a gate's whole `epcred`
-/// family, or a lifecycle's `cred.<uid>.` family.
+/// Enumerates a gate's whole `epcred` family.
 #[derive(Debug, Clone)]
 pub struct EnumerateFamily {
-    /// The family's key prefix, ending in `.`.
-    pub prefix: String,
+    pub gate: GateRef,
 }
 
 impl Script for EnumerateFamily {
     type Output = Vec<FamilyRow>;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
-        let prefix = &self.prefix;
-        let listed = match cx.keys(Store::Auth, prefix.as_str())? {
-            KeysOutcome::Keys(keys) => keys,
-            KeysOutcome::Unavailable(why) => {
-                return Err(EpError::unavailable(format!(
-                    "listing the credential family {prefix}> failed: {why}"
-                ))
-                .into())
-            }
-        };
-        let mut rows = Vec::with_capacity(listed.len());
-        for key in listed
-            .into_iter()
-            .filter(|k| k.starts_with(prefix.as_str()))
-        {
-            rows.push(cx.call(&ReadFamilyRow { key })?);
-        }
-        Ok(rows.iter().map(|row| FamilyRow::clone(row)).collect())
+        list_family(cx, &self.gate.family_prefix())
     }
 }
 
-/// Lists and reads every row of the gate's `epcred` family (serve and sibling rows alike); see
-/// [`enumerate_prefix`].
-pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Arc<Vec<FamilyRow>>, Halt> {
-    enumerate_prefix(cx, gate.family_prefix())
+/// Enumerates every ledger row under one auth-store key prefix ending in `.` (a lifecycle's
+/// `cred.<uid>.` family).
+#[derive(Debug, Clone)]
+pub struct EnumeratePrefix {
+    pub prefix: String,
 }
 
-/// Lists and reads every ledger row under `prefix`.
+impl Script for EnumeratePrefix {
+    type Output = Vec<FamilyRow>;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
+        list_family(cx, &self.prefix)
+    }
+}
+
+/// Lists the keys under `prefix` and reads each row (see [`enumerate_family`]).
+fn list_family(cx: &mut Ctx<'_>, prefix: &str) -> Result<Vec<FamilyRow>, Halt> {
+    let listed = match cx.keys(Store::Auth, prefix)? {
+        KeysOutcome::Keys(keys) => keys,
+        KeysOutcome::Unavailable(why) => {
+            return Err(EpError::unavailable(format!(
+                "listing the credential family {prefix}> failed: {why}"
+            ))
+            .into())
+        }
+    };
+    let mut rows = Vec::with_capacity(listed.len());
+    for key in listed.into_iter().filter(|k| k.starts_with(prefix)) {
+        rows.push(cx.call(&ReadFamilyRow { key })?);
+    }
+    Ok(rows.iter().map(|row| FamilyRow::clone(row)).collect())
+}
+
+/// Lists and reads every row of the gate's `epcred` family (serve and sibling rows alike).
 ///
 /// A DEL/PURGE marker in the family is corruption and refuses the enumeration (`internal`,
 /// skipping it could hide a credential the barrier must revoke. So is a listed key that
 /// reads back absent, and any row that does not parse or does not rebuild its key. Each row is
 /// read as its own memoized sub-script, so a barrier over a large family stays cheap to replay.
+pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Arc<Vec<FamilyRow>>, Halt> {
+    cx.call(&EnumerateFamily { gate: gate.clone() })
+}
+
+/// Lists and reads every ledger row under `prefix`, with [`enumerate_family`]'s refusals.
 pub fn enumerate_prefix(cx: &mut Ctx<'_>, prefix: String) -> Result<Arc<Vec<FamilyRow>>, Halt> {
-    cx.call(&EnumerateFamily { prefix })
+    cx.call(&EnumeratePrefix { prefix })
 }
 
 /// Reads one listed row of a credential family.
