@@ -85,9 +85,7 @@ pub struct Retirement {
 /// 6. **G8** gate `frozen → retired`, op-pinned.
 /// 7. **H5** head `retiring → retired`, op-pinned; only now is the alias replaceable.
 ///
-/// Every write is settled by a leader read-back. Round trips on a live incarnation with one
-/// root row: head, gate, freeze, head CAS, list, row read, row read + revoke, evict, frontier
-/// read + create, gate read + retire, head CAS.
+/// Every write is settled by a leader read-back.
 #[derive(Debug, Clone)]
 pub struct RetireLifecycle {
     pub owner: OwnerToken,
