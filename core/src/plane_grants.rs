@@ -306,7 +306,8 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
 /// | 10 | pub | `$KV.auth.stage.*` | durable operation intents `stage.<opId>`, one token, never the session pins `stage.session.…` |
 /// | 11 | pub | `$KV.rec.lifecycle.>` | containment and epoch head CASes |
 /// | 12 | pub | `$KV.auth.plane` | the plane claim (§2.10), exact key — never `plane.>` (F98) |
-/// | 13 | sub | `inbox` | replies |
+/// | 13 | pub | `$KV.rec.frontier.>` | **deviation**: the retirement barrier's create-only frontier record (`core::lifecycle::retire`), which this plane's retire doors run here |
+/// | 14 | sub | `inbox` | replies |
 ///
 /// No consumer create at all (F98): a create body is not subject-confinable, so the barrier's
 /// family scans run on the sealed scanner, never on this credential.
@@ -322,6 +323,7 @@ pub fn auth_barrier(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpE
         format!("$KV.{}.stage.*", n.auth),
         format!("$KV.{}.lifecycle.>", n.rec),
         format!("$KV.{}.plane", n.auth),
+        format!("$KV.{}.frontier.>", n.rec),
     ]);
     grant(publish, conn)
 }
@@ -502,6 +504,7 @@ mod tests {
                 "$KV.cotal_auth_prod.stage.*",
                 "$KV.cotal_records_prod.lifecycle.>",
                 "$KV.cotal_auth_prod.plane",
+                "$KV.cotal_records_prod.frontier.>",
             ],
         );
     }

@@ -367,3 +367,92 @@ async fn deny_new_a_closed_plane_admits_no_bearer() {
     );
     refused(connect(&space, &server, &token, "ibxsignin0005").await);
 }
+
+fn retire(d: &Value, body: &Value) -> (u16, Value) {
+    let auth = format!("Bearer {}", d["cap"].as_str().unwrap());
+    let headers = [
+        ("content-type", "application/json"),
+        ("authorization", auth.as_str()),
+    ];
+    let (status, _, text) = http(
+        d["url"].as_str().unwrap(),
+        "POST",
+        "/interactive-lifecycle/retire",
+        &headers,
+        &body.to_string(),
+    )
+    .unwrap();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// The interactive retire door (reference §3.9, the retirement barrier): the live incarnation's
+/// rows are revoked and its connection kicked; afterwards only a re-grant (a fresh lifecycle)
+/// exchanges again — the way out of the "takeover" refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interactive_retire_door_retires_the_live_incarnation_and_a_regrant_exchanges_again() {
+    let mut space = Space::new();
+    grant_team(&space);
+    let d = space.up(&[]);
+    let server = server_url(&space.root);
+    let token = exchange(&space, &d, 120);
+    let (client, _) = connect(&space, &server, &token, NONCE).await.unwrap();
+    client.flush().await.unwrap();
+    let owner = space.owner("alice");
+    let uid = space.row("alice", "cli")["lifecycleUid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let body = json!({"owner": owner, "actor": "cli", "lifecycleUid": uid});
+
+    let (status, answer) = retire(
+        &d,
+        &json!({"owner": owner, "actor": "cli", "lifecycleUid": uid, "x": 1}),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("unknown field \"x\""),
+        "{answer}"
+    );
+    let (status, _) = retire(
+        &d,
+        &json!({"owner": owner, "actor": "ops", "lifecycleUid": uid}),
+    );
+    assert_eq!(status, 404);
+
+    let (status, answer) = retire(&d, &body);
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer, json!({"retired": true, "lifecycleUid": uid}));
+    // Its connection was evicted, and its bearer admits nothing any more.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while client.connection_state() == async_nats::connection::State::Connected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the retired holder was not evicted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    refused(connect(&space, &server, &token, "ibxsignin0006").await);
+    let (status, answer) = retire(&d, &body);
+    assert_eq!(
+        (status, answer["alreadyRetired"].clone()),
+        (200, json!(true))
+    );
+
+    // The grant still names the retired uid: its exchange is refused; a re-grant exchanges.
+    let (status, _) = post(
+        d["url"].as_str().unwrap(),
+        Some(d["cap"].as_str().unwrap()),
+        &json!({"idpToken": space.idp_token("alice"), "actor": "cli"}),
+    );
+    assert_eq!(status, 401);
+    grant_team(&space);
+    let (status, _) = retire(&d, &body);
+    assert_eq!(status, 409, "the grant is at another lifecycle now");
+    let fresh = exchange(&space, &d, 120);
+    connect(&space, &server, &fresh, "ibxsignin0007")
+        .await
+        .unwrap();
+}

@@ -210,3 +210,25 @@ fn the_requests_name_the_account_and_the_grant_is_exactly_the_sweep_and_the_kick
     let refused = json!({"server": {"name": "a", "id": "Na"}, "error": {"description": "no"}});
     assert!(kick_outcome(refused.to_string().as_bytes()).is_err());
 }
+
+/// F52 with the auth callout: a connection the callout admitted lists no tags, only its
+/// `authorized_user`, the admitted JWT's name (the principal) — as nats-server 2.15.1 lists
+/// it. Such a holder is live and can be evicted; a user nkey there names no principal.
+#[test]
+fn f52_a_callout_admitted_holder_is_attributed_by_its_authorized_user() {
+    let topology = Topology::from_jsz(&[standalone_jsz("a")]).unwrap();
+    let mut sweep = Sweep::new(topology);
+    let signed_in = "u_wyhpii5zt6soh6nfkihsfm7ioq.cli";
+    sweep.add(&page(
+        "a",
+        2,
+        0,
+        vec![
+            json!({"cid": 7, "name": "ibxnonce01", "authorized_user": signed_in}),
+            json!({"cid": 8, "name": "jwt-user", "authorized_user": "UA5AYGREMRAEGOPCMUIKJGMO6EDKLE3WEA7JBNIDW5VSEVBWNROOW6KQ"}),
+        ],
+    ));
+    let listing = sweep.listing();
+    assert_eq!(listing.liveness(&holder(signed_in)), Liveness::Live);
+    assert_eq!(listing.held_by(&holder(signed_in)).count(), 1);
+}

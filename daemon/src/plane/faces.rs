@@ -21,6 +21,7 @@ use std::pin::Pin;
 use super::exchange::Exchange;
 use super::manager_route::ManagerRoute;
 use super::metrics::PlaneMetrics;
+use super::retire_doors::RetireDoors;
 use super::Readiness;
 
 /// What an agent is told by a plane that stopped serving on its own: nothing for it to act on
@@ -57,6 +58,7 @@ pub(super) trait Doors: Send + Sync + std::fmt::Debug {
 pub(super) struct PlaneDoors {
     pub(super) exchange: Exchange,
     pub(super) manager: ManagerRoute,
+    pub(super) retire: RetireDoors,
 }
 
 impl Doors for PlaneDoors {
@@ -68,6 +70,7 @@ impl Doors for PlaneDoors {
             match request.door {
                 Door::Exchange => self.exchange.answer(request).await,
                 Door::ManagerServiceAuthority => self.manager.answer(request).await,
+                Door::InteractiveRetire | Door::ManagedRetire => self.retire.answer(request).await,
                 other => Answer::refusal(
                     other,
                     &EpError::new(

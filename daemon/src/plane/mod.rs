@@ -26,6 +26,7 @@ mod faces;
 mod manager_route;
 mod metrics;
 mod register;
+mod retire_doors;
 mod roots;
 
 use std::path::PathBuf;
@@ -381,9 +382,20 @@ fn doors(
             space: inputs.space.clone(),
             material: material.clone(),
             idp,
-            ledger,
+            ledger: ledger.clone(),
             host,
             connections: connections::PlaneLink::to(connections),
+            metrics: Arc::clone(metrics),
+        },
+        retire: retire_doors::RetireDoors {
+            ledger,
+            connections: connections::PlaneLink::to(connections),
+            oracle: Arc::new(cotal_io_nats::liveness::Oracle::new(
+                &inputs.server,
+                material.system_user().creds(),
+                material.data_account(),
+                PlaneConnection::PlaneSystem.label(&inputs.space),
+            )),
             metrics: Arc::clone(metrics),
         },
     })
