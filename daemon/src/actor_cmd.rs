@@ -398,3 +398,69 @@ pub async fn revoke_credential(
         }
     }
 }
+
+/// `cotal-authd actor retire ACTOR`: retires the incarnation the actor's grant names, through
+/// the running plane's interactive retire door (its discovery file and capability): the gate
+/// frozen, the credentials revoked, the holders kicked and verified gone, then retired. Retire
+/// before re-granting: a re-grant while the incarnation lives is refused at the exchange.
+pub async fn retire(
+    root: &Path,
+    space: &SpaceName,
+    actor: &str,
+    owner: &OwnerArg,
+) -> Result<String, String> {
+    use std::time::Duration;
+
+    let actor_token =
+        ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
+    let owner = resolve_owner(root, space, owner)?;
+    let principal = Principal::new(owner.owner().clone(), actor_token);
+    let row = match ledger(root, space).execute(&ActorsRequest::Find {
+        space: RowSpace::Interactive,
+        principal,
+    }) {
+        ActorsOutcome::Found(Some(held)) => held.row,
+        ActorsOutcome::Found(None) => {
+            return Err(format!(
+                "actor {actor} of owner {owner} has no interactive grant in space {space}; list \
+                 the grants with `cotal-authd actor ls --space {space}`"
+            ))
+        }
+        other => return Err(refusal(other)),
+    };
+    let uid = row
+        .lifecycle_uid
+        .ok_or_else(|| format!("actor {actor} has no lifecycle uid on its grant; re-grant it"))?;
+    let discovery = state::read_discovery(&state::discovery_path(root, space))?.ok_or_else(|| {
+        format!("the plane of space {space} is not up; start it with `cotal-authd up --space {space}`")
+    })?;
+    let authorization = format!("Bearer {}", discovery.cap);
+    let (status, answer) = cotal_io_http::fetch::post_json(
+        &format!("{}/interactive-lifecycle/retire", discovery.url),
+        &[("authorization", &authorization)],
+        &json!({"owner": owner.as_str(), "actor": actor, "lifecycleUid": uid.as_str()}),
+        Duration::from_secs(40),
+        64 * 1024,
+    )
+    .await?;
+    if !status.is_success() {
+        return Err(format!(
+            "the retirement was refused ({status}): {}",
+            answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ));
+    }
+    let flag = |name: &str| answer.get(name).and_then(Value::as_bool).unwrap_or(false);
+    Ok(if flag("alreadyRetired") {
+        format!("actor {actor}'s lifecycle {uid} was already retired")
+    } else if flag("notStarted") {
+        format!("actor {actor}'s lifecycle {uid} never started: nothing to retire")
+    } else {
+        format!(
+            "retired actor {actor}'s lifecycle {uid}: its credentials are revoked and its \
+             connections closed; re-grant it to sign in again"
+        )
+    })
+}

@@ -193,6 +193,23 @@ enum ActorCommand {
     /// Revoke an interactive grant; its bearers are refused at their next connect.
     #[command(after_help = EXIT_CODES)]
     Revoke(ActorRevoke),
+    /// Retire the incarnation an interactive grant names, through the running plane: its
+    /// credentials revoked, its connections closed. Do it before re-granting the actor.
+    #[command(after_help = EXIT_CODES)]
+    Retire(ActorRetire),
+}
+
+#[derive(Debug, Args)]
+struct ActorRetire {
+    /// The actor name.
+    #[arg(value_name = "ACTOR")]
+    actor: String,
+    #[command(flatten)]
+    owner: ActorOwner,
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
 }
 
 /// Whose actor: an owner token, or the IdP subject that derives it.
@@ -624,6 +641,7 @@ fn command_words(args: &[String]) -> Option<&'static str> {
         [actor, grant, ..] if actor == "actor" && grant == "grant" => Some("actor grant"),
         [actor, ls, ..] if actor == "actor" && ls == "ls" => Some("actor ls"),
         [actor, revoke, ..] if actor == "actor" && revoke == "revoke" => Some("actor revoke"),
+        [actor, retire, ..] if actor == "actor" && retire == "retire" => Some("actor retire"),
         [actor, ..] if actor == "actor" => Some("actor"),
         [owner, ..] if owner == "owner" => Some("owner"),
         [login, ..] if login == "login" => Some("login"),
@@ -882,6 +900,17 @@ fn main() -> ExitCode {
                 Err(why) => fail("actor ls", &why, 1),
             }
         }
+        Command::Actor(ActorCommand::Retire(r)) => printed(
+            "actor retire",
+            runtime().and_then(|rt| {
+                rt.block_on(actor_cmd::retire(
+                    &r.root.dir,
+                    &r.space.space,
+                    &r.actor,
+                    &r.owner.into_arg(),
+                ))
+            }),
+        ),
         Command::Actor(ActorCommand::Revoke(r)) if r.credential => printed(
             "actor revoke",
             runtime().and_then(|rt| {

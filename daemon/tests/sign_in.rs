@@ -440,6 +440,19 @@ async fn interactive_retire_door_retires_the_live_incarnation_and_a_regrant_exch
         (status, answer["alreadyRetired"].clone()),
         (200, json!(true))
     );
+    let said = space.authd(&[
+        "actor",
+        "retire",
+        "cli",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        "alice",
+    ]);
+    assert!(
+        said.contains("already retired"),
+        "the operator's verb asks the same door: {said}"
+    );
 
     // The grant still names the retired uid: its exchange is refused; a re-grant exchanges.
     let (status, _) = post(
