@@ -9,9 +9,12 @@
 //! ([`register`]) → the reader (`cotal:auth-reader:<space>`) that the fence watch reads over,
 //! the remote-manager issuer, the barrier executor → the two sealed scanners and the plane
 //! claim over the barrier connection (a standby waits here) → the callout connection
-//! (`cotal:auth-service:<space>`, the stored callout creds) → the loopback HTTP face on
-//! 127.0.0.1 (`/health` with the readiness state, `/jwks`, the capability-guarded doors). Every
-//! self-minted connection carries a 15-minute JWT re-minted in process at half-life.
+//! (`cotal:auth-service:<space>`, the stored callout creds) and the auth callout subscribed on
+//! it ([`connect`]) → the loopback HTTP face on 127.0.0.1 (`/health` with the readiness state,
+//! `/jwks`, the capability-guarded doors: [`exchange`], [`manager_route`], [`retire_doors`])
+//! and, when asked, the public face. Every self-minted connection carries a 15-minute JWT
+//! re-minted in process at half-life. A start that fails after the connections opened releases
+//! them in reverse ([`release`]).
 //!
 //! Eviction: the registration's evictor is the servers' own listing and the system account's
 //! kick ([`Oracle`](cotal_io_nats::liveness::Oracle)), as `gate reconcile` uses. The plane mints
@@ -194,9 +197,7 @@ impl Plane {
         let callout = match callout {
             Ok(callout) => callout,
             Err(why) => {
-                if let Ok(connections) = Arc::try_unwrap(connections) {
-                    let _ = connections.close().await;
-                }
+                release(None, connections).await;
                 return Err(why);
             }
         };
@@ -213,22 +214,15 @@ impl Plane {
         let faces = match faces {
             Ok(faces) => Arc::new(faces),
             Err(why) => {
-                let _ = callout.close().await;
-                if let Ok(connections) = Arc::try_unwrap(connections) {
-                    let _ = connections.close().await;
-                }
+                release(Some(callout), connections).await;
                 return Err(why);
             }
         };
         let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
             Ok(bound) => bound,
             Err(why) => {
-                // A failed start releases what it took, claim included, in order.
                 drop(faces);
-                let _ = callout.close().await;
-                if let Ok(connections) = Arc::try_unwrap(connections) {
-                    let _ = connections.close().await;
-                }
+                release(Some(callout), connections).await;
                 return Err(why);
             }
         };
@@ -329,6 +323,17 @@ impl Plane {
             Ok(connections) => connections.close().await,
             Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
         }
+    }
+}
+
+/// What a failed start took, released in reverse: the callout, then the connections (the claim
+/// among them). Best effort: the start's own error is what the caller reports.
+async fn release(callout: Option<CalloutService>, connections: Arc<Connections>) {
+    if let Some(callout) = callout {
+        let _ = callout.close().await;
+    }
+    if let Ok(connections) = Arc::try_unwrap(connections) {
+        let _ = connections.close().await;
     }
 }
 
