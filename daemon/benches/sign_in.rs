@@ -36,8 +36,17 @@ const SEGMENT: &str = "space.62656e6368";
 struct Reaped(Vec<Child>);
 
 impl Drop for Reaped {
+    /// SIGTERM first, so the plane stops in order and takes its embedded server with it; a
+    /// child still running after 10 s is killed.
     fn drop(&mut self) {
-        for child in &mut self.0 {
+        for child in self.0.iter_mut().rev() {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -30,9 +30,11 @@ fn free_port() -> u16 {
 /// A state root with a development IdP serving, the space's trust root pinned to it, and the
 /// processes a failed test must not leak.
 pub struct Space {
-    _dir: tempfile::TempDir,
-    pub root: std::path::PathBuf,
+    // Declared first so it drops first: it reads the embedded server's record under the state
+    // root to stop that server, which the temp dir's removal would take away.
     pub reaper: Reaper,
+    pub root: std::path::PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl Space {
