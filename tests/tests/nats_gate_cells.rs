@@ -651,9 +651,14 @@ fn losing_hook(
             proxy.clone(),
             observer.clone(),
         );
-        let expected = match request {
-            KvRequest::Update { value, .. } => value.clone(),
-            _ => Vec::new(),
+        // The write is visible once the key holds its bytes at a revision past the one it was
+        // pinned to: a mint touch rewrites identical bytes, so the bytes alone would match
+        // before the touch landed.
+        let (expected, pinned) = match request {
+            KvRequest::Update {
+                value, expected, ..
+            } => (value.clone(), *expected),
+            _ => (Vec::new(), Revision(0)),
         };
         let key = key.clone();
         let work: BoxFuture<()> = Box::pin(async move {
@@ -690,7 +695,8 @@ fn losing_hook(
                                 key: key.clone(),
                             })
                             .await;
-                        if matches!(&seen, KvOutcome::Entry(Some(e)) if e.value == expected) {
+                        if matches!(&seen, KvOutcome::Entry(Some(e)) if e.value == expected && e.revision > pinned)
+                        {
                             break;
                         }
                         assert!(Instant::now() < deadline, "the write never became visible");
