@@ -6,7 +6,6 @@
 //! turns flags into a row and outcomes into sentences.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cotal_core::actors::row::iso8601_millis;
 use cotal_core::actors::{ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
@@ -97,7 +96,7 @@ pub fn grant(args: GrantArgs) -> Result<String, String> {
         label: args.label,
         token_hash: None,
         lifecycle_uid: Some(LifecycleUid::mint(state::entropy()?)),
-        granted_at: iso8601_millis(now_ms()),
+        granted_at: iso8601_millis(crate::clock::now_ms()),
     };
     match ledger(&args.root, &args.space).execute(&ActorsRequest::GrantInteractive(row)) {
         ActorsOutcome::Granted(row) => Ok(format!(
@@ -296,12 +295,6 @@ fn refusal(outcome: ActorsOutcome) -> String {
         | ActorsOutcome::Unavailable(why) => why,
         other => format!("the actor ledger answered {other:?}, which this command does not expect"),
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// `cotal-authd actor revoke ACTOR --credential`: revokes, on the space's server, the root

@@ -6,7 +6,6 @@
 //! another issuer, re-keying every owner signed in through it.
 
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cotal_core::jwt::UnixSeconds;
 use cotal_io_http::dev_idp::{self, DevIdp, DEV_IDP_LABEL};
@@ -107,10 +106,6 @@ pub async fn serve(root: &Path, port: u16) -> Result<(), String> {
 /// `cotal-authd dev-idp token --subject S`: an ID token from the development IdP of `root`.
 pub fn token(root: &Path, subject: &str, ttl_secs: u64) -> Result<String, String> {
     let idp = load_or_create(root, None)?;
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_err(|e| format!("the clock is before 1970: {e}"))?
-        .as_secs();
-    idp.token(subject, ttl_secs, UnixSeconds(now))
+    idp.token(subject, ttl_secs, UnixSeconds(crate::clock::now_secs()))
         .map_err(|e| e.message)
 }

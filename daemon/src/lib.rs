@@ -5,6 +5,7 @@
 
 pub mod actor_cmd;
 pub mod audit;
+pub mod clock;
 pub mod dev_idp_cmd;
 pub mod embedded;
 pub mod gate_cmd;

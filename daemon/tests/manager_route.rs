@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::signin::Space;
+use common::signin::{post_to, Space};
 use common::*;
 use nkeys::{KeyPair, KeyPairType};
 use serde_json::{json, Value};
@@ -33,20 +33,7 @@ fn request(operation: &str) -> Value {
 }
 
 fn post(url: &str, cap: Option<&str>, body: &Value) -> (u16, Value) {
-    let auth = cap.map(|c| format!("Bearer {c}"));
-    let mut headers = vec![("content-type", "application/json")];
-    if let Some(auth) = &auth {
-        headers.push(("authorization", auth));
-    }
-    let (status, _, text) = http(
-        url,
-        "POST",
-        "/manager-service-authority",
-        &headers,
-        &body.to_string(),
-    )
-    .unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    post_to(url, "/manager-service-authority", cap, body)
 }
 
 fn error(body: &Value) -> &str {

@@ -15,7 +15,7 @@ mod common;
 use std::fs;
 use std::time::Duration;
 
-use common::signin::{post, Space};
+use common::signin::{post, post_to, Space};
 use common::*;
 use cotal_io_nats::async_nats::{self, Client, ConnectOptions, Event};
 use serde_json::{json, Value};
@@ -369,20 +369,12 @@ async fn deny_new_a_closed_plane_admits_no_bearer() {
 }
 
 fn retire(d: &Value, body: &Value) -> (u16, Value) {
-    let auth = format!("Bearer {}", d["cap"].as_str().unwrap());
-    let headers = [
-        ("content-type", "application/json"),
-        ("authorization", auth.as_str()),
-    ];
-    let (status, _, text) = http(
+    post_to(
         d["url"].as_str().unwrap(),
-        "POST",
         "/interactive-lifecycle/retire",
-        &headers,
-        &body.to_string(),
+        d["cap"].as_str(),
+        body,
     )
-    .unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 /// The interactive retire door (reference §3.9, the retirement barrier): the live incarnation's

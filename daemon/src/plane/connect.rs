@@ -5,7 +5,6 @@
 //! not serving, an unreadable ledger or store, or a store whose shape is unproven denies.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cotal_core::actors::authorize::authorize_connect;
 use cotal_core::callout::{Admit, ConnectRequest};
@@ -54,7 +53,7 @@ impl ConnectAuthorizer {
                 "the connect carries no bearer (auth_token); exchange for one at /exchange",
             )
         })?;
-        let now = now_secs();
+        let now = crate::clock::now_secs();
         let bearer = self.bearers.verify(token.expose(), UnixSeconds(now))?;
         let act = &bearer.act;
         let principal = Principal::new(act.owner.clone(), act.actor.clone());
@@ -144,10 +143,4 @@ impl Authorize for ConnectAuthorizer {
             }
         })
     }
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

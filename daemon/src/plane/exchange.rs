@@ -5,7 +5,6 @@
 //! in the reference's order and turns the outcome into an answer and an audit line.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cotal_core::actors::authorize::{authorize_agent_exchange, authorize_human_grant};
 use cotal_core::actors::ActorRow;
@@ -119,7 +118,7 @@ impl Exchange {
                 "not a human exchange",
             )));
         };
-        let now = now_secs();
+        let now = crate::clock::now_secs();
         let view = match view.as_deref() {
             None => None,
             Some(name) => Some(served_view(name).map_err(Refusal::anonymous)?),
@@ -183,7 +182,7 @@ impl Exchange {
                 "not an agent exchange",
             )));
         };
-        let now = now_secs();
+        let now = crate::clock::now_secs();
         let row = authorize_agent_exchange(&self.ledger, &owner, &actor, &secret)
             .map_err(Refusal::anonymous)?;
         let principal = row.principal();
@@ -299,10 +298,4 @@ impl Refusal {
             error,
         }
     }
-}
-
-fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }

@@ -10,7 +10,6 @@
 //! reference leaves to a host platform, and the ones this plane does not serve yet.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cotal_core::actors::authorize::authorize_human_grant;
 use cotal_core::error::{EpError, ErrorCode};
@@ -92,7 +91,7 @@ impl ManagerRoute {
         request: &Value,
     ) -> Result<(String, Value), (String, EpError)> {
         let anonymous = |e| ("anonymous".to_owned(), e);
-        let now_ms = now_ms();
+        let now_ms = crate::clock::now_ms();
         let identity = self
             .idp
             .verify(idp_token, UnixSeconds::from_millis(now_ms))
@@ -176,10 +175,4 @@ fn kind(request: &Value) -> &str {
 
 fn unimplemented(why: &str) -> EpError {
     EpError::new(ErrorCode::Unimplemented, why)
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }

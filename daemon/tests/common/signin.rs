@@ -177,12 +177,18 @@ impl Space {
     }
 }
 
+/// `POST /exchange`.
 pub fn post(url: &str, cap: Option<&str>, body: &Value) -> (u16, Value) {
+    post_to(url, "/exchange", cap, body)
+}
+
+/// A JSON `POST` to a door, with the loopback capability when given: the status and the body.
+pub fn post_to(url: &str, path: &str, cap: Option<&str>, body: &Value) -> (u16, Value) {
     let auth = cap.map(|c| format!("Bearer {c}"));
     let mut headers = vec![("content-type", "application/json")];
     if let Some(auth) = &auth {
         headers.push(("authorization", auth));
     }
-    let (status, _, text) = http(url, "POST", "/exchange", &headers, &body.to_string()).unwrap();
+    let (status, _, text) = http(url, "POST", path, &headers, &body.to_string()).unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
