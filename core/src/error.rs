@@ -9,10 +9,22 @@ use std::fmt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ErrorCode {
     BadRequest,
+    /// An endpoint request whose `v` is not 1 (§13.3).
+    UnsupportedVersion,
+    /// An endpoint request whose `op` disagrees with its subject.
+    OpMismatch,
+    /// An endpoint request whose `class` is not its command's.
+    ClassMismatch,
+    /// An endpoint request whose `target` disagrees with its subject's target tokens.
+    TargetMismatch,
+    /// An endpoint request whose `from.id` is not its subject's sender.
+    SenderMismatch,
     PermissionDenied,
     NotFound,
     AlreadyExists,
     Conflict,
+    /// An endpoint request whose contract digests are missing or not the served contract's.
+    ContractMismatch,
     ContractInvalid,
     FailedPrecondition,
     DeadlineExceeded,
@@ -24,12 +36,18 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in catalog order.
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 18] = [
         ErrorCode::BadRequest,
+        ErrorCode::UnsupportedVersion,
+        ErrorCode::OpMismatch,
+        ErrorCode::ClassMismatch,
+        ErrorCode::TargetMismatch,
+        ErrorCode::SenderMismatch,
         ErrorCode::PermissionDenied,
         ErrorCode::NotFound,
         ErrorCode::AlreadyExists,
         ErrorCode::Conflict,
+        ErrorCode::ContractMismatch,
         ErrorCode::ContractInvalid,
         ErrorCode::FailedPrecondition,
         ErrorCode::DeadlineExceeded,
@@ -43,10 +61,16 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad-request",
+            ErrorCode::UnsupportedVersion => "unsupported-version",
+            ErrorCode::OpMismatch => "op-mismatch",
+            ErrorCode::ClassMismatch => "class-mismatch",
+            ErrorCode::TargetMismatch => "target-mismatch",
+            ErrorCode::SenderMismatch => "sender-mismatch",
             ErrorCode::PermissionDenied => "permission-denied",
             ErrorCode::NotFound => "not-found",
             ErrorCode::AlreadyExists => "already-exists",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::ContractMismatch => "contract-mismatch",
             ErrorCode::ContractInvalid => "contract-invalid",
             ErrorCode::FailedPrecondition => "failed-precondition",
             ErrorCode::DeadlineExceeded => "deadline-exceeded",

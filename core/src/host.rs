@@ -162,13 +162,20 @@ fn retire_lifecycle_output() -> Value {
     })
 }
 
+/// The closure digests `retire-lifecycle` requests pin as their `op.inputDigest` and
+/// `op.outputDigest`: those [`auth_cluster`] names.
+pub fn retire_lifecycle_digests() -> Result<(Digest, Digest), EpError> {
+    let (input, _) = single_document_closure(&retire_lifecycle_input())?;
+    let (output, _) = single_document_closure(&retire_lifecycle_output())?;
+    Ok((input, output))
+}
+
 /// The `auth` endpoint's cluster document, as the reference registers it (revision 1): the auth
 /// control rail's one command, `retire-lifecycle`, targeted in `exact` mode under capability
 /// `auth.admin`, naming its input and output schemas by closure digest. A TypeScript peer reads
 /// the same closure digest in the plane's spec.
 pub fn auth_cluster() -> Result<Value, EpError> {
-    let (input, _) = single_document_closure(&retire_lifecycle_input())?;
-    let (output, _) = single_document_closure(&retire_lifecycle_output())?;
+    let (input, output) = retire_lifecycle_digests()?;
     Ok(serde_json::json!({
         "urn": "ai.cotal.auth", "revision": 1, "attributes": [], "events": [],
         "commands": [{

@@ -21,11 +21,14 @@
 //! * [`authority`] — name authority: who may register which endpoint name;
 //! * [`registration`] — the registration ceremony and its recovery;
 //! * [`serving`] — serve-grant authorization and register-to-READY;
+//! * [`endpoint_rail`] — the serving side of a targeted endpoint command: subject, envelope,
+//!   reply;
 //! * [`deregistration`] — status-then-spec removal that keeps the gate;
 //! * [`reconcile`] — liveness-guarded repair of a frozen registration gate;
 //! * [`rollback`] — the high-water mark that detects a rolled-back gate;
 //! * [`lifecycle`] — agent lifecycles: the alias head, the uid reservation and the agent gate,
-//!   the activation saga, the root credential and the connect-time credential check;
+//!   the activation saga, the root credential, the connect-time credential check, the
+//!   retirement barrier with its control-rail command, and the boot's resume of open ones;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
@@ -55,6 +58,7 @@ pub mod canon;
 pub mod contract;
 pub mod deregistration;
 pub mod driver;
+pub mod endpoint_rail;
 pub mod enrollment;
 pub mod error;
 pub mod gate;

@@ -626,6 +626,29 @@ impl Script for AssertHeld {
     }
 }
 
+/// Runs one sealed scan under the claim guard (reference §2.10, SPEC 13.13): the row is
+/// checked before the scan (a failure refuses to enumerate) and again after it (a failure
+/// discards what was enumerated), so no plane acts on a listing taken while another plane
+/// may own the space. `None` is a world without a plane claim (a model or a one-shot command
+/// that owns no plane), where the scan runs bare.
+pub fn sealed_scan<T>(
+    cx: &mut Ctx<'_>,
+    hold: Option<&ClaimHold>,
+    scan: impl FnOnce(&mut Ctx<'_>) -> Result<T, Halt>,
+) -> Result<T, Halt> {
+    let Some(hold) = hold else {
+        return scan(cx);
+    };
+    let guard = |phase| AssertHeld {
+        hold: hold.clone(),
+        phase,
+    };
+    cx.call(&guard(ScanPhase::Before))?;
+    let listed = scan(cx)?;
+    cx.call(&guard(ScanPhase::After))?;
+    Ok(listed)
+}
+
 /// Releases the claim on a clean close: `held` by this hold → `released` (pinned); already
 /// released with this hold's identity → done; anything else is `lost` and left alone (a
 /// successor may own it); an unanswered write or read is `release-unreachable`, worth retrying.

@@ -81,6 +81,7 @@ fn retire_as(at: &str, op_id: cotal_core::names::OpId) -> RetireLifecycle {
         actor: actor(),
         lifecycle_uid: uid(at),
         op_id,
+        guard: None,
     }
 }
 

@@ -3,17 +3,22 @@
 //! uid ([`ActivateLifecycle`]); the incarnation's root credential, minted release-last and
 //! re-exported with the same id ([`EnsureRootCredential`]); the connect-time check of a bearer's
 //! credential ([`AuthorizeConnectCredential`]); the operator's revoke ([`RevokeCredential`]);
-//! and the terminal retirement barrier behind the two retire doors ([`RetireLifecycle`]).
+//! the terminal retirement barrier behind the two retire doors and the auth control rail
+//! ([`RetireLifecycle`], [`rail`]); and the boot's search for retirements a crash interrupted
+//! ([`FindOpenOperations`]).
 //!
 //! The plane runs no takeover barrier: a live incarnation at another uid refuses activation by
 //! name (F60), and only a barrier rotates a root credential.
 
 mod activate;
+pub mod rail;
+mod resume;
 mod retire;
 mod root;
 pub mod rows;
 
 pub use activate::{ActivateLifecycle, Activated, ActivationRun, ACTIVATION_ATTEMPTS};
+pub use resume::{FindOpenOperations, OpenOperations};
 pub use retire::{
     interactive_retirement_op_id, managed_retirement_op_id, RetireLifecycle, Retirement,
     RETIRE_FREEZE_ATTEMPTS,

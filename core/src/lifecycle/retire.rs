@@ -17,6 +17,7 @@ use crate::gate::GateState;
 use crate::kv::Store;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, ActorToken, LifecycleUid, OpId, OwnerToken, Principal};
+use crate::plane_claim::{sealed_scan, ClaimHold};
 use crate::registration::EVICT_PRINCIPALS_MAX;
 use crate::wire::{self, ObjectWriter};
 
@@ -92,6 +93,10 @@ pub struct RetireLifecycle {
     pub actor: ActorToken,
     pub lifecycle_uid: LifecycleUid,
     pub op_id: OpId,
+    /// The plane claim the family enumeration runs under ([`sealed_scan`]): a plane that lost
+    /// its claim never revokes or evicts from a listing another plane's store state may have
+    /// outrun. `None` only where no plane claim exists (models, one-shot commands).
+    pub guard: Option<ClaimHold>,
 }
 
 impl Script for RetireLifecycle {
@@ -275,7 +280,10 @@ impl RetireLifecycle {
     /// verify-evict every holder the family ever named (already revoked rows included: an
     /// earlier partial run may have left their connections live) plus the alias principal.
     fn contain(&self, cx: &mut Ctx<'_>, head: &LifecycleHead) -> Result<(), Halt> {
-        let family = barrier::enumerate_prefix(cx, keys::cred_family_prefix(&self.lifecycle_uid))?;
+        let prefix = keys::cred_family_prefix(&self.lifecycle_uid);
+        let family = sealed_scan(cx, self.guard.as_ref(), |cx| {
+            barrier::enumerate_prefix(cx, prefix)
+        })?;
         if let Some(foreign) = family
             .iter()
             .find(|r| r.row.lifecycle_uid() != &self.lifecycle_uid)
