@@ -26,11 +26,12 @@
 use std::fmt;
 
 use crate::error::EpError;
-use crate::host::AUTH_ENDPOINT;
+use crate::gate::ProcessEpoch;
+use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::jwt::Permissions;
 use crate::names::{
-    admission_bucket, auth_bucket, contract_stream, records_bucket, EndpointName, InstanceId,
-    SpaceName,
+    admission_bucket, auth_bucket, contract_stream, records_bucket, space_prefix, EndpointName,
+    InstanceId, SpaceName,
 };
 use crate::profiles::{checked_permissions, inbox, registration_executor_rows, ConnId};
 
@@ -58,6 +59,9 @@ pub enum PlaneConnection {
     AuthScan,
     /// The sealed records scanner, pinned likewise ([`records_scan`]).
     RecordsScan,
+    /// The auth control rail listener: the plane's own `auth` instance serving
+    /// `retire-lifecycle` at its registered epoch ([`auth_admin`]).
+    AuthAdmin,
     /// The auth callout connection: it connects with the stored callout-account creds, never a
     /// self-minted JWT, so it has a label but no builder here.
     AuthService,
@@ -74,7 +78,7 @@ pub enum PlaneConnection {
 impl PlaneConnection {
     /// Every connection a running plane holds, in boot order of reference §2.4/§2.5 (the
     /// callout last). The short system and reconcile connections are not among them.
-    pub const ALL: [PlaneConnection; 8] = [
+    pub const ALL: [PlaneConnection; 9] = [
         PlaneConnection::AuthMint,
         PlaneConnection::AuthRegistration,
         PlaneConnection::AuthReader,
@@ -82,6 +86,7 @@ impl PlaneConnection {
         PlaneConnection::AuthBarrier,
         PlaneConnection::AuthScan,
         PlaneConnection::RecordsScan,
+        PlaneConnection::AuthAdmin,
         PlaneConnection::AuthService,
     ];
 
@@ -95,6 +100,7 @@ impl PlaneConnection {
             PlaneConnection::AuthBarrier => "auth-barrier",
             PlaneConnection::AuthScan => "auth-scan",
             PlaneConnection::RecordsScan => "records-scan",
+            PlaneConnection::AuthAdmin => "auth-admin",
             PlaneConnection::AuthService => "auth-service",
             PlaneConnection::PlaneSystem => "plane-system",
             PlaneConnection::GateReconcile => "gate-reconcile",
@@ -326,6 +332,41 @@ pub fn auth_barrier(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpE
         format!("$KV.{}.frontier.>", n.rec),
     ]);
     grant(publish, conn)
+}
+
+/// `cotal:auth-admin:<s>` — the auth control rail listener: the serving rows of the plane's
+/// own `auth` instance `iid` at its registered epoch `E`, for its one command
+/// [`RETIRE_LIFECYCLE`] (the `endpoint-serve` rows of [`crate::profiles::endpoint_serve`]
+/// that command uses), nothing else.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | sub | `P.ep.one.auth.retire-lifecycle.> auth` | class rail, queue-qualified ONLY (F70) |
+/// | 2 | sub | `P.ep.inst.auth.iid.retire-lifecycle.>` | own instance rail |
+/// | 3 | sub | `inbox` | |
+/// | 4 | pub | `P.ep.reply.auth.iid.E.*.*.*.*` | replies, pinned to this instance and epoch (F39) |
+///
+/// **Deviation**: the reference's listener also reads the caller's serve gate itself; here
+/// every read of the serve-time check and the barrier runs on the barrier connection, so the
+/// listener holds no store grant at all. No scatter or `describe` rows: the plane answers
+/// only this command, and a grant nothing exercises is only exposure.
+pub fn auth_admin(
+    space: &SpaceName,
+    conn: &ConnId,
+    instance: &InstanceId,
+    epoch: ProcessEpoch,
+) -> Result<Permissions, EpError> {
+    let p = space_prefix(space);
+    let e = AUTH_ENDPOINT;
+    let c = RETIRE_LIFECYCLE;
+    checked_permissions(
+        vec![format!("{p}.ep.reply.{e}.{instance}.{epoch}.*.*.*.*")],
+        vec![
+            format!("{p}.ep.one.{e}.{c}.> {e}"),
+            format!("{p}.ep.inst.{e}.{instance}.{c}.>"),
+            inbox(conn),
+        ],
+    )
 }
 
 /// `cotal:auth-registration:<s>` — the plane's own `auth` endpoint registration: the
@@ -579,6 +620,7 @@ mod tests {
                 "cotal:auth-barrier:prod",
                 "cotal:auth-scan:prod",
                 "cotal:records-scan:prod",
+                "cotal:auth-admin:prod",
                 "cotal:auth-service:prod",
             ]
         );

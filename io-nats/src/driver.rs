@@ -13,6 +13,7 @@ use cotal_core::actors::{
     ActorLedger, ActorsOutcome, AliasScript, DurablesOutcome, DurablesPort, Serialized,
 };
 use cotal_core::driver::MAX_STEPS;
+use cotal_core::kv::{KvRequest, Store};
 use cotal_core::machine::{Effect, Liveness, Machine, Observation, Step};
 use cotal_core::names::Principal;
 use cotal_core::plane_claim::{PlaneQuery, PlaneVerdict};
@@ -37,6 +38,8 @@ pub struct NatsWorld<'s> {
     send_hook: Option<SendHook>,
     actors: Option<Arc<dyn ActorLedger>>,
     durables: Option<Arc<dyn DurablesPort>>,
+    /// The sealed scanner connection of each store that has one: its key listings run there.
+    scanners: Vec<(Store, &'s Space)>,
     /// Every effect performed, in order.
     pub log: Vec<Effect>,
 }
@@ -66,6 +69,7 @@ impl<'s> NatsWorld<'s> {
             send_hook: None,
             actors: None,
             durables: None,
+            scanners: Vec::new(),
             log: Vec::new(),
         }
     }
@@ -80,6 +84,14 @@ impl<'s> NatsWorld<'s> {
     pub fn with_durables(mut self, durables: Arc<dyn DurablesPort>) -> Self {
         self.durables = Some(durables);
         self
+    }
+
+    /// Runs every key listing of `store` on `scanner`, the plane's sealed scanner connection of
+    /// that store (reference §2.5 step 5): the claim pins that connection, so a listing rides
+    /// only a connection whose loss fences the plane.
+    pub fn set_scanner(&mut self, store: Store, scanner: &'s Space) {
+        self.scanners.retain(|(s, _)| *s != store);
+        self.scanners.push((store, scanner));
     }
 
     pub fn set_evictor(&mut self, evictor: Evictor) {
@@ -115,6 +127,14 @@ impl<'s> NatsWorld<'s> {
     pub async fn perform(&mut self, effect: &Effect) -> Observation {
         self.log.push(effect.clone());
         match effect {
+            Effect::Kv(request @ KvRequest::Keys { store, .. }) => {
+                let space = self
+                    .scanners
+                    .iter()
+                    .find(|(s, _)| s == store)
+                    .map_or(self.space, |(_, scanner)| *scanner);
+                Observation::Kv(space.execute(request).await)
+            }
             Effect::Kv(request) => Observation::Kv(
                 self.space
                     .execute_hooked(request, self.send_hook.as_mut())

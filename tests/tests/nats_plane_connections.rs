@@ -85,8 +85,12 @@ fn registration_grant(space: &SpaceName, conn: &ConnId) -> Result<Permissions, E
     auth_registration(space, conn, &instance())
 }
 
-/// The five self-minted connections: role, grant, the stores it binds, whether it creates them.
-fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 7] {
+fn admin_grant(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    cotal_core::plane_grants::auth_admin(space, conn, &instance(), ProcessEpoch(0))
+}
+
+/// The self-minted connections: role, grant, the stores it binds, whether it creates them.
+fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 8] {
     use Store::*;
     [
         (
@@ -126,6 +130,7 @@ fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 7] 
             &[Records],
             false,
         ),
+        (PlaneConnection::AuthAdmin, admin_grant, &[], false),
     ]
 }
 

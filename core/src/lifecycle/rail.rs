@@ -65,9 +65,9 @@ impl RetireCall {
             )));
         }
         let text = |k: &str| {
-            args.get(k)
-                .and_then(Value::as_str)
-                .ok_or_else(|| EpError::bad_request(format!("retire-lifecycle args.{k} must be a string")))
+            args.get(k).and_then(Value::as_str).ok_or_else(|| {
+                EpError::bad_request(format!("retire-lifecycle args.{k} must be a string"))
+            })
         };
         let serve_epoch = args.get("serveEpoch").and_then(safe_uint).ok_or_else(|| {
             EpError::bad_request("retire-lifecycle args.serveEpoch must be a non-negative integer")

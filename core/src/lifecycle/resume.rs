@@ -105,11 +105,7 @@ impl Script for ExamineGate {
             // leader read is the truth, and an absent gate owes nothing.
             return Ok(None);
         };
-        let Some(op) = gate
-            .row
-            .op()
-            .filter(|op| op.kind() == OpKind::Retirement)
-        else {
+        let Some(op) = gate.row.op().filter(|op| op.kind() == OpKind::Retirement) else {
             return Ok(None);
         };
         let state = gate.row.state();

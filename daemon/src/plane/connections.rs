@@ -33,6 +33,8 @@ pub(super) struct Connections {
     pub(super) barrier: AuthorityClient,
     pub(super) scanners: Scanners,
     pub(super) hold: ClaimHold,
+    /// The auth control rail listener's connection (`cotal:auth-admin:<space>`).
+    pub(super) admin: AuthorityClient,
     pub(super) callout: cotal_io_nats::async_nats::Client,
 }
 
@@ -92,10 +94,11 @@ impl Connections {
             e = self.barrier.failed() => e,
             e = self.scanners.ledger.failed() => e,
             e = self.scanners.records.failed() => e,
+            e = self.admin.failed() => e,
         }
     }
 
-    /// Closes in order (reference §2.9): the reader, the scanners, then the claim is released
+    /// Closes in order (reference §2.9): the control rail listener, the reader, the scanners, then the claim is released
     /// over the barrier connection (never while a scanner could still act), then the barrier,
     /// issuer and mint connections, and the callout connection last. A release that failed is
     /// returned after everything is closed.
@@ -107,8 +110,12 @@ impl Connections {
             barrier,
             scanners,
             hold,
+            admin,
             callout,
         } = self;
+        if let Err(e) = admin.close().await {
+            warn!(connection = "auth-admin", "closing failed: {e}");
+        }
         if let Err(e) = reader.close().await {
             warn!(connection = "reader", "closing failed: {e}");
         }

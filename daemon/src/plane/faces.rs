@@ -24,12 +24,6 @@ use super::metrics::PlaneMetrics;
 use super::retire_doors::RetireDoors;
 use super::Readiness;
 
-/// What an agent is told by a plane that stopped serving on its own: nothing for it to act on
-/// but a retry (the operator's instructions go to the operator).
-const FENCED_AGENT_COPY: &str = "the auth service is momentarily unavailable; retry shortly";
-/// What an agent is told by a plane that is shutting down.
-const DRAINING_AGENT_COPY: &str = "the auth service is shutting down; retry shortly";
-
 /// The plane's answers, shared by its faces.
 #[derive(Debug)]
 pub(super) struct PlaneFaces {
@@ -185,13 +179,9 @@ impl FaceHandler for PlaneFaces {
     async fn answer(&self, request: DoorRequest) -> Answer {
         // A plane that stopped serving refuses every operation first, with a copy meant for the
         // agent that asked (the operator's cause is on /health and in the log, reference §2.6).
-        let not_ready = match &*self.readiness.borrow() {
-            Readiness::Ready => None,
-            Readiness::Draining => Some(DRAINING_AGENT_COPY),
-            Readiness::Unavailable(_) => Some(FENCED_AGENT_COPY),
-        };
-        if let Some(copy) = not_ready {
-            return Answer::refusal(request.door, &EpError::unavailable(copy));
+        let not_ready = self.readiness.borrow().refusal();
+        if let Some(refusal) = not_ready {
+            return Answer::refusal(request.door, &refusal);
         }
         self.doors.answer(&request).await
     }

@@ -38,6 +38,14 @@ struct DecisionLabels {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct FlightLabels {
+    /// Who asked: `door`, `rail` or `boot`.
+    entry: &'static str,
+    /// `started` a barrier run, or `joined` one already in flight.
+    flight: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct EndLabels {
     kind: &'static str,
 }
@@ -59,6 +67,7 @@ pub(super) struct PlaneMetrics {
     generation: Gauge<u64, AtomicU64>,
     ends: Family<EndLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
+    retirements: Family<FlightLabels, Counter>,
 }
 
 impl PlaneMetrics {
@@ -70,6 +79,7 @@ impl PlaneMetrics {
         let generation = Gauge::<u64, AtomicU64>::default();
         let ends = Family::<EndLabels, Counter>::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
+        let retirements = Family::<FlightLabels, Counter>::default();
         registry.register(
             "http_requests",
             "Requests answered, by face, route and status",
@@ -100,8 +110,15 @@ impl PlaneMetrics {
             "Authority decisions, by operation (exchange, connect), outcome and refusal code",
             decisions.clone(),
         );
+        registry.register(
+            "retirement_flights",
+            "Retirement barrier runs, by entry (door, rail, boot) and whether the request \
+             started one or joined the one in flight for its op id",
+            retirements.clone(),
+        );
         PlaneMetrics {
             decisions,
+            retirements,
             registry: Mutex::new(registry),
             requests,
             latency,
@@ -131,6 +148,14 @@ impl PlaneMetrics {
             },
         };
         self.decisions.get_or_create(&labels).inc();
+    }
+
+    /// Counts one retirement request's flight: `started` a barrier run or `joined` one.
+    pub(super) fn retirement_flight(&self, entry: &'static str, started: bool) {
+        let flight = if started { "started" } else { "joined" };
+        self.retirements
+            .get_or_create(&FlightLabels { entry, flight })
+            .inc();
     }
 
     pub(super) fn ended(&self, kind: &'static str) {

@@ -28,8 +28,10 @@ mod exchange;
 mod faces;
 mod manager_route;
 mod metrics;
+mod rail;
 mod register;
 mod retire_doors;
+mod retirement;
 mod roots;
 
 use std::path::PathBuf;
@@ -37,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
-use cotal_core::host::{auth_principal, AwaitHostFence};
+use cotal_core::host::{auth_principal, retire_lifecycle_served, AwaitHostFence};
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{Revision, Store};
 use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
@@ -62,6 +64,7 @@ use cotal_io_http::face::{
 };
 use faces::PlaneFaces;
 use metrics::PlaneMetrics;
+use retirement::Retirements;
 
 /// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
 /// at most, it notices a successor on another process.
@@ -108,7 +111,23 @@ pub enum Readiness {
     Unavailable(String),
 }
 
+/// What an agent is told by a plane that is shutting down.
+const DRAINING_AGENT_COPY: &str = "the auth service is shutting down; retry shortly";
+
 impl Readiness {
+    /// The refusal every operation of a plane that does not serve answers with: for the agent
+    /// that asked, nothing to act on but a retry (the operator's cause is on `/health` and in
+    /// the log, reference §2.6). `None` while ready.
+    pub fn refusal(&self) -> Option<cotal_core::EpError> {
+        match self {
+            Readiness::Ready => None,
+            Readiness::Draining => Some(cotal_core::EpError::unavailable(DRAINING_AGENT_COPY)),
+            Readiness::Unavailable(_) => Some(cotal_core::EpError::unavailable(
+                cotal_core::plane_claim::FENCED_AGENT_COPY,
+            )),
+        }
+    }
+
     pub fn as_str(&self) -> &'static str {
         match self {
             Readiness::Ready => "ready",
@@ -151,6 +170,9 @@ pub struct Plane {
     ended: watch::Receiver<Option<Ended>>,
     readiness: watch::Sender<Readiness>,
     monitor: Mutex<Option<JoinHandle<()>>>,
+    /// The auth control rail listener's task.
+    rail: Mutex<Option<JoinHandle<()>>>,
+    retirements: Arc<Retirements>,
     connections: Mutex<Option<Arc<Connections>>>,
     callout: Mutex<Option<CalloutService>>,
     loopback: FaceHandle,
@@ -183,6 +205,30 @@ impl Plane {
         let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
         let metrics = Arc::new(PlaneMetrics::new());
         metrics.registered(registered.process_epoch.0, registered.generation.0);
+        // Before the plane answers anything: finish what a crash interrupted (reference
+        // §2.11), then open the control rail, whose retirements share these flights.
+        let retirements = Retirements::new(
+            connections::PlaneLink::to(&connections),
+            Arc::new(start.oracle()),
+            Arc::clone(&metrics),
+        );
+        retirements.resume_open().await;
+        let rail = match start_rail(
+            inputs,
+            &registered,
+            &connections,
+            &retirements,
+            watched.clone(),
+            &metrics,
+        )
+        .await
+        {
+            Ok(rail) => rail,
+            Err(why) => {
+                release(None, &retirements, None, connections).await;
+                return Err(why);
+            }
+        };
         let ledger = || {
             cotal_io_fs::FileActors::new(cotal_io_fs::trust::space_dir(&inputs.root, &inputs.space))
         };
@@ -197,11 +243,11 @@ impl Plane {
         let callout = match callout {
             Ok(callout) => callout,
             Err(why) => {
-                release(None, connections).await;
+                release(Some(rail), &retirements, None, connections).await;
                 return Err(why);
             }
         };
-        let faces = match doors(inputs, &connections, ledger(), &metrics) {
+        let faces = match doors(inputs, &connections, &retirements, ledger(), &metrics) {
             Ok(doors) => PlaneFaces::new(
                 &inputs.material,
                 &inputs.space,
@@ -214,7 +260,7 @@ impl Plane {
         let faces = match faces {
             Ok(faces) => Arc::new(faces),
             Err(why) => {
-                release(Some(callout), connections).await;
+                release(Some(rail), &retirements, Some(callout), connections).await;
                 return Err(why);
             }
         };
@@ -222,7 +268,7 @@ impl Plane {
             Ok(bound) => bound,
             Err(why) => {
                 drop(faces);
-                release(Some(callout), connections).await;
+                release(Some(rail), &retirements, Some(callout), connections).await;
                 return Err(why);
             }
         };
@@ -252,6 +298,8 @@ impl Plane {
             ended,
             readiness,
             monitor: Mutex::new(Some(monitor)),
+            rail: Mutex::new(Some(rail)),
+            retirements,
             connections: Mutex::new(Some(connections)),
             callout: Mutex::new(Some(callout)),
             loopback,
@@ -306,6 +354,13 @@ impl Plane {
             }
             None => self.loopback.close(CLOSE_GRACE).await,
         }
+        // The control rail stops answering next, then every retirement still in flight stops
+        // (each resumes under its op id on the next request or start).
+        if let Some(rail) = self.rail.lock().await.take() {
+            rail.abort();
+            let _ = rail.await;
+        }
+        self.retirements.close().await;
         // The callout answers until the faces are closed, then stops before its connection.
         if let Some(callout) = self.callout.lock().await.take() {
             if let Err(e) = callout.close().await {
@@ -326,9 +381,20 @@ impl Plane {
     }
 }
 
-/// What a failed start took, released in reverse: the callout, then the connections (the claim
-/// among them). Best effort: the start's own error is what the caller reports.
-async fn release(callout: Option<CalloutService>, connections: Arc<Connections>) {
+/// What a failed start took, released in reverse: the callout, the control rail and its
+/// retirements, then the connections (the claim among them). Best effort: the start's own
+/// error is what the caller reports.
+async fn release(
+    rail: Option<JoinHandle<()>>,
+    retirements: &Retirements,
+    callout: Option<CalloutService>,
+    connections: Arc<Connections>,
+) {
+    if let Some(rail) = rail {
+        rail.abort();
+        let _ = rail.await;
+    }
+    retirements.close().await;
     if let Some(callout) = callout {
         let _ = callout.close().await;
     }
@@ -337,12 +403,40 @@ async fn release(callout: Option<CalloutService>, connections: Arc<Connections>)
     }
 }
 
+/// Subscribes the auth control rail: the plane's `auth` instance serving `retire-lifecycle` at
+/// the epoch its registration committed.
+async fn start_rail(
+    inputs: &PlaneInputs,
+    registered: &Registered,
+    connections: &Arc<Connections>,
+    retirements: &Arc<Retirements>,
+    readiness: watch::Receiver<Readiness>,
+    metrics: &Arc<PlaneMetrics>,
+) -> Result<JoinHandle<()>, String> {
+    let served = retire_lifecycle_served(
+        &inputs.space,
+        &registered.gate.instance,
+        registered.process_epoch,
+    )
+    .map_err(|e| e.message)?;
+    rail::Rail {
+        served,
+        connections: connections::PlaneLink::to(connections),
+        retirements: Arc::clone(retirements),
+        readiness,
+        metrics: Arc::clone(metrics),
+    }
+    .start()
+    .await
+}
+
 /// The plane's doors: the exchange (its root credentials minted on the mint connection) and
 /// the manager-service authority route (on the issuer connection), sharing one cache of the
 /// pinned IdP's keys.
 fn doors(
     inputs: &PlaneInputs,
     connections: &Arc<Connections>,
+    retirements: &Arc<Retirements>,
     ledger: cotal_io_fs::FileActors,
     metrics: &Arc<PlaneMetrics>,
 ) -> Result<faces::PlaneDoors, String> {
@@ -394,13 +488,7 @@ fn doors(
         },
         retire: retire_doors::RetireDoors {
             ledger,
-            connections: connections::PlaneLink::to(connections),
-            oracle: Arc::new(cotal_io_nats::liveness::Oracle::new(
-                &inputs.server,
-                material.system_user().creds(),
-                material.data_account(),
-                PlaneConnection::PlaneSystem.label(&inputs.space),
-            )),
+            retirements: Arc::clone(retirements),
             metrics: Arc::clone(metrics),
         },
     })
@@ -548,6 +636,16 @@ impl Start<'_> {
             },
         };
         let hold = self.claim(&barrier, &scanners).await?;
+        let admin = {
+            let space = space.clone();
+            let (instance, epoch) = (registered.gate.instance.clone(), registered.process_epoch);
+            self.open(
+                PlaneConnection::AuthAdmin,
+                move |conn| plane_grants::auth_admin(&space, conn, &instance, epoch),
+                self.options(&[], false),
+            )
+            .await?
+        };
         let callout = connect_with_creds(
             &self.inputs.server,
             &PlaneConnection::AuthService.label(&space),
@@ -562,6 +660,7 @@ impl Start<'_> {
             barrier,
             scanners,
             hold,
+            admin,
             callout,
         };
         Ok((connections, registered))

@@ -5,30 +5,24 @@
 //! under the op id the reference derives from the uid, so a crashed retirement is finished by
 //! asking again. Retiring the live incarnation is what lets a re-granted actor exchange again.
 
-use std::time::Duration;
-
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest, RowSpace};
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::lifecycle::{
     interactive_retirement_op_id, managed_retirement_op_id, RetireLifecycle, Retirement,
 };
-use cotal_core::machine::Replay;
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal};
 use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, Door, DoorRequest};
-use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::NatsWorld;
 use serde_json::{json, Map, Value};
 
-use super::connections::PlaneLink;
 use super::metrics::PlaneMetrics;
+use super::retirement::{Entry, Retirements};
 use crate::audit;
 
 /// The retirement doors' dependencies.
 pub(super) struct RetireDoors {
     pub(super) ledger: FileActors,
-    pub(super) connections: PlaneLink,
-    pub(super) oracle: std::sync::Arc<Oracle>,
+    pub(super) retirements: std::sync::Arc<Retirements>,
     pub(super) metrics: std::sync::Arc<PlaneMetrics>,
 }
 
@@ -175,6 +169,8 @@ impl RetireDoors {
         }
     }
 
+    /// The barrier under `op_id`, run or joined in the plane's one flight for it: the managed
+    /// door and the control rail share the managed op id, so they run one barrier (F49).
     async fn retire(
         &self,
         t: &Target,
@@ -185,20 +181,9 @@ impl RetireDoors {
             actor: t.principal.actor().clone(),
             lifecycle_uid: t.uid.clone(),
             op_id,
+            guard: None,
         };
-        let bound = self.connections.get()?.barrier.space()?;
-        let mut world = NatsWorld::new(&bound);
-        world.set_evictor(self.oracle.evictor());
-        world.set_prober(self.oracle.prober());
-        tokio::time::timeout(RETIRE_WAIT, world.run(&mut Replay::new(barrier)))
-            .await
-            .map_err(|_| {
-                EpError::unavailable(format!(
-                    "the retirement did not finish within {RETIRE_WAIT:?}; ask again to resume it"
-                ))
-            })?
+        let ran = self.retirements.retire(barrier, Entry::Door).await?;
+        Ok(ran.retirement)
     }
 }
-
-/// The longest one retirement request waits; the barrier resumes on the next request.
-const RETIRE_WAIT: Duration = Duration::from_secs(30);

@@ -1,0 +1,228 @@
+//! The auth control rail listener (reference §2.5 step 9): the plane's own `auth` instance
+//! serving `retire-lifecycle` on the `ep` rails, on the `cotal:auth-admin:<space>` connection,
+//! at the epoch its registration committed. Each call is checked by
+//! [`cotal_core::endpoint_rail`] and [`cotal_core::lifecycle::rail`], then joins the
+//! retirement flight of its op id ([`Retirements`]) that the managed-retire door shares.
+//!
+//! The reply goes to the subject derived from the request's (its caller triple and nonce), never
+//! to a transport reply target (SPEC §13.2). A request whose subject does not parse names no
+//! one to answer and is dropped with a log line. The connection is renewed at half-life on a
+//! fresh connection; the listener subscribes on the fresh one before it lets the old one go.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cotal_core::endpoint_rail::{reply_error, reply_ok, Outcome, ServedCommand};
+use cotal_core::lifecycle::rail::{AdmitRetireCall, RailAdmission, RetireCall};
+use cotal_core::machine::Replay;
+use cotal_core::EpError;
+use cotal_io_nats::async_nats::{Client, Message, Subscriber};
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use super::connections::PlaneLink;
+use super::metrics::PlaneMetrics;
+use super::retirement::{Entry, Retirements};
+use super::Readiness;
+use crate::audit;
+
+/// How often the listener looks for a renewed connection to move to.
+const SWAP_POLL: Duration = Duration::from_millis(500);
+
+/// The rail's dependencies.
+pub(super) struct Rail {
+    pub(super) served: ServedCommand,
+    pub(super) connections: PlaneLink,
+    pub(super) retirements: Arc<Retirements>,
+    pub(super) readiness: watch::Receiver<Readiness>,
+    pub(super) metrics: Arc<PlaneMetrics>,
+}
+
+/// The two subscriptions of one connection.
+struct Listening {
+    client: Client,
+    class: Subscriber,
+    instance: Subscriber,
+    swaps: u64,
+}
+
+impl Rail {
+    /// Subscribes on the current connection, flushed, and serves until aborted.
+    pub(super) async fn start(self) -> Result<JoinHandle<()>, String> {
+        let first = self.listen().await.map_err(|e| e.message)?;
+        let rail = Arc::new(self);
+        Ok(tokio::spawn(async move { rail.serve(first).await }))
+    }
+
+    async fn listen(&self) -> Result<Listening, EpError> {
+        let connections = self.connections.get()?;
+        let swaps = connections.admin.swaps();
+        let client = connections.admin.space()?.client().clone();
+        let [class, instance] = self.served.subscriptions();
+        let queue = self.served.endpoint.token().as_str().to_owned();
+        let subscribe = |e: cotal_io_nats::async_nats::SubscribeError| {
+            EpError::unavailable(format!("subscribing the auth control rail failed: {e}"))
+        };
+        let class = client
+            .queue_subscribe(class, queue)
+            .await
+            .map_err(subscribe)?;
+        let instance = client.subscribe(instance).await.map_err(subscribe)?;
+        client.flush().await.map_err(|e| {
+            EpError::unavailable(format!("flushing the auth control rail failed: {e}"))
+        })?;
+        Ok(Listening {
+            client,
+            class,
+            instance,
+            swaps,
+        })
+    }
+
+    async fn serve(self: Arc<Self>, mut current: Listening) {
+        loop {
+            let message = tokio::select! {
+                m = current.class.next() => m,
+                m = current.instance.next() => m,
+                () = tokio::time::sleep(SWAP_POLL) => {
+                    let swapped = self
+                        .connections
+                        .get()
+                        .map(|c| c.admin.swaps() != current.swaps);
+                    match swapped {
+                        Ok(true) => match self.listen().await {
+                            Ok(next) => current = next,
+                            Err(e) => warn!("the auth control rail could not move to its renewed connection: {}", e.message),
+                        },
+                        Ok(false) => {}
+                        Err(_) => return,
+                    }
+                    continue;
+                }
+            };
+            let Some(message) = message else {
+                // The connection's subscriptions ended: it closed. Pick up the current one.
+                tokio::time::sleep(SWAP_POLL).await;
+                match self.listen().await {
+                    Ok(next) => current = next,
+                    Err(e) => debug!(
+                        "the auth control rail is waiting for its connection: {}",
+                        e.message
+                    ),
+                }
+                continue;
+            };
+            let rail = Arc::clone(&self);
+            let client = current.client.clone();
+            tokio::spawn(async move { rail.answer(client, message).await });
+        }
+    }
+
+    /// Answers one request (see the module doc).
+    async fn answer(&self, client: Client, message: Message) {
+        let Some(subject) = self.served.subject(message.subject.as_str()) else {
+            debug!(subject = %message.subject, "auth-admin: dropped a request on a subject this rail does not serve");
+            return;
+        };
+        let reply_to = self.served.reply_subject(&subject);
+        let request = match self.served.request(subject, &message.payload) {
+            Ok(request) => request,
+            Err((Some(id), e)) => {
+                self.refused(&e, "");
+                publish(
+                    &client,
+                    reply_to,
+                    reply_error(&id, &e, Outcome::NotExecuted),
+                )
+                .await;
+                return;
+            }
+            Err((None, e)) => {
+                debug!(
+                    "auth-admin: dropped a request whose envelope has no usable id: {}",
+                    e.message
+                );
+                return;
+            }
+        };
+        let (id, reply_expected) = (request.id.clone(), request.reply_expected);
+        let (body, row) = match self.decide(&request).await {
+            Ok((call, output)) => {
+                let row = format!("lifecycle.{}.{}", call.target.owner, call.target.actor);
+                self.metrics.decided("retire-lifecycle", None);
+                audit::granted(
+                    &caller(&call),
+                    "retire-lifecycle",
+                    &row,
+                    audit::At::default(),
+                );
+                (reply_ok(&id, output), row)
+            }
+            Err((e, outcome)) => {
+                let row = format!("{}", request.subject.target);
+                self.refused(&e, &row);
+                (reply_error(&id, &e, outcome), row)
+            }
+        };
+        if reply_expected {
+            publish(&client, reply_to, body).await;
+        } else {
+            debug!(row, "auth-admin: a cast was answered by nothing, as asked");
+        }
+    }
+
+    fn refused(&self, e: &EpError, row: &str) {
+        self.metrics.decided("retire-lifecycle", Some(e.code));
+        audit::refused("manager", "retire-lifecycle", row, e);
+    }
+
+    /// The check and the barrier: `Ok` with the call and its output, or the refusal with how far
+    /// it got.
+    async fn decide(
+        &self,
+        request: &cotal_core::endpoint_rail::TargetedRequest,
+    ) -> Result<(RetireCall, serde_json::Value), (EpError, Outcome)> {
+        let refused = |e| (e, Outcome::NotExecuted);
+        if let Some(refusal) = self.readiness.borrow().refusal() {
+            return Err(refused(refusal));
+        }
+        let call = RetireCall::from_request(&self.served.space, request).map_err(refused)?;
+        let admitted = self
+            .retirements
+            .read(Replay::new(AdmitRetireCall { call: call.clone() }))
+            .await
+            .map_err(refused)?;
+        if admitted == RailAdmission::AlreadyRetired {
+            let output = call.output(&[]);
+            return Ok((call, output));
+        }
+        let ran = self
+            .retirements
+            .retire(call.barrier(), Entry::Rail)
+            .await
+            .map_err(|e| (e, Outcome::Executed))?;
+        if ran.retirement.not_started {
+            return Err((
+                EpError::failed_precondition(format!(
+                    "lifecycle {} of \"{}/{}\" was never current, so there is nothing to retire",
+                    call.target.uid, call.target.owner, call.target.actor
+                )),
+                Outcome::Executed,
+            ));
+        }
+        let output = call.output(&ran.evicted);
+        Ok((call, output))
+    }
+}
+
+fn caller(call: &RetireCall) -> String {
+    format!("{}.{}", call.caller.owner, call.caller.actor)
+}
+
+async fn publish(client: &Client, subject: String, body: Vec<u8>) {
+    if let Err(e) = client.publish(subject.clone(), body.into()).await {
+        warn!(subject, "auth-admin: publishing a reply failed: {e}");
+    }
+}
