@@ -15,65 +15,13 @@ mod common;
 use std::fs;
 use std::time::Duration;
 
-use common::signin::{post, post_to, Space};
+use common::signin::{connect, post, post_to, refused, Space};
 use common::*;
 use cotal_io_nats::async_nats::{self, Client, ConnectOptions, Event};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 const NONCE: &str = "ibxsignin0001";
-
-fn sentinel(space: &Space) -> String {
-    let callout: Value =
-        serde_json::from_slice(&fs::read(space_dir(&space.root).join("callout.json")).unwrap())
-            .unwrap();
-    callout["callout"]["sentinelCreds"]
-        .as_str()
-        .unwrap()
-        .to_owned()
-}
-
-/// Connects as a standard client does: the sentinel creds, the bearer as `auth_token`, the
-/// inbox nonce as the connection name and its inbox prefix. Server errors (permission
-/// violations) arrive on the returned channel.
-async fn connect(
-    space: &Space,
-    server: &str,
-    token: &str,
-    nonce: &str,
-) -> Result<(Client, mpsc::UnboundedReceiver<String>), String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    ConnectOptions::new()
-        .credentials(&sentinel(space))
-        .unwrap()
-        .token(token.to_owned())
-        .name(nonce)
-        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
-        .max_reconnects(Some(0))
-        .connection_timeout(Duration::from_secs(5))
-        .event_callback(move |event| {
-            let tx = tx.clone();
-            async move {
-                if let Event::ServerError(e) = event {
-                    let _ = tx.send(e.to_string());
-                }
-            }
-        })
-        .connect(server)
-        .await
-        .map(|client| (client, rx))
-        .map_err(|e| e.to_string())
-}
-
-fn refused(outcome: Result<(Client, mpsc::UnboundedReceiver<String>), String>) -> String {
-    match outcome {
-        Ok(_) => panic!("the connect was admitted"),
-        Err(e) => {
-            assert!(e.to_lowercase().contains("authorization violation"), "{e}");
-            e
-        }
-    }
-}
 
 fn exchange(space: &Space, d: &Value, ttl: u64) -> String {
     let (status, body) = post(
@@ -323,38 +271,7 @@ async fn deny_new_a_revoked_root_credential_denies_the_next_connect_and_the_exch
 async fn deny_new_a_closed_plane_admits_no_bearer() {
     let mut space = Space::new();
     grant_team(&space);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = space.authd(&[
-        "broker-config",
-        "--space",
-        SPACE,
-        "--listen",
-        &format!("127.0.0.1:{port}"),
-        "--store-dir",
-        space.root.join("store").to_str().unwrap(),
-    ]);
-    let config_path = space.root.join("server.conf");
-    fs::write(&config_path, config).unwrap();
-    let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/nats-server"),
-        std::path::PathBuf::from,
-    );
-    let server_process = std::process::Command::new(bin)
-        .arg("-c")
-        .arg(&config_path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    space.reaper.0.push(server_process);
-    let server = format!("nats://127.0.0.1:{port}");
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let server = space.serve_broker();
     let d = space.up(&["--server", &server]);
     let token = exchange(&space, &d, 120);
     connect(&space, &server, &token, NONCE).await.unwrap();
@@ -362,7 +279,7 @@ async fn deny_new_a_closed_plane_admits_no_bearer() {
     signal(&plane, rustix::process::Signal::TERM);
     assert!(exits(&mut plane, EXIT_TIMEOUT).success());
     assert!(
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok(),
+        std::net::TcpStream::connect(server.trim_start_matches("nats://")).is_ok(),
         "the server still runs"
     );
     refused(connect(&space, &server, &token, "ibxsignin0005").await);

@@ -14,8 +14,10 @@ use std::process::{Child, Stdio};
 use std::thread::sleep;
 use std::time::Instant;
 
+use cotal_io_nats::async_nats::{Client, ConnectOptions, Event};
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
+use tokio::sync::mpsc;
 
 use super::*;
 
@@ -132,6 +134,64 @@ impl Space {
         self.authd(&["dev-idp", "token", "--subject", subject, "--ttl", "120"])
     }
 
+    /// Runs the space's own nats-server from `broker-config` (so it outlives any plane of the
+    /// test) and returns its URL once it accepts connections.
+    pub fn serve_broker(&mut self) -> String {
+        let port = free_port();
+        let config = self.authd(&[
+            "broker-config",
+            "--space",
+            SPACE,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--store-dir",
+            self.root.join("store").to_str().unwrap(),
+        ]);
+        let config_path = self.root.join("server.conf");
+        fs::write(&config_path, config).unwrap();
+        let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
+            || {
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../.tools/venv/bin/nats-server")
+            },
+            std::path::PathBuf::from,
+        );
+        let server = std::process::Command::new(bin)
+            .arg("-c")
+            .arg(&config_path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.reaper.0.push(server);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the space's nats-server did not start"
+            );
+            sleep(POLL);
+        }
+        format!("nats://127.0.0.1:{port}")
+    }
+
+    /// [`Space::up`] with the plane's log (`RUST_LOG=info`) written to `log`.
+    pub fn up_logged(&mut self, extra: &[&str], log: &std::path::Path) -> Value {
+        let mut child: Child = command()
+            .args(["up", "--space", SPACE, "--state-dir"])
+            .arg(&self.root)
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap();
+        let found = ready(&self.root, &mut child);
+        self.reaper.0.push(child);
+        found
+    }
+
     pub fn up(&mut self, extra: &[&str]) -> Value {
         let mut child: Child = command()
             .args(["up", "--space", SPACE, "--state-dir"])
@@ -191,4 +251,56 @@ pub fn post_to(url: &str, path: &str, cap: Option<&str>, body: &Value) -> (u16, 
     }
     let (status, _, text) = http(url, "POST", path, &headers, &body.to_string()).unwrap();
     (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+pub fn sentinel(space: &Space) -> String {
+    let callout: Value =
+        serde_json::from_slice(&fs::read(space_dir(&space.root).join("callout.json")).unwrap())
+            .unwrap();
+    callout["callout"]["sentinelCreds"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Connects as a standard client does: the sentinel creds, the bearer as `auth_token`, the
+/// inbox nonce as the connection name and its inbox prefix. Server errors (permission
+/// violations) arrive on the returned channel.
+pub async fn connect(
+    space: &Space,
+    server: &str,
+    token: &str,
+    nonce: &str,
+) -> Result<(Client, mpsc::UnboundedReceiver<String>), String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    ConnectOptions::new()
+        .credentials(&sentinel(space))
+        .unwrap()
+        .token(token.to_owned())
+        .name(nonce)
+        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+        .max_reconnects(Some(0))
+        .connection_timeout(Duration::from_secs(5))
+        .event_callback(move |event| {
+            let tx = tx.clone();
+            async move {
+                if let Event::ServerError(e) = event {
+                    let _ = tx.send(e.to_string());
+                }
+            }
+        })
+        .connect(server)
+        .await
+        .map(|client| (client, rx))
+        .map_err(|e| e.to_string())
+}
+
+pub fn refused(outcome: Result<(Client, mpsc::UnboundedReceiver<String>), String>) -> String {
+    match outcome {
+        Ok(_) => panic!("the connect was admitted"),
+        Err(e) => {
+            assert!(e.to_lowercase().contains("authorization violation"), "{e}");
+            e
+        }
+    }
 }
