@@ -17,9 +17,8 @@ use std::time::Duration;
 
 use common::signin::{connect, post, post_to, refused, Space};
 use common::*;
-use cotal_io_nats::async_nats::{self, Client, ConnectOptions, Event};
+use cotal_io_nats::async_nats::{self, ConnectOptions};
 use serde_json::{json, Value};
-use tokio::sync::mpsc;
 
 const NONCE: &str = "ibxsignin0001";
 
