@@ -25,8 +25,10 @@ use cotal_core::host::retire_lifecycle_digests;
 use cotal_core::issuance::{GateRef, ProvisionGate};
 use cotal_core::jwt::{Creds, UnixSeconds, UserNats};
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
-use cotal_core::lifecycle::rows::read_gate;
-use cotal_core::lifecycle::{managed_retirement_op_id, AgentGate, RetireLifecycle};
+use cotal_core::lifecycle::rows::{read_gate, read_head};
+use cotal_core::lifecycle::{
+    managed_retirement_op_id, AgentGate, HeadState, LifecycleHead, RetireLifecycle,
+};
 use cotal_core::machine::{script, Replay};
 use cotal_core::names::{
     ActorToken, EndpointName, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
@@ -66,11 +68,16 @@ struct Fixture {
 
 impl Fixture {
     async fn new() -> Fixture {
+        Fixture::with_env(&[]).await
+    }
+
+    /// [`Fixture::new`] with extra environment for the plane.
+    async fn with_env(env: &[(&str, &str)]) -> Fixture {
         let mut space = Space::new();
         space.grant("cli", "alice", &[]);
         space.spawn_agent("alice", "cli", "worker", SECRET, UID);
         let server = space.serve_broker();
-        let d = space.up(&["--server", &server]);
+        let d = space.up_with(&["--server", &server], env, None);
         Fixture::with_plane(space, d, server).await
     }
 
@@ -172,6 +179,46 @@ impl Fixture {
             .unwrap()
             .expect("gate.<uid> is absent")
             .row
+    }
+
+    /// The head `lifecycle.<owner>.worker` as the store holds it (a leader read).
+    async fn head(&self) -> LifecycleHead {
+        let (owner, actor) = (
+            OwnerToken::parse(&self.owner).unwrap(),
+            ActorToken::parse("worker").unwrap(),
+        );
+        let read = script(move |cx| read_head(cx, &owner, &actor));
+        drive(&mut Replay::new(read), &self.admin.space().unwrap())
+            .await
+            .unwrap()
+            .expect("the head is absent")
+            .row
+    }
+
+    /// Revokes the managed grant (the despawn's deprovision), which the managed door requires.
+    fn deprovision(&self) {
+        let row = space_dir(&self.space.root)
+            .join("managed-actors")
+            .join(format!("{}.worker.json", self.owner));
+        fs::remove_file(row).unwrap();
+    }
+
+    /// Asks the managed retire door (blocking): its status, or `None` when the plane died
+    /// before it answered.
+    async fn door(&self) -> Option<(u16, Value)> {
+        let (url, cap) = (
+            self.d["url"].as_str().unwrap().to_owned(),
+            self.d["cap"].as_str().unwrap().to_owned(),
+        );
+        let body = json!({"owner": self.owner, "actor": "worker", "lifecycleUid": UID});
+        tokio::task::spawn_blocking(move || {
+            std::panic::catch_unwind(|| {
+                post_to(&url, "/managed-lifecycle/retire", Some(&cap), &body)
+            })
+            .ok()
+        })
+        .await
+        .unwrap()
     }
 
     async fn evicted(&self) {
@@ -455,10 +502,7 @@ async fn managed_retire_door_and_rail_racing_for_one_uid_run_one_barrier() {
     let f = Fixture::new().await;
     // The grant is revoked first (the despawn's deprovision): a row still at this uid blocks
     // the door.
-    let row = space_dir(&f.space.root)
-        .join("managed-actors")
-        .join(format!("{}.worker.json", f.owner));
-    fs::remove_file(row).unwrap();
+    f.deprovision();
     let r = f.requester("worker", UID).await;
     let (url, cap) = (
         f.d["url"].as_str().unwrap().to_owned(),
@@ -520,7 +564,7 @@ async fn boot_resume_finishes_a_retirement_a_crash_interrupted() {
         assert!(stopped.message.contains("not verified"), "{stopped}");
     }
     let log = space.root.join("resume.log");
-    let d = space.up_logged(&["--server", &server], &log);
+    let d = space.up_with(&["--server", &server], &[], Some(&log));
     let f = Fixture {
         space,
         d,
@@ -566,7 +610,7 @@ async fn boot_resume_failure_is_loud_and_never_fails_the_boot() {
     assert!(exits(&mut plane, EXIT_TIMEOUT).success());
     drop(d);
     let log = space.root.join("resume.log");
-    let d = space.up_logged(&["--server", &server], &log);
+    let d = space.up_with(&["--server", &server], &[], Some(&log));
     let (status, _, health) = http(d["url"].as_str().unwrap(), "GET", "/health", &[], "").unwrap();
     assert_eq!(status, 200);
     assert!(health.contains("ready"), "{health}");
@@ -575,4 +619,62 @@ async fn boot_resume_failure_is_loud_and_never_fails_the_boot() {
         said.contains("could not be examined") && said.contains("fail-closed"),
         "{said}"
     );
+}
+
+/// Kill-anywhere for retirement: the plane SIGKILLs itself right before, or just after, each
+/// write of a managed retirement barrier (`COTAL_AUTHD_RETIRE_KILL_AT`); the next start finishes
+/// the retirement before it answers anything (reference §2.11, F47, F49), except a kill before
+/// the first write, which froze nothing and owes nothing. Prints every outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_at_every_retirement_write_is_finished_by_the_next_start() {
+    let mut outcomes = Vec::new();
+    for phase in ["before", "after"] {
+        for n in 1.. {
+            let point = format!("{phase}:{n}");
+            let mut f = Fixture::with_env(&[("COTAL_AUTHD_RETIRE_KILL_AT", point.as_str())]).await;
+            f.deprovision();
+            let answered = f.door().await;
+            // A kill just after the last write may land after the answer: look a moment later.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut plane = f.space.reaper.0.pop().unwrap();
+            if plane.try_wait().unwrap().is_none() {
+                // The barrier has fewer writes than n: it finished, no kill fired.
+                let (status, body) = answered.unwrap();
+                assert_eq!(status, 200, "{point}: {body}");
+                f.space.reaper.0.push(plane);
+                outcomes.push(format!("{point}: no such write (the barrier finished)"));
+                break;
+            }
+            let died = exits(&mut plane, EXIT_TIMEOUT);
+            assert_eq!(
+                std::os::unix::process::ExitStatusExt::signal(&died),
+                Some(9),
+                "{point}: {died}"
+            );
+            let frozen = f.gate().await;
+            f.d = f.space.up(&["--server", &f.server]);
+            let resumed = flights(&f.d, "boot", "started");
+            let gate = f.gate().await;
+            if point == "before:1" {
+                assert_eq!(frozen.state(), GateState::Open, "{point}");
+                assert_eq!((gate.state(), resumed), (GateState::Open, 0), "{point}");
+                let (status, body) = f.door().await.unwrap();
+                assert_eq!(status, 200, "{point}: {body}");
+            }
+            assert_eq!(f.gate().await.state(), GateState::Retired, "{point}");
+            assert_eq!(f.head().await.state(), HeadState::Retired, "{point}");
+            f.evicted().await;
+            outcomes.push(format!(
+                "{point}: gate {} after the kill, {} by the next start",
+                frozen.state().as_str(),
+                if resumed == 1 {
+                    "resumed"
+                } else {
+                    "nothing owed"
+                }
+            ));
+        }
+    }
+    println!("retirement kill points:\n  {}", outcomes.join("\n  "));
+    assert!(outcomes.len() >= 10, "{outcomes:?}");
 }

@@ -26,6 +26,7 @@ mod connect;
 mod connections;
 mod exchange;
 mod faces;
+mod kill_point;
 mod manager_route;
 mod metrics;
 mod rail;
@@ -207,11 +208,19 @@ impl Plane {
         metrics.registered(registered.process_epoch.0, registered.generation.0);
         // Before the plane answers anything: finish what a crash interrupted (reference
         // §2.11), then open the control rail, whose retirements share these flights.
-        let retirements = Retirements::new(
+        let retirements = match Retirements::new(
             connections::PlaneLink::to(&connections),
             Arc::new(start.oracle()),
             Arc::clone(&metrics),
-        );
+        ) {
+            Ok(retirements) => retirements,
+            Err(why) => {
+                if let Ok(connections) = Arc::try_unwrap(connections) {
+                    let _ = connections.close().await;
+                }
+                return Err(why);
+            }
+        };
         retirements.resume_open().await;
         let rail = match start_rail(
             inputs,

@@ -2,9 +2,7 @@
 //! and resumed by the next start, under a lock held for the ceremony (F14, F69).
 
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use cotal_core::host::{
     auth_instance, confirm_registration, resumed_op, PrepareSelfAuthorized, AUTH_ENDPOINT,
@@ -16,10 +14,10 @@ use cotal_core::names::{EndpointName, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::rollback::{self, Mark};
 use cotal_core::serving::RegisterServing;
-use cotal_io_nats::{drive, NatsWorld, SendHook, SendPhase, Space};
-use rustix::process::{getpid, kill_process, Signal as KillSignal};
+use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
 
+use super::kill_point::{KillPoint, REGISTRATION_KILL_AT};
 use super::{Registered, Start};
 use crate::{audit, state};
 
@@ -53,7 +51,7 @@ impl Start<'_> {
                 op_id.clone(),
             )
             .map_err(|e| e.message.clone())?;
-            let kill = KillPoint::from_env()?;
+            let kill = KillPoint::from_env(REGISTRATION_KILL_AT)?;
             let oracle = Arc::new(self.oracle());
             let world = || {
                 let mut world = NatsWorld::new(&bound);
@@ -174,77 +172,5 @@ impl Start<'_> {
         };
         state::save_mark(&path, &gate.key(), &mark)?;
         Ok(seen.revision)
-    }
-}
-
-/// The crash-test hook (`COTAL_AUTHD_KILL_AT=<before|after>:<n>[:stop]`): this process sends
-/// itself SIGKILL right before, or just after, the n-th KV write of its registration (counted
-/// from 1 across the ceremony), so a test can crash a real start at every write boundary.
-/// "After" waits a moment first, so the write reaches the server and only its reply goes unread:
-/// the ambiguous case. With `:stop` it sends SIGSTOP instead: a holder that is alive (its
-/// connections open) but makes no progress. Unset in production; a malformed value is refused
-/// rather than ignored.
-#[derive(Debug, Clone)]
-struct KillPoint {
-    phase: SendPhase,
-    write: usize,
-    signal: KillSignal,
-    seen: Arc<AtomicUsize>,
-}
-
-const KILL_AT_ENV: &str = "COTAL_AUTHD_KILL_AT";
-
-impl KillPoint {
-    fn from_env() -> Result<Option<KillPoint>, String> {
-        let Some(value) = std::env::var_os(KILL_AT_ENV) else {
-            return Ok(None);
-        };
-        let bad = || {
-            format!("{KILL_AT_ENV} must be before:<n> or after:<n>, n >= 1, optionally then :stop")
-        };
-        let value = value.into_string().map_err(|_| bad())?;
-        let mut fields = value.split(':');
-        let phase = match fields.next() {
-            Some("before") => SendPhase::Before,
-            Some("after") => SendPhase::After,
-            _ => return Err(bad()),
-        };
-        let write: usize = fields
-            .next()
-            .and_then(|n| n.parse().ok())
-            .filter(|n| *n >= 1)
-            .ok_or_else(bad)?;
-        let signal = match (fields.next(), fields.next()) {
-            (None, _) => KillSignal::KILL,
-            (Some("stop"), None) => KillSignal::STOP,
-            _ => return Err(bad()),
-        };
-        Ok(Some(KillPoint {
-            phase,
-            write,
-            signal,
-            seen: Arc::default(),
-        }))
-    }
-
-    fn hook(&self) -> SendHook {
-        let point = self.clone();
-        Box::new(move |phase, _request| {
-            let nth = if phase == SendPhase::Before {
-                point.seen.fetch_add(1, Ordering::SeqCst) + 1
-            } else {
-                point.seen.load(Ordering::SeqCst)
-            };
-            let kill = phase == point.phase && nth == point.write;
-            let signal = point.signal;
-            Box::pin(async move {
-                if kill {
-                    if phase == SendPhase::After {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    let _ = kill_process(getpid(), signal);
-                }
-            })
-        })
     }
 }

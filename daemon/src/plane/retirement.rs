@@ -24,6 +24,7 @@ use tokio::task::AbortHandle;
 use tracing::{error, info};
 
 use super::connections::PlaneLink;
+use super::kill_point::{KillPoint, RETIREMENT_KILL_AT};
 use super::metrics::PlaneMetrics;
 use crate::audit;
 
@@ -75,6 +76,8 @@ pub(super) struct Retirements {
     oracle: Arc<Oracle>,
     metrics: Arc<PlaneMetrics>,
     flights: Mutex<(u64, HashMap<OpId, Flight>)>,
+    /// The crash-test hook ([`RETIREMENT_KILL_AT`]), when set.
+    kill: Option<KillPoint>,
 }
 
 impl std::fmt::Debug for Retirements {
@@ -96,13 +99,14 @@ impl Retirements {
         connections: PlaneLink,
         oracle: Arc<Oracle>,
         metrics: Arc<PlaneMetrics>,
-    ) -> Arc<Retirements> {
-        Arc::new(Retirements {
+    ) -> Result<Arc<Retirements>, String> {
+        Ok(Arc::new(Retirements {
             connections,
             oracle,
             metrics,
             flights: Mutex::new((0, HashMap::new())),
-        })
+            kill: KillPoint::from_env(RETIREMENT_KILL_AT)?,
+        }))
     }
 
     /// Runs `barrier`, or joins the run of its op id already in flight, and waits for it at
@@ -186,6 +190,7 @@ impl Retirements {
             world.set_scanner(Store::Auth, &scanner);
             world.set_evictor(self.oracle.evictor());
             world.set_prober(self.oracle.prober());
+            world.set_send_hook(self.kill.as_ref().map(KillPoint::hook));
             retirement = world.run(&mut Replay::new(barrier)).await?;
             evicted = world.evicted();
         }

@@ -175,34 +175,34 @@ impl Space {
         format!("nats://127.0.0.1:{port}")
     }
 
-    /// [`Space::up`] with the plane's log (`RUST_LOG=info`) written to `log`.
-    pub fn up_logged(&mut self, extra: &[&str], log: &std::path::Path) -> Value {
-        let mut child: Child = command()
-            .args(["up", "--space", SPACE, "--state-dir"])
-            .arg(&self.root)
-            .args(extra)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(log).unwrap())
-            .spawn()
-            .unwrap();
-        let found = ready(&self.root, &mut child);
-        self.reaper.0.push(child);
-        found
+    /// Starts `up` and waits until it is ready (its discovery file is written).
+    pub fn up(&mut self, extra: &[&str]) -> Value {
+        self.up_with(extra, &[], None)
     }
 
-    pub fn up(&mut self, extra: &[&str]) -> Value {
-        let mut child: Child = command()
+    /// [`Space::up`] with extra environment, and with the plane's log (`RUST_LOG=info`)
+    /// written to `log` when given.
+    pub fn up_with(
+        &mut self,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: Option<&std::path::Path>,
+    ) -> Value {
+        let mut command = command();
+        command
             .args(["up", "--space", SPACE, "--state-dir"])
             .arg(&self.root)
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+            .stdout(Stdio::null());
+        match log {
+            Some(log) => command
+                .env("RUST_LOG", "info")
+                .stderr(fs::File::create(log).unwrap()),
+            None => command.env("RUST_LOG", "warn").stderr(Stdio::inherit()),
+        };
+        let mut child: Child = command.spawn().unwrap();
         let found = ready(&self.root, &mut child);
         self.reaper.0.push(child);
         found
