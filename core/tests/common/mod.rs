@@ -9,6 +9,7 @@
 )]
 
 pub mod ceremony;
+pub mod lifecycle;
 
 use cotal_core::barrier::{self, FreezeToken};
 use cotal_core::driver::{drive, ModelWorld};
