@@ -15,7 +15,7 @@ mod common;
 
 use common::lifecycle::{
     actor, assert_retired, crash_before, ensure, family, gate_row, head_row, live, owner, retire,
-    retire_as, sequences, uid, world, UID, UID2,
+    retire_as, sequences, uid, world, ACTOR, MGR, OWNER, UID, UID2,
 };
 use common::run;
 use cotal_core::driver::{ModelWorld, World};
@@ -235,6 +235,38 @@ fn a_gate_that_cannot_be_examined_is_reported_and_the_others_are_still_found() {
     // The owed retirement still finishes.
     run(&mut world, owed.clone()).unwrap();
     assert_retired(&world, UID);
+}
+
+/// F9: a gate a retirement holds whose alias has no head at all (a retirement freezes only
+/// under its head, and heads are never deleted) is corruption: reported, never "resumed" into a
+/// barrier that would find nothing to retire on every start.
+#[test]
+fn f9_a_retirement_gate_without_its_head_is_unexamined() {
+    let mut world = world();
+    let op = managed_retirement_op_id(&uid(UID3)).unwrap();
+    world.kv.put(
+        Store::Records,
+        &keys::uid_reservation(&uid(UID3)),
+        format!(r#"{{"owner":"{OWNER}","actor":"{ACTOR}","mintedBy":"{MGR}"}}"#).as_bytes(),
+    );
+    world.kv.put(
+        Store::Auth,
+        &keys::agent_gate(&uid(UID3)),
+        format!(
+            r#"{{"lifecycleUid":"{UID3}","state":"frozen","generation":1,"op":{{"opId":"{op}","kind":"retirement"}}}}"#
+        )
+        .as_bytes(),
+    );
+    let found = find(&mut world);
+    assert!(found.retirements.is_empty(), "{:?}", found.retirements);
+    let [e] = found.unexamined.as_slice() else {
+        panic!("{:?}", found.unexamined);
+    };
+    assert_eq!(e.code, ErrorCode::Internal, "{e}");
+    assert!(
+        e.message.contains("head") && e.message.contains("corruption"),
+        "{e}"
+    );
 }
 
 #[test]

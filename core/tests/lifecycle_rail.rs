@@ -812,8 +812,9 @@ fn a_target_already_retired_at_its_uid_is_already_retired_and_writes_nothing() {
 
 #[test]
 fn f14_a_gate_frozen_by_another_operation_is_conflict() {
-    // An interactive retirement crashed after its freeze (and, second, after its head step).
-    for n in [1, 2] {
+    // An interactive retirement crashed after its freeze, after its head step, and after its
+    // gate terminal but before its head's (the gate retired by it, the head still retiring).
+    for n in [1, 2, 6] {
         let mut world = admitted_world();
         let interactive = interactive_retirement_op_id(&uid(UID)).unwrap();
         let mut first = Replay::new(retire_as(UID, interactive.clone()));

@@ -143,7 +143,8 @@ pub enum RailAdmission {
 ///    the declared epoch (`conflict`: a superseded manager, F94);
 /// 2. the target's head exists (`failed-precondition`), is retired at this uid
 ///    ([`RailAdmission::AlreadyRetired`]) or is at this uid (`conflict`: a stale trigger);
-/// 3. the target's gate is not frozen by another operation (`conflict`).
+/// 3. the target's gate is not held (frozen, or retired ahead of its head) by another
+///    operation (`conflict`).
 ///
 /// Writes nothing: a refused despawn is a full no-op.
 #[derive(Debug, Clone)]
@@ -218,11 +219,10 @@ impl Script for AdmitRetireCall {
             .into());
         }
         if let Some(gate) = read_gate(cx, uid)? {
-            if let Some(op) = gate
-                .row
-                .op()
-                .filter(|op| gate.row.state() == GateState::Frozen && *op.op_id() != call.op_id)
-            {
+            // Frozen by another op, or retired by one whose head terminal has not landed yet:
+            // either way that operation holds the lifecycle, not this despawn.
+            let held = matches!(gate.row.state(), GateState::Frozen | GateState::Retired);
+            if let Some(op) = gate.row.op().filter(|op| held && *op.op_id() != call.op_id) {
                 return Err(EpError::conflict(format!(
                     "another operation ({} {}) already holds \"{}\"; this despawn did not start \
                      a second one. NEXT: wait for that operation to finish (or its resume on \

@@ -10,8 +10,11 @@
 //!
 //! A retirement is owed (the reference's rule, F47, F48) when its gate is
 //! * `frozen` by it: any of steps 1–5 may have run; the barrier re-reads each; or
-//! * `retired` by it while the head is absent or still at that uid and not `retired`: the crash
-//!   fell between the gate terminal (G8) and the head's (H5).
+//! * `retired` by it while the head is still at that uid and not `retired`: the crash fell
+//!   between the gate terminal (G8) and the head's (H5).
+//!
+//! A gate a retirement holds with no head at all is corruption (a retirement freezes only under
+//! its head, and heads are never deleted): it is reported, never "resumed".
 //!
 //! A head at another uid is a successor that replaced a completed retirement: nothing is owed.
 //! Activation freezes (G0) are not resumed here: the next exchange of that grant re-enters its
@@ -121,15 +124,23 @@ impl Script for ExamineGate {
             ))
             .into());
         };
-        if state == GateState::Retired {
-            let head = read_head(cx, &alias.owner, &alias.actor)?;
-            let finished = match &head {
-                None => false,
-                Some(h) => h.row.lifecycle_uid() != uid || h.row.state() == HeadState::Retired,
-            };
-            if finished {
-                return Ok(None);
-            }
+        // A retirement freezes only under a head active at its uid (G7) and never deletes it
+        // (F9): a gate it holds with no head at all is corruption, which no rerun can finish.
+        let Some(head) = read_head(cx, &alias.owner, &alias.actor)? else {
+            return Err(EpError::internal(format!(
+                "the issuance gate {} is held by retirement {} but the head of \"{}/{}\" is \
+                 absent; a retirement freezes only under its head and never deletes it, so \
+                 this is corruption",
+                gate.row.key(),
+                op.op_id(),
+                alias.owner,
+                alias.actor
+            ))
+            .into());
+        };
+        let finished = head.row.lifecycle_uid() != uid || head.row.state() == HeadState::Retired;
+        if state == GateState::Retired && finished {
+            return Ok(None);
         }
         Ok(Some(RetireLifecycle {
             owner: alias.owner,
