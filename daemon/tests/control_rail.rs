@@ -15,7 +15,6 @@
 mod common;
 
 use std::fs;
-use std::sync::Arc;
 use std::time::Duration;
 
 use common::signin::{connect, post, post_to, Space};
@@ -23,7 +22,7 @@ use common::*;
 use cotal_core::gate::GateState;
 use cotal_core::host::retire_lifecycle_digests;
 use cotal_core::issuance::{GateRef, ProvisionGate};
-use cotal_core::jwt::{Creds, UnixSeconds, UserNats};
+use cotal_core::jwt::{Creds, UnixSeconds};
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::lifecycle::rows::{read_gate, read_head};
 use cotal_core::lifecycle::{
@@ -35,7 +34,7 @@ use cotal_core::names::{
 };
 use cotal_core::profiles::{retirement_requester, ConnId, RailCaller, RetirementRequesterBinding};
 use cotal_io_nats::async_nats::{self, Client, ConnectOptions};
-use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
+use cotal_io_nats::{drive, AuthorityClient, NatsWorld};
 use futures::StreamExt;
 use nkeys::KeyPair;
 use serde_json::{json, Value};
@@ -88,7 +87,7 @@ impl Fixture {
             .await
             .unwrap();
         agent.flush().await.unwrap();
-        let admin = admin(&space, &server).await;
+        let admin = space.admin(&server).await;
         let manager = GateRef::new(
             space_name(),
             EndpointName::parse("manager").unwrap(),
@@ -249,29 +248,6 @@ fn agent_bearer(d: &Value, owner: &str) -> String {
     );
     assert_eq!(status, 200, "{body}");
     body["token"].as_str().unwrap().to_owned()
-}
-
-/// A data-account connection with no permission limits: the test's own view of the stores.
-async fn admin(space: &Space, server: &str) -> AuthorityClient {
-    let material = cotal_io_fs::trust::load_daemon(&space.root, &space_name()).unwrap();
-    AuthorityClient::open(
-        server,
-        "test-admin".to_owned(),
-        DataAccountSigner {
-            account: material.data_account().to_owned(),
-            signer: Arc::new(material.data_signing_key().clone()),
-        },
-        |_| Ok(UserNats::default()),
-        Duration::from_secs(120),
-        space_name(),
-        SpaceOptions {
-            stores: StoreSet::of(&[Store::Auth, Store::Records]),
-            replicas_as_found: true,
-            ..SpaceOptions::default()
-        },
-    )
-    .await
-    .unwrap()
 }
 
 struct Requester {
@@ -587,7 +563,7 @@ async fn boot_resume_failure_is_loud_and_never_fails_the_boot() {
     let mut space = Space::new();
     let server = space.serve_broker();
     let d = space.up(&["--server", &server]);
-    let admin = admin(&space, &server).await;
+    let admin = space.admin(&server).await;
     let orphan = LifecycleUid::parse("oooooooooooooooooooooooooo").unwrap();
     let op = managed_retirement_op_id(&orphan).unwrap();
     let frozen = AgentGate::activation_frozen(orphan.clone(), op.clone())

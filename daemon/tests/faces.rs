@@ -120,8 +120,11 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
         "{}",
     )
     .unwrap();
-    assert_ne!(status, 200, "{body}");
-    assert!(body.contains("not served by this plane yet"), "{body}");
+    assert_eq!(
+        status, 400,
+        "the verify-enrollment door reads its closed body: {body}"
+    );
+    assert!(body.contains("owner must be a string"), "{body}");
     let (status, _, _) = http(&url, "GET", "/health?x=1", &[], "").unwrap();
     assert_eq!(status, 404);
 

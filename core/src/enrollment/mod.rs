@@ -20,6 +20,7 @@
 mod enroll;
 mod request;
 mod retire;
+mod verify;
 
 use crate::actors::ActorsOutcome;
 use crate::error::EpError;
@@ -28,13 +29,19 @@ use crate::manager::door::{check_registered, Door, Knock, Presented};
 use crate::manager::{ManagerHost, Supervisor};
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
-pub use request::{EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest};
+pub use request::{
+    EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest, RuntimeRequest,
+};
 pub use retire::{PrepareManagedRetirement, PrepareRetirementResult};
+pub use verify::{VerifyEnrollment, VerifyRequest};
 
 /// The wire kind of an enrollment request and result.
 pub const ENROLLMENT_KIND: &str = "manager-managed-agent-enrollment";
 /// The wire kind of a retirement preparation request and result.
 pub const PREPARE_RETIREMENT_KIND: &str = "manager-managed-agent-prepare-retirement";
+/// The wire kinds a host platform's own runtime asks the verify-enrollment door about.
+pub const RUNTIME_CREATE_KIND: &str = "manager-managed-agent-runtime-create";
+pub const RUNTIME_STATUS_KIND: &str = "manager-managed-agent-runtime-status";
 /// The bound on each enrollment list: wider is a configuration mistake or a body-size attack.
 pub const MAX_ENROLLMENT_LIST: usize = 64;
 
@@ -93,6 +100,44 @@ fn authorize(
         proof: Presented::Current(&envelope.registration_proof),
     };
     check_registered(cx, door, host, &knock)?;
+    Ok(())
+}
+
+/// How prepare-retirement refusals name the operation.
+const PREPARE_WHAT: &str = "managed agent prepare-retirement";
+
+/// The prepare-retirement decision (reference §6.2): the shared checks with the target owner
+/// the authenticated owner (the op id was checked by the parser, F96).
+fn authorize_prepare(
+    cx: &mut Ctx<'_>,
+    host: &ManagerHost,
+    caller: &Supervisor,
+    request: &PrepareRetirementRequest,
+) -> Result<(), Halt> {
+    let what = PREPARE_WHAT;
+    authorize(
+        cx,
+        host,
+        caller,
+        &request.envelope,
+        what,
+        &crate::manager::door::PREPARE_RETIREMENT,
+        || target_owned(what, &request.target, caller),
+    )
+}
+
+/// A managed-agent request may target only its authenticated owner's agents.
+fn target_owned(
+    what: &str,
+    target: &crate::manager::RetirementTarget,
+    caller: &Supervisor,
+) -> Result<(), EpError> {
+    if target.owner != *caller.owner() {
+        return Err(EpError::permission_denied(format!(
+            "{what} target owner {} does not match authenticated owner {}",
+            target.owner, caller.owner
+        )));
+    }
     Ok(())
 }
 

@@ -305,41 +305,7 @@ impl PrepareRetirementRequest {
             .collect();
         closed(map, &allowed, what, "")?;
         let envelope = parse_envelope(map, what, PREPARE_RETIREMENT_KIND)?;
-        let t = map
-            .get("target")
-            .and_then(Value::as_object)
-            .filter(|t| {
-                t.len() == 3
-                    && ["owner", "actor", "lifecycleUid"]
-                        .iter()
-                        .all(|k| t.contains_key(*k))
-            })
-            .ok_or_else(|| {
-                refuse(
-                    what,
-                    "target must be exactly { owner, actor, lifecycleUid }",
-                )
-            })?;
-        let field = |k: &str| {
-            t.get(k).and_then(Value::as_str).ok_or_else(|| {
-                refuse(
-                    what,
-                    "target must contain string owner, actor, and lifecycleUid",
-                )
-            })
-        };
-        let (owner, actor, uid) = (field("owner")?, field("actor")?, field("lifecycleUid")?);
-        if !crate::names::DerivedOwner::is_derived(owner) {
-            return Err(refuse(
-                what,
-                format!("target owner {owner:?} is not a derived owner (u_ + 26 base32 chars)"),
-            ));
-        }
-        let target = RetirementTarget {
-            owner: OwnerToken::parse(owner).map_err(grammar(what))?,
-            actor: ActorToken::parse(actor).map_err(grammar(what))?,
-            lifecycle_uid: LifecycleUid::parse(uid).map_err(grammar(what))?,
-        };
+        let target = exact_target(map, what)?;
         let op_id = map
             .get("opId")
             .and_then(Value::as_str)
@@ -359,6 +325,77 @@ impl PrepareRetirementRequest {
             envelope,
             target,
             op_id,
+        })
+    }
+}
+
+/// The exact incarnation a request names: `target` is exactly `{owner (u_), actor,
+/// lifecycleUid}`.
+fn exact_target(map: &Map<String, Value>, what: &str) -> Result<RetirementTarget, EpError> {
+    let t = map
+        .get("target")
+        .and_then(Value::as_object)
+        .filter(|t| {
+            t.len() == 3
+                && ["owner", "actor", "lifecycleUid"]
+                    .iter()
+                    .all(|k| t.contains_key(*k))
+        })
+        .ok_or_else(|| {
+            refuse(
+                what,
+                "target must be exactly { owner, actor, lifecycleUid }",
+            )
+        })?;
+    let field = |k: &str| {
+        t.get(k).and_then(Value::as_str).ok_or_else(|| {
+            refuse(
+                what,
+                "target must contain string owner, actor, and lifecycleUid",
+            )
+        })
+    };
+    let (owner, actor, uid) = (field("owner")?, field("actor")?, field("lifecycleUid")?);
+    if !crate::names::DerivedOwner::is_derived(owner) {
+        return Err(refuse(
+            what,
+            format!("target owner {owner:?} is not a derived owner (u_ + 26 base32 chars)"),
+        ));
+    }
+    Ok(RetirementTarget {
+        owner: OwnerToken::parse(owner).map_err(grammar(what))?,
+        actor: ActorToken::parse(actor).map_err(grammar(what))?,
+        lifecycle_uid: LifecycleUid::parse(uid).map_err(grammar(what))?,
+    })
+}
+
+/// A host platform's `manager-managed-agent-runtime-create` or `…-runtime-status`, parsed
+/// (reference §6.1): the shared envelope and the exact target, nothing else (`providerRef`,
+/// `handle`, `name` are unknown fields).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeRequest {
+    /// [`super::RUNTIME_CREATE_KIND`] or [`super::RUNTIME_STATUS_KIND`].
+    pub kind: &'static str,
+    pub envelope: ManagedEnvelope,
+    pub target: RetirementTarget,
+}
+
+impl RuntimeRequest {
+    /// Parses the closed runtime request of `kind`. Every refusal is `bad-request` "managed
+    /// agent runtime request …".
+    pub fn parse(raw: &Value, kind: &'static str) -> Result<RuntimeRequest, EpError> {
+        let what = "managed agent runtime";
+        let map = object(raw, what)?;
+        let allowed: Vec<&str> = ENVELOPE_KEYS
+            .iter()
+            .copied()
+            .chain(["target", "identities"])
+            .collect();
+        closed(map, &allowed, what, "")?;
+        Ok(RuntimeRequest {
+            kind,
+            envelope: parse_envelope(map, what, kind)?,
+            target: exact_target(map, what)?,
         })
     }
 }

@@ -6,12 +6,14 @@ use crate::actors::{
 };
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
-use crate::manager::door;
 use crate::manager::{ManagerHost, RequestId, RetirementTarget, Supervisor};
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
 use crate::wire::ObjectWriter;
 
-use super::{authorize, ledger_error, PrepareRetirementRequest, PREPARE_RETIREMENT_KIND};
+use super::{
+    authorize_prepare, ledger_error, PrepareRetirementRequest, PREPARE_RETIREMENT_KIND,
+    PREPARE_WHAT,
+};
 
 // ---- Retirement preparation ------------------------------------------------------------------
 
@@ -82,24 +84,8 @@ impl AliasScript for PrepareManagedRetirement {
     fn run_held(&self, cx: &mut Ctx<'_>, _: LockHeld<'_>) -> Result<PrepareRetirementResult, Halt> {
         let request = &self.request;
         let target = &request.target;
-        let what = "managed agent prepare-retirement";
-        authorize(
-            cx,
-            &self.host,
-            &self.caller,
-            &request.envelope,
-            what,
-            &door::PREPARE_RETIREMENT,
-            || {
-                if target.owner != *self.caller.owner() {
-                    return Err(EpError::permission_denied(format!(
-                        "{what} target owner {} does not match authenticated owner {}",
-                        target.owner, self.caller.owner
-                    )));
-                }
-                Ok(())
-            },
-        )?;
+        let what = PREPARE_WHAT;
+        authorize_prepare(cx, &self.host, &self.caller, request)?;
         let alias = self.alias();
         let held = match cx.actors(ActorsRequest::Find {
             space: RowSpace::Managed,

@@ -254,3 +254,15 @@ pub const PREPARE_RETIREMENT: Door = Door {
     gate: GateRule::Open,
     wording: &CURRENT_REGISTRATION,
 };
+/// A host platform's managed-agent runtime create, verified at the loopback door.
+pub const RUNTIME_CREATE: Door = Door {
+    name: "managed agent runtime-create",
+    gate: GateRule::Open,
+    wording: &CURRENT_REGISTRATION,
+};
+/// A host platform's managed-agent runtime status, verified at the loopback door.
+pub const RUNTIME_STATUS: Door = Door {
+    name: "managed agent runtime-status",
+    gate: GateRule::Open,
+    wording: &CURRENT_REGISTRATION,
+};

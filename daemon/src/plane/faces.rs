@@ -1,9 +1,8 @@
 //! What the plane answers on its HTTP faces: `/health` with its readiness, `/jwks` with its
 //! bearer issuer's keys, and the doors behind the readiness gate: a plane that is not serving
 //! refuses every door first; a serving one hands the request to its [`Doors`] (the exchange,
-//! the manager-service authority route; the host doors refuse as not served yet).
+//! the manager-service authority route, the retire doors and the verify-enrollment door).
 
-use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_http::bearer::{BearerIssuer, KeyRing, SigningKey};
 use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
@@ -22,6 +21,7 @@ use super::exchange::Exchange;
 use super::manager_route::ManagerRoute;
 use super::metrics::PlaneMetrics;
 use super::retire_doors::RetireDoors;
+use super::verify_door::VerifyDoor;
 use super::Readiness;
 
 /// The plane's answers, shared by its faces.
@@ -53,6 +53,7 @@ pub(super) struct PlaneDoors {
     pub(super) exchange: Exchange,
     pub(super) manager: ManagerRoute,
     pub(super) retire: RetireDoors,
+    pub(super) verify: VerifyDoor,
 }
 
 impl Doors for PlaneDoors {
@@ -65,13 +66,7 @@ impl Doors for PlaneDoors {
                 Door::Exchange => self.exchange.answer(request).await,
                 Door::ManagerServiceAuthority => self.manager.answer(request).await,
                 Door::InteractiveRetire | Door::ManagedRetire => self.retire.answer(request).await,
-                other => Answer::refusal(
-                    other,
-                    &EpError::new(
-                        ErrorCode::Unimplemented,
-                        format!("{} is not served by this plane yet", other.path()),
-                    ),
-                ),
+                Door::VerifyEnrollment => self.verify.answer(request).await,
             }
         })
     }
@@ -192,6 +187,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use super::*;
+    use cotal_core::error::{EpError, ErrorCode};
     use cotal_core::names::SpaceName;
     use cotal_core::trust::{provision, IdpPin, ProvisionSeeds};
     use cotal_io_http::face::{Door, PeerKey};

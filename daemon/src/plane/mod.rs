@@ -34,6 +34,7 @@ mod register;
 mod retire_doors;
 mod retirement;
 mod roots;
+mod verify_door;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -491,13 +492,20 @@ fn doors(
             material: material.clone(),
             idp,
             ledger: ledger.clone(),
-            host,
+            host: host.clone(),
             connections: connections::PlaneLink::to(connections),
             metrics: Arc::clone(metrics),
         },
         retire: retire_doors::RetireDoors {
-            ledger,
+            ledger: ledger.clone(),
             retirements: Arc::clone(retirements),
+            metrics: Arc::clone(metrics),
+        },
+        verify: verify_door::VerifyDoor {
+            space: inputs.space.clone(),
+            ledger,
+            host,
+            connections: connections::PlaneLink::to(connections),
             metrics: Arc::clone(metrics),
         },
     })

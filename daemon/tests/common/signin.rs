@@ -175,6 +175,34 @@ impl Space {
         format!("nats://127.0.0.1:{port}")
     }
 
+    /// A data-account connection to `server` with no permission limits: the test's own view
+    /// of the auth and records stores.
+    pub async fn admin(&self, server: &str) -> cotal_io_nats::AuthorityClient {
+        let space = cotal_core::names::SpaceName::parse(SPACE).unwrap();
+        let material = cotal_io_fs::trust::load_daemon(&self.root, &space).unwrap();
+        cotal_io_nats::AuthorityClient::open(
+            server,
+            "test-admin".to_owned(),
+            cotal_io_nats::DataAccountSigner {
+                account: material.data_account().to_owned(),
+                signer: std::sync::Arc::new(material.data_signing_key().clone()),
+            },
+            |_| Ok(cotal_core::jwt::UserNats::default()),
+            Duration::from_secs(120),
+            space,
+            cotal_io_nats::SpaceOptions {
+                stores: cotal_io_nats::StoreSet::of(&[
+                    cotal_core::kv::Store::Auth,
+                    cotal_core::kv::Store::Records,
+                ]),
+                replicas_as_found: true,
+                ..cotal_io_nats::SpaceOptions::default()
+            },
+        )
+        .await
+        .unwrap()
+    }
+
     /// Starts `up` and waits until it is ready (its discovery file is written).
     pub fn up(&mut self, extra: &[&str]) -> Value {
         self.up_with(extra, &[], None)
