@@ -152,6 +152,25 @@ pub fn prepare() -> Value {
     prepare_for(TARGET_UID)
 }
 
+/// A well-formed host-platform runtime request of `kind` (`…-runtime-create` or
+/// `…-runtime-status`) for `worker` at `uid`: the prepare-retirement envelope and target, no
+/// `opId`.
+pub fn runtime_for(kind: &str, uid: &str) -> Value {
+    json!({
+        "v": 1,
+        "kind": kind,
+        "space": SPACE,
+        "actor": "cli",
+        "instanceId": IID,
+        "managerLifecycleUid": MUID,
+        "requestId": "runtime0000000000000000000",
+        "registrationProof": proof(),
+        "serveEpoch": EPOCH,
+        "target": {"owner": OWNER, "actor": "worker", "lifecycleUid": uid},
+        "identities": identities(),
+    })
+}
+
 /// Replaces `path` in `v` (`None` removes it).
 pub fn edit(mut v: Value, path: &[&str], value: Option<Value>) -> Value {
     let (last, init) = path.split_last().unwrap();
