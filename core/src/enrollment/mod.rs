@@ -1,4 +1,5 @@
-//! Managed-agent enrollment and retirement preparation (reference §6.1–§6.4; F94–F97).
+//! Managed-agent enrollment and retirement preparation (reference §6.1–§6.4; F94–F97), and the
+//! verify-enrollment decision a host platform asks for instead ([`VerifyEnrollment`], §3.8).
 //!
 //! A registered remote manager asks its host to enroll an agent it will run: the host checks the
 //! manager's current registration, writes the agent's managed ledger row at a lifecycle uid the
@@ -71,8 +72,9 @@ pub fn refuse_without_host_storage(kind: &str) -> Option<EpError> {
     })
 }
 
-/// The shared decision (reference §6.2): host space, then `supervise`, then (for prepare) the
-/// target owner and op id, then the current registration at the serve epoch (F94).
+/// The shared decision (reference §6.2): host space, then `supervise`, then `extra` (the
+/// target owner, for the targeted kinds), then the current registration at the serve epoch
+/// (F94).
 fn authorize(
     cx: &mut Ctx<'_>,
     host: &ManagerHost,

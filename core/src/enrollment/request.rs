@@ -1,4 +1,5 @@
-//! The two managed-agent requests and their closed parsers (reference §6.1, §6.4).
+//! The managed-agent requests and their closed parsers (reference §6.1, §6.4): enrollment,
+//! retirement preparation, and a host platform's runtime create/status.
 
 use serde_json::{Map, Value};
 
