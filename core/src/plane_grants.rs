@@ -28,6 +28,7 @@ use std::fmt;
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
+use crate::issuance::GateRef;
 use crate::jwt::Permissions;
 use crate::names::{
     admission_bucket, auth_bucket, contract_stream, records_bucket, space_prefix, EndpointName,
@@ -243,6 +244,27 @@ pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpErro
 /// created by a reader.
 pub fn auth_reader(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     grant(Names::new(space).proof_and_read_rows(), conn)
+}
+
+/// `cotal:auth-reader:<s>` of a running plane: [`auth_reader`]'s rows plus a subscription to
+/// its own gate's key subject, which pushes every write of the gate (anyone's) to the fence
+/// watch the moment it lands.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1–5 | pub | [`auth_reader`] rows 1–5 | as there |
+/// | 6 | sub | `inbox` | replies |
+/// | 7 | sub | `$KV.auth.<gate key>` | **deviation**: the fence's push wake (issue 13); one exact key, a core subscription, no consumer — not an enumeration, so F98 holds |
+pub fn auth_reader_watching(
+    space: &SpaceName,
+    conn: &ConnId,
+    gate: &GateRef,
+) -> Result<Permissions, EpError> {
+    let n = Names::new(space);
+    checked_permissions(
+        n.proof_and_read_rows(),
+        vec![inbox(conn), format!("$KV.{}.{}", n.auth, gate.key())],
+    )
 }
 
 /// `cotal:auth-scan:<s>` — the sealed auth-ledger scanner: its store's shape proof and

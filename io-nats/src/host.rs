@@ -23,6 +23,10 @@ use cotal_core::EpError;
 use futures::future;
 use tokio::sync::watch;
 
+use futures::StreamExt;
+
+use crate::authority::AuthorityClient;
+use crate::shape::StoreLayout;
 use crate::space::Space;
 
 /// The prefix of every issuance-gate key.
@@ -83,6 +87,12 @@ impl GateWrites {
         if !key.starts_with(GATE_PREFIX) {
             return;
         }
+        self.wake(key);
+    }
+
+    /// Wakes the waiters of `key`: a write of it was seen, this space's own or another
+    /// writer's ([`push_gate_writes`]).
+    pub fn wake(&self, key: &str) {
         let watched = self.watched.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(sender) = watched.get(key) {
             sender.send_modify(|n| *n = n.wrapping_add(1));
@@ -216,4 +226,61 @@ async fn wake(waiter: &mut GateWriteWaiter<'_>, duration: Duration) {
     let woken = Box::pin(waiter.written());
     let timer = Box::pin(tokio::time::sleep(duration));
     future::select(woken, timer).await;
+}
+
+/// How often the push feed checks whether its connection was renewed, to move to the fresh one.
+const PUSH_RESUBSCRIBE_POLL: Duration = Duration::from_millis(250);
+
+/// Pushes every write of `gate`, by any writer, to the waiters of that gate on `client`'s hub
+/// ([`FenceReads::gate_writes`]): a core subscription on the gate key's subject
+/// (`$KV.cotal_auth_<space>.<key>`, which every KV write of the key is published on), held on
+/// the client's current connection and moved to each renewed one before the old one is let go.
+/// A delivery carries no authority: it only wakes the fence, whose leader read decides (F6).
+///
+/// Runs until the client fails closed, and returns that error; a subscription that cannot be
+/// made is retried, the fence's poll covering the gap. The subject needs a `sub` grant on that
+/// one key (the reader's [`auth_reader_watching`](cotal_core::plane_grants::auth_reader_watching)).
+pub async fn push_gate_writes(client: &AuthorityClient, gate: &GateRef) -> EpError {
+    let key = gate.key();
+    let subject = format!(
+        "{}{key}",
+        StoreLayout::of(Store::Auth, &gate.space).subject_prefix
+    );
+    // The binding and subscription in use. A renewal's fresh ones replace them only once the
+    // fresh subscription is registered, so the old connection is never drained while nothing
+    // listens on the new one.
+    let mut current;
+    loop {
+        let binding = match client.space() {
+            Ok(binding) => binding,
+            Err(e) => return e,
+        };
+        let swaps = client.swaps();
+        match binding.client().subscribe(subject.clone()).await {
+            Ok(fresh) => {
+                let _ = binding.client().flush().await;
+                current = (binding, fresh);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    connection = client.label(),
+                    "the gate push subscription failed ({e}); the fence polls until it is back"
+                );
+                drop(binding);
+                tokio::time::sleep(PUSH_RESUBSCRIBE_POLL).await;
+                continue;
+            }
+        }
+        let (_, deliveries) = &mut current;
+        loop {
+            let renewed = tokio::time::sleep(PUSH_RESUBSCRIBE_POLL);
+            tokio::select! {
+                delivered = deliveries.next() => match delivered {
+                    Some(_) => client.gate_writes().wake(&key),
+                    None => break,
+                },
+                () = renewed => if client.swaps() != swaps { break },
+            }
+        }
+    }
 }

@@ -38,7 +38,7 @@ use cotal_core::profiles::ConnId;
 use cotal_core::serving::RegisterServing;
 use cotal_core::EpError;
 use cotal_io_nats::authority::connect_with_creds;
-use cotal_io_nats::host::hold_fence;
+use cotal_io_nats::host::{hold_fence, push_gate_writes};
 use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 use cotal_tests::nats::client::{ClientError, JwtAuth, NatsClient};
 use cotal_tests::nats::operator::OperatorServer;
@@ -83,6 +83,10 @@ type Grant = fn(&SpaceName, &ConnId) -> Result<Permissions, EpError>;
 
 fn registration_grant(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     auth_registration(space, conn, &instance())
+}
+
+fn reader_watching_grant(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    cotal_core::plane_grants::auth_reader_watching(space, conn, &auth_gate())
 }
 
 fn admin_grant(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
@@ -549,6 +553,54 @@ async fn a_fence_watch_over_the_reader_reads_through_each_renewed_binding_and_se
     );
     // The replaced connections are gone: only the current one carries the label.
     assert_eq!(connections_named(&live, reader.label()), 1);
+    reader.close().await.unwrap();
+    registration.close().await.unwrap();
+    mint.close().await.unwrap();
+}
+
+/// Push, not poll (issue 13): a write of the gate by another writer (a successor's
+/// registration on its own connection) wakes the fence through the reader's subscription on the
+/// gate key's subject, across the reader's renewals, with the poll set to an hour; each wake is
+/// confirmed by a leader read. No consumer is created (F98): the reader's grant holds none.
+#[tokio::test]
+async fn a_foreign_gate_write_is_pushed_to_the_fence_across_renewals() {
+    let live = start();
+    let mint = open(&live, PlaneConnection::AuthMint).await;
+    let registration = open(&live, PlaneConnection::AuthRegistration).await;
+    let first = register(&registration).await.unwrap();
+    let reader = open_with(
+        &live,
+        PlaneConnection::AuthReader,
+        reader_watching_grant,
+        &[Store::Auth, Store::Records],
+        false,
+        Duration::from_secs(4),
+    )
+    .await
+    .unwrap();
+    let fence = AwaitHostFence::new(auth_gate(), first)
+        .unwrap()
+        .with_poll(Duration::from_secs(3600));
+    let successor = async {
+        // Past the reader's first renewal, another writer fences `first`.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        register(&registration).await.unwrap()
+    };
+    let gate = auth_gate();
+    let watched = async {
+        tokio::select! {
+            seen = hold_fence(&reader, fence, Duration::from_secs(30)) => seen,
+            down = push_gate_writes(&reader, &gate) => panic!("the push stopped: {}", down.message),
+        }
+    };
+    let (seen, second) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(watched, successor)
+    })
+    .await
+    .expect("the fence was not woken by the push (its poll is an hour)");
+    seen.unwrap().unwrap();
+    assert!(second > first);
+    assert!(reader.swaps() >= 1, "{} swaps", reader.swaps());
     reader.close().await.unwrap();
     registration.close().await.unwrap();
     mint.close().await.unwrap();

@@ -52,7 +52,7 @@ use cotal_core::trust::DaemonMaterial;
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
-use cotal_io_nats::host::hold_fence;
+use cotal_io_nats::host::{hold_fence, push_gate_writes};
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
@@ -606,10 +606,10 @@ impl Start<'_> {
         }
         let registered = self.register().await?;
         let reader = {
-            let space = space.clone();
+            let (space, gate) = (space.clone(), registered.gate.clone());
             self.open(
                 PlaneConnection::AuthReader,
-                move |conn| plane_grants::auth_reader(&space, conn),
+                move |conn| plane_grants::auth_reader_watching(&space, conn, &gate),
                 self.options(&[Store::Auth, Store::Records], false),
             )
             .await?
@@ -708,8 +708,21 @@ async fn watch_fence(
         Ok(fence) => fence.with_poll(FENCE_POLL).with_floor(floor),
         Err(e) => return Ended::Failed(e.message),
     };
+    // Every write of the gate, by anyone, is pushed to the fence at once; the poll is only the
+    // fallback while the push is down.
+    let watched = async {
+        let held = hold_fence(&connections.reader, fence, UNREACHABLE_LIMIT);
+        tokio::pin!(held);
+        tokio::select! {
+            fenced = &mut held => fenced,
+            down = push_gate_writes(&connections.reader, gate) => {
+                warn!("the gate push stopped ({}); the fence polls", down.message);
+                held.await
+            }
+        }
+    };
     let fenced = tokio::select! {
-        fenced = hold_fence(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
+        fenced = watched => fenced,
         copy = connections.scanners.died(&gate.space) => {
             // A lost server drops every connection at once, scanners included: that is a broker
             // loss (restart and retry), not a fence. A scanner gone while the reader is still
