@@ -68,8 +68,10 @@ use faces::PlaneFaces;
 use metrics::PlaneMetrics;
 use retirement::Retirements;
 
-/// How often a running plane re-reads its own gate (F6: only a fresh read can tell): how late,
-/// at most, it notices a successor on another process.
+/// How often a running plane re-reads its own gate (F6: only a fresh read can tell) when
+/// nothing woke it: every write of the gate is pushed to the watch at once
+/// ([`push_gate_writes`]), so this is how late, at most, it notices a successor while that
+/// push is down.
 pub const FENCE_POLL: Duration = Duration::from_millis(250);
 /// How long the gate may stay unreadable before the plane gives up: it can no longer tell
 /// whether it has been fenced, so it stops claiming to serve.
@@ -685,9 +687,10 @@ impl Start<'_> {
 }
 
 /// Holds the registration until the core's host fence resolves (fenced), driven by
-/// [`hold_fence`]: one leader read of the gate every
-/// [`FENCE_POLL`], or at once when this plane writes it, and a stop with an error once no read
-/// has succeeded for [`UNREACHABLE_LIMIT`].
+/// [`hold_fence`]: one leader read of the gate at once when anyone writes it (this plane's own
+/// writes through its hub, everyone else's pushed by [`push_gate_writes`]), else every
+/// [`FENCE_POLL`], and a stop with an error once no read has succeeded for
+/// [`UNREACHABLE_LIMIT`].
 ///
 /// Fenced means what [`host_fenced`](cotal_core::host::host_fenced) says: the gate is gone, at
 /// another epoch, or not `open`. A frozen gate at this plane's own epoch counts: a barrier won
