@@ -78,14 +78,34 @@ pub fn check(gate_key: &str, mark: &Mark, seen: Option<&GateObservation>) -> Res
     ))
 }
 
-fn refused(gate_key: &str, mark: &Mark, what: String) -> EpError {
-    EpError::failed_precondition(format!(
-        "{what}. The auth store has rolled back (an acknowledged write was lost, or the store was \
-         restored from an older copy); the plane refuses to act on it, since a rolled-back gate \
-         can authorize a superseded epoch. Restore the store from its newest data, or, once the \
-         loss is understood, remove this plane's high-water mark deliberately"
+/// Checks a store's stream as it stands (`last_seq`) against the highest last sequence this
+/// plane saw of it (`mark`): a stream sequence only grows on an honest store, so one below the
+/// mark means acknowledged writes were lost — a revoked credential row may be active again,
+/// a retired gate open. `failed-precondition` naming both, like [`check`].
+pub fn check_stream(stream: &str, mark: u64, last_seq: u64) -> Result<(), EpError> {
+    if last_seq >= mark {
+        return Ok(());
+    }
+    Err(EpError::failed_precondition(format!(
+        "stream {stream} went backwards: its last sequence is {last_seq}, below the {mark} this \
+         plane saw. {ROLLED_BACK}"
     ))
     .with_detail(json!({
+        "kind": ROLLBACK_DETECTED,
+        "stream": stream,
+        "lastSeq": mark,
+    })))
+}
+
+/// What a rollback means and what the operator does about it.
+const ROLLED_BACK: &str = "The auth store has rolled back (an acknowledged write was lost, or the \
+    store was restored from an older copy); the plane refuses to act on it, since a rolled-back \
+    store can authorize a superseded epoch or a revoked credential. Restore the store from its \
+    newest data, or, once the loss is understood, remove this plane's high-water mark \
+    deliberately";
+
+fn refused(gate_key: &str, mark: &Mark, what: String) -> EpError {
+    EpError::failed_precondition(format!("{what}. {ROLLED_BACK}")).with_detail(json!({
         "kind": ROLLBACK_DETECTED,
         "gate": gate_key,
         "revision": mark.revision.0,

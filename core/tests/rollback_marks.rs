@@ -128,3 +128,23 @@ fn the_host_fence_resolves_on_a_gate_below_its_floor() {
     let mut again = rolled.rearmed();
     assert!(step(&mut again, &mut world).is_some());
 }
+
+/// A stream ending below the highest last sequence the plane saw lost acknowledged writes: it is
+/// refused naming both, with the rollback detail; at or above the mark it passes.
+#[test]
+fn a_stream_below_its_mark_is_a_rollback() {
+    use cotal_core::rollback::check_stream;
+    assert!(check_stream("KV_cotal_auth_s1", 40, 40).is_ok());
+    assert!(check_stream("KV_cotal_auth_s1", 40, 41).is_ok());
+    let e = check_stream("KV_cotal_auth_s1", 40, 39).unwrap_err();
+    assert_eq!(e.code, ErrorCode::FailedPrecondition);
+    assert!(
+        e.message.contains(
+            "stream KV_cotal_auth_s1 went backwards: its last sequence is 39, below the 40"
+        ),
+        "{e}"
+    );
+    assert!(e.message.contains("rolled back"), "{e}");
+    assert_eq!(e.details[0]["kind"], ROLLBACK_DETECTED);
+    assert_eq!(e.details[0]["lastSeq"], 40);
+}

@@ -19,6 +19,7 @@
 //!   while a start holds it, the recorded operation has a live executor and nobody else runs it;
 //!   the kernel drops it when that process dies, which is the proof a resume needs.
 
+use std::collections::BTreeMap;
 use std::fs::{self, DirBuilder, File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
@@ -240,11 +241,37 @@ pub fn high_water_path(root: &Path, space: &SpaceName) -> PathBuf {
     root.join(trust::space_segment(space)).join(HIGH_WATER_FILE)
 }
 
-/// The mark kept for `gate_key`; `None` when none was recorded yet. A file this build cannot
+/// Everything the rollback check remembers of the stores: per gate its [`Mark`], per stream the
+/// highest last sequence seen (`high-water.json`: `{ver, gates: {key: {revision, processEpoch,
+/// generation}}, streams: {name: lastSeq}}`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HighWater {
+    pub gates: BTreeMap<String, Mark>,
+    pub streams: BTreeMap<String, u64>,
+}
+
+impl HighWater {
+    /// Raises the mark of `gate_key` to `seen` (never lowers it).
+    pub fn raise_gate(&mut self, gate_key: &str, seen: Mark) {
+        let mark = match self.gates.get(gate_key) {
+            Some(before) => before.max(seen),
+            None => seen,
+        };
+        self.gates.insert(gate_key.to_owned(), mark);
+    }
+
+    /// Raises the mark of `stream` to `last_seq` (never lowers it).
+    pub fn raise_stream(&mut self, stream: &str, last_seq: u64) {
+        let mark = self.streams.entry(stream.to_owned()).or_insert(0);
+        *mark = (*mark).max(last_seq);
+    }
+}
+
+/// The marks recorded at `path`; empty when none were recorded yet. A file this build cannot
 /// read is refused: silently dropping a mark would blind the rollback check.
-pub fn load_mark(path: &Path, gate_key: &str) -> Result<Option<Mark>, String> {
+pub fn load_marks(path: &Path) -> Result<HighWater, String> {
     let Some(bytes) = read_regular(path)? else {
-        return Ok(None);
+        return Ok(HighWater::default());
     };
     let corrupt = || {
         format!(
@@ -257,27 +284,47 @@ pub fn load_mark(path: &Path, gate_key: &str) -> Result<Option<Mark>, String> {
     if doc.get("ver").and_then(Value::as_u64) != Some(VERSION) {
         return Err(corrupt());
     }
-    let Some(entry) = doc.get("gates").and_then(|g| g.get(gate_key)) else {
-        return Ok(None);
-    };
-    let number = |name: &str| entry.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
-    Ok(Some(Mark {
-        revision: Revision(number("revision")?),
-        process_epoch: number("processEpoch")?,
-        generation: number("generation")?,
-    }))
+    let mut marks = HighWater::default();
+    if let Some(gates) = doc.get("gates") {
+        for (key, entry) in gates.as_object().ok_or_else(corrupt)? {
+            let number = |name: &str| entry.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
+            marks.gates.insert(
+                key.clone(),
+                Mark {
+                    revision: Revision(number("revision")?),
+                    process_epoch: number("processEpoch")?,
+                    generation: number("generation")?,
+                },
+            );
+        }
+    }
+    if let Some(streams) = doc.get("streams") {
+        for (name, seq) in streams.as_object().ok_or_else(corrupt)? {
+            marks
+                .streams
+                .insert(name.clone(), seq.as_u64().ok_or_else(corrupt)?);
+        }
+    }
+    Ok(marks)
 }
 
-/// Records `mark` for `gate_key` durably (synced temp file, rename, synced directory).
-pub fn save_mark(path: &Path, gate_key: &str, mark: &Mark) -> Result<(), String> {
-    let doc = json!({
-        "ver": VERSION,
-        "gates": {gate_key: {
-            "revision": mark.revision.0,
-            "processEpoch": mark.process_epoch,
-            "generation": mark.generation,
-        }},
-    });
+/// Records `marks` durably (synced temp file, rename, synced directory).
+pub fn save_marks(path: &Path, marks: &HighWater) -> Result<(), String> {
+    let gates: serde_json::Map<String, Value> = marks
+        .gates
+        .iter()
+        .map(|(key, mark)| {
+            (
+                key.clone(),
+                json!({
+                    "revision": mark.revision.0,
+                    "processEpoch": mark.process_epoch,
+                    "generation": mark.generation,
+                }),
+            )
+        })
+        .collect();
+    let doc = json!({"ver": VERSION, "gates": gates, "streams": marks.streams});
     write_private(path, format!("{doc:#}\n").as_bytes())?;
     sync_parent(path)
 }

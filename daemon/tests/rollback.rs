@@ -86,3 +86,46 @@ fn a_start_over_a_store_restored_from_an_older_copy_refuses_as_a_rollback() {
     }
     assert!(discovery(&state).is_none());
 }
+
+/// Per-store stream marks: the plane records each authority stream's last sequence after its
+/// registration and again at a clean stop, and a start over a stream that ends below its mark
+/// (writes the plane saw acknowledged are gone — a revoked credential may be live again)
+/// refuses loudly, though the gate itself looks current. The lost writes are stood in for by a
+/// mark above the store's end.
+#[test]
+fn a_start_over_a_stream_that_lost_acknowledged_writes_refuses_as_a_rollback() {
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+    init(&state);
+    serve_once(&state, &mut reaper, 0);
+    let marks_path = state.join(SEGMENT).join("high-water.json");
+    let mut marks: serde_json::Value =
+        serde_json::from_slice(&fs::read(&marks_path).unwrap()).unwrap();
+    let records = format!("KV_cotal_records_{SPACE}");
+    let auth = format!("KV_cotal_auth_{SPACE}");
+    let seen = marks["streams"][&records].as_u64().unwrap();
+    assert!(
+        seen > 0 && marks["streams"][&auth].as_u64().unwrap() > 0,
+        "{marks}"
+    );
+    marks["streams"][&records] = serde_json::json!(seen + 5);
+    fs::write(&marks_path, marks.to_string()).unwrap();
+    let refused = command()
+        .args(["up", "--space", SPACE, "--state-dir"])
+        .arg(&state)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    for said in [
+        format!("stream {records} went backwards"),
+        format!("below the {}", seen + 5),
+        "rolled back".to_owned(),
+    ] {
+        assert!(err.contains(&said), "{said}: {err}");
+    }
+    assert!(discovery(&state).is_none());
+}

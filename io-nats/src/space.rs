@@ -372,6 +372,28 @@ impl Space {
         &self.bound(store).layout
     }
 
+    /// The last sequence of `store`'s stream, from the stream leader (`STREAM.INFO`): what the
+    /// rollback check compares with the highest it saw.
+    pub async fn last_sequence(&self, store: Store) -> Result<u64, String> {
+        self.connected()?;
+        let bound = self.bound(store);
+        let stream = &bound.layout.stream;
+        self.count();
+        let info: Value = self
+            .js
+            .request(format!("STREAM.INFO.{stream}"), &json!({}))
+            .await
+            .map_err(|e| format!("reading the state of stream {stream} failed: {e}"))?;
+        if let Some(error) = info.get("error") {
+            return Err(format!(
+                "reading the state of stream {stream} was refused: {error}"
+            ));
+        }
+        info.pointer("/state/last_seq")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("stream {stream}'s info carries no last sequence"))
+    }
+
     /// Server round trips made so far, bind included.
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)

@@ -68,6 +68,7 @@ pub(super) struct PlaneMetrics {
     ends: Family<EndLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     retirements: Family<FlightLabels, Counter>,
+    rollbacks: Counter,
 }
 
 impl PlaneMetrics {
@@ -80,6 +81,7 @@ impl PlaneMetrics {
         let ends = Family::<EndLabels, Counter>::default();
         let decisions = Family::<DecisionLabels, Counter>::default();
         let retirements = Family::<FlightLabels, Counter>::default();
+        let rollbacks = Counter::default();
         registry.register(
             "http_requests",
             "Requests answered, by face, route and status",
@@ -116,9 +118,16 @@ impl PlaneMetrics {
              started one or joined the one in flight for its op id",
             retirements.clone(),
         );
+        registry.register(
+            "rollbacks_detected",
+            "Store rollbacks detected while serving (a gate read below what this plane saw; the \
+             plane fences itself)",
+            rollbacks.clone(),
+        );
         PlaneMetrics {
             decisions,
             retirements,
+            rollbacks,
             registry: Mutex::new(registry),
             requests,
             latency,
@@ -156,6 +165,11 @@ impl PlaneMetrics {
         self.retirements
             .get_or_create(&FlightLabels { entry, flight })
             .inc();
+    }
+
+    /// Counts one rollback detected while serving.
+    pub(super) fn rollback(&self) {
+        self.rollbacks.inc();
     }
 
     pub(super) fn ended(&self, kind: &'static str) {

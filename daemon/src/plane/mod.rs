@@ -58,7 +58,7 @@ use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
-use crate::state::Identity;
+use crate::state::{self, Identity};
 use connections::{Connections, Scanners};
 use cotal_io_http::face::{
     start_loopback, start_public, Capability, FaceHandle, LoopbackConfig, PublicConfig,
@@ -182,6 +182,8 @@ pub struct Plane {
     loopback: FaceHandle,
     public: Option<(FaceHandle, String)>,
     capability: Capability,
+    /// The rollback check's high-water file.
+    high_water: PathBuf,
 }
 
 impl std::fmt::Debug for Plane {
@@ -295,7 +297,7 @@ impl Plane {
                 registered.gate_revision,
             );
             async move {
-                let why = watch_fence(&connections, &gate, epoch, floor).await;
+                let why = watch_fence(&connections, &gate, epoch, floor, &metrics).await;
                 let (kind, cause) = match &why {
                     Ended::Fenced(why) => ("fenced", why.clone()),
                     Ended::Failed(why) => ("failed", why.clone()),
@@ -317,6 +319,7 @@ impl Plane {
             loopback,
             public,
             capability,
+            high_water: crate::state::high_water_path(&inputs.root, &inputs.space),
         })
     }
 
@@ -386,9 +389,28 @@ impl Plane {
         let Some(connections) = self.connections.lock().await.take() else {
             return Ok(());
         };
+        self.raise_stream_marks(&connections).await;
         match Arc::try_unwrap(connections) {
             Ok(connections) => connections.close().await,
             Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
+        }
+    }
+}
+
+impl Plane {
+    /// Raises the stream marks to what the stores hold as the plane stops, so the next start's
+    /// rollback check covers every write this run made (root credentials, revocations,
+    /// retirements), not only its registration. Best effort: a failure is logged, and the marks
+    /// the start recorded stand.
+    async fn raise_stream_marks(&self, connections: &Connections) {
+        let raised = async {
+            let mut marks = state::load_marks(&self.high_water)?;
+            let bound = connections.barrier.space().map_err(|e| e.message)?;
+            register::raise_streams(&mut marks, &bound).await?;
+            state::save_marks(&self.high_water, &marks)
+        };
+        if let Err(e) = raised.await {
+            error!("recording the stores' high-water marks at close failed: {e}");
         }
     }
 }
@@ -706,6 +728,7 @@ async fn watch_fence(
     gate: &GateRef,
     epoch: ProcessEpoch,
     floor: Revision,
+    metrics: &PlaneMetrics,
 ) -> Ended {
     let fence = match AwaitHostFence::new(gate.clone(), epoch) {
         Ok(fence) => fence.with_poll(FENCE_POLL).with_floor(floor),
@@ -746,14 +769,22 @@ async fn watch_fence(
         e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
     };
     let why = match fenced {
-        Ok(Some(seen)) if seen.revision.0 < floor.0 => format!(
-            "gate {} is at revision {}, below the {} it stood at after this plane's \
-             registration: the store rolled back (an acknowledged write was lost), so nothing \
-             it says can be trusted; investigate before starting again",
-            gate.key(),
-            seen.revision.0,
-            floor.0
-        ),
+        Ok(Some(seen)) if seen.revision.0 < floor.0 => {
+            let why = format!(
+                "gate {} is at revision {}, below the {} it stood at after this plane's \
+                 registration: the store rolled back (an acknowledged write was lost), so \
+                 nothing it says can be trusted; investigate before starting again",
+                gate.key(),
+                seen.revision.0,
+                floor.0
+            );
+            metrics.rollback();
+            let refusal = cotal_core::EpError::failed_precondition(why.clone()).with_detail(
+                serde_json::json!({"kind": cotal_core::rollback::ROLLBACK_DETECTED, "gate": gate.key()}),
+            );
+            crate::audit::refused("plane", "fence-watch", &gate.key(), &refusal);
+            why
+        }
         Ok(Some(seen)) if seen.gate.process_epoch() != epoch => format!(
             "the gate moved from epoch {epoch} to {} (generation {}, {}); a successor registered",
             seen.gate.process_epoch(),

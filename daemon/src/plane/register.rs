@@ -135,10 +135,22 @@ impl Start<'_> {
         .map_err(|e| format!("reading the plane's gate failed: {e}"))?;
         // Before anything acts on the gate: has the store gone back behind what this state dir
         // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
-        let marks = state::high_water_path(&self.inputs.root, self.space());
-        if let Some(mark) = state::load_mark(&marks, &gate.key())? {
-            if let Err(e) = rollback::check(&gate.key(), &mark, observed.as_ref()) {
+        let marks = state::load_marks(&state::high_water_path(&self.inputs.root, self.space()))?;
+        if let Some(mark) = marks.gates.get(&gate.key()) {
+            if let Err(e) = rollback::check(&gate.key(), mark, observed.as_ref()) {
                 audit::refused("plane", "register", &gate.key(), &e);
+                error!("{}", e.message);
+                return Err(e.message);
+            }
+        }
+        for store in ROLLBACK_STORES {
+            let stream = &bound.layout(store).stream;
+            let Some(mark) = marks.streams.get(stream) else {
+                continue;
+            };
+            let last = bound.last_sequence(store).await?;
+            if let Err(e) = rollback::check_stream(stream, *mark, last) {
+                audit::refused("plane", "register", stream, &e);
                 error!("{}", e.message);
                 return Err(e.message);
             }
@@ -166,11 +178,33 @@ impl Start<'_> {
             .map_err(|e| format!("reading the plane's gate failed: {e}"))?
             .ok_or_else(|| format!("gate {} vanished right after its registration", gate.key()))?;
         let path = state::high_water_path(&self.inputs.root, self.space());
-        let mark = match state::load_mark(&path, &gate.key())? {
-            Some(before) => before.max(Mark::of(&seen)),
-            None => Mark::of(&seen),
-        };
-        state::save_mark(&path, &gate.key(), &mark)?;
+        let mut marks = state::load_marks(&path)?;
+        marks.raise_gate(&gate.key(), Mark::of(&seen));
+        raise_streams(&mut marks, bound).await?;
+        state::save_marks(&path, &marks)?;
         Ok(seen.revision)
     }
+}
+
+/// The stores whose stream sequences the rollback check keeps: the two authority stores.
+pub(super) const ROLLBACK_STORES: [Store; 2] = [Store::Auth, Store::Records];
+
+/// Raises the stream marks of [`ROLLBACK_STORES`] to their last sequences as `bound` reads them;
+/// a stream found below its mark is refused (the mark stands, never lowered).
+pub(super) async fn raise_streams(
+    marks: &mut state::HighWater,
+    bound: &Space,
+) -> Result<(), String> {
+    for store in ROLLBACK_STORES {
+        let stream = &bound.layout(store).stream;
+        let last = bound.last_sequence(store).await?;
+        if let Some(mark) = marks.streams.get(stream) {
+            if let Err(e) = rollback::check_stream(stream, *mark, last) {
+                audit::refused("plane", "high-water", stream, &e);
+                return Err(e.message);
+            }
+        }
+        marks.raise_stream(stream, last);
+    }
+    Ok(())
 }
