@@ -11,29 +11,15 @@
 
 mod common;
 
-use common::signin::{post_to, Space};
+use common::signin::{manager_identities, post_to, Space};
 use common::*;
-use cotal_core::gate::{ProcessEpoch, RegistrationRevision};
-use cotal_core::issuance::{GateRef, ProvisionGate};
-use cotal_core::manager::{
-    current_registration_proof, managed_retirement_op_id, ManagerAuthorityRequest, ProofSecret,
-};
-use cotal_core::names::{EndpointName, InstanceId, LifecycleUid, OwnerToken, SpaceName};
-use cotal_io_nats::drive;
-use nkeys::{KeyPair, KeyPairType};
+use cotal_core::manager::managed_retirement_op_id;
+use cotal_core::names::LifecycleUid;
 use serde_json::{json, Value};
 
 const IID: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmm";
 const MUID: &str = "llllllllllllllllllllllllll";
 const TARGET_UID: &str = "tttttttttttttttttttttttttt";
-
-fn identities() -> Value {
-    let id = |n: u8| json!({"id": KeyPair::new_from_raw(KeyPairType::User, [n; 32]).unwrap().public_key()});
-    json!({
-        "supervisor": id(1), "executor": id(2), "serve": id(3),
-        "goalWriter": id(4), "sessionLedger": id(5),
-    })
-}
 
 /// A space whose `alice/cli` holds `scope`, its plane on the space's own server, and the
 /// manager instance [`IID`] registered for alice (gate open at epoch 0, revision 0).
@@ -41,6 +27,8 @@ struct Fixture {
     space: Space,
     d: Value,
     owner: String,
+    /// The host's current-registration proof of [`IID`].
+    proof: String,
 }
 
 impl Fixture {
@@ -61,45 +49,13 @@ impl Fixture {
         let server = space.serve_broker();
         let d = space.up(&["--server", &server]);
         let owner = space.owner("alice");
-        let admin = space.admin(&server).await;
-        let envelope = ManagerAuthorityRequest::parse(&prepare_request())
-            .unwrap()
-            .envelope;
-        let gate = GateRef::new(
-            SpaceName::parse(SPACE).unwrap(),
-            EndpointName::parse("manager").unwrap(),
-            InstanceId::parse(IID).unwrap(),
-        );
-        let serve = envelope
-            .serve_principal(&OwnerToken::parse(&owner).unwrap())
-            .unwrap();
-        drive(
-            &mut ProvisionGate::machine(gate, serve),
-            &admin.space().unwrap(),
-        )
-        .await
-        .unwrap();
-        admin.close().await.unwrap();
-        Fixture { space, d, owner }
-    }
-
-    /// The host's current-registration proof for [`IID`] at revision 0, epoch 0.
-    fn proof(&self) -> String {
-        let material =
-            cotal_io_fs::trust::load_daemon(&self.space.root, &SpaceName::parse(SPACE).unwrap())
-                .unwrap();
-        let envelope = ManagerAuthorityRequest::parse(&prepare_request())
-            .unwrap()
-            .envelope;
-        current_registration_proof(
-            &ProofSecret::new(material.data_signing_key().seed().unwrap()),
-            &OwnerToken::parse(&self.owner).unwrap(),
-            &envelope,
-            RegistrationRevision(0),
-            ProcessEpoch(0),
-        )
-        .as_str()
-        .to_owned()
+        let proof = space.register_manager(&server, &owner, IID, MUID).await;
+        Fixture {
+            space,
+            d,
+            owner,
+            proof,
+        }
     }
 
     fn ask(&self, body: &Value) -> (u16, Value) {
@@ -116,7 +72,7 @@ impl Fixture {
         let mut r = json!({
             "v": 1, "kind": kind, "space": SPACE, "actor": "cli", "instanceId": IID,
             "managerLifecycleUid": MUID, "requestId": "verify0000000000000000000001",
-            "registrationProof": self.proof(), "serveEpoch": 0, "identities": identities(),
+            "registrationProof": self.proof, "serveEpoch": 0, "identities": manager_identities(),
         });
         let target = json!({"owner": self.owner, "actor": "worker", "lifecycleUid": TARGET_UID});
         match kind {
@@ -135,15 +91,6 @@ impl Fixture {
         }
         r
     }
-}
-
-/// The manager-service `prepare` request whose envelope the proof binds.
-fn prepare_request() -> Value {
-    json!({
-        "v": 1, "kind": "manager-service-authority", "operation": "prepare", "space": SPACE,
-        "actor": "cli", "instanceId": IID, "managerLifecycleUid": MUID,
-        "requestId": "verify0000000000000000000001", "identities": identities(),
-    })
 }
 
 fn error(body: &Value) -> &str {

@@ -136,7 +136,7 @@ pub(crate) fn unix_now() -> Result<u64, EpError> {
         .map_err(|_| EpError::internal("the system clock is before 1970"))
 }
 
-fn servers_of(servers: &str) -> Vec<String> {
+pub(crate) fn servers_of(servers: &str) -> Vec<String> {
     servers.split(',').map(|s| s.trim().to_owned()).collect()
 }
 

@@ -20,6 +20,7 @@ use cotal_core::plane_claim::{PlaneQuery, PlaneVerdict};
 use cotal_core::EpError;
 use futures::future::BoxFuture;
 
+use crate::durables::NatsDurables;
 use crate::space::{SendHook, Space};
 
 /// Answers an eviction request: one verdict per holder, `true` = verified gone.
@@ -38,6 +39,8 @@ pub struct NatsWorld<'s> {
     send_hook: Option<SendHook>,
     actors: Option<Arc<dyn ActorLedger>>,
     durables: Option<Arc<dyn DurablesPort>>,
+    /// The broker's own durables (real JetStream consumers), when attached.
+    nats_durables: Option<Arc<NatsDurables>>,
     /// The sealed scanner connection of each store that has one: its key listings run there.
     scanners: Vec<(Store, &'s Space)>,
     /// Every effect performed, in order.
@@ -69,6 +72,7 @@ impl<'s> NatsWorld<'s> {
             send_hook: None,
             actors: None,
             durables: None,
+            nats_durables: None,
             scanners: Vec::new(),
             log: Vec::new(),
         }
@@ -83,6 +87,12 @@ impl<'s> NatsWorld<'s> {
     /// Attaches the broker-durables port; without one every durables effect fails.
     pub fn with_durables(mut self, durables: Arc<dyn DurablesPort>) -> Self {
         self.durables = Some(durables);
+        self
+    }
+
+    /// Attaches the broker's durables adapter: agents' mailboxes as real JetStream consumers.
+    pub fn with_nats_durables(mut self, durables: Arc<NatsDurables>) -> Self {
+        self.nats_durables = Some(durables);
         self
     }
 
@@ -158,12 +168,20 @@ impl<'s> NatsWorld<'s> {
                     "this plane has no host storage: no actor ledger is attached".into(),
                 ),
             })),
-            Effect::Durables(request) => Observation::Durables(match &self.durables {
-                Some(durables) => durables.execute(request),
-                None => DurablesOutcome::Failed(
-                    "this plane has no broker-durables adapter attached".into(),
-                ),
-            }),
+            Effect::Durables(request) => {
+                Observation::Durables(match (&self.nats_durables, &self.durables) {
+                    (Some(nats), _) => {
+                        let now_ms = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+                        nats.execute(request, now_ms).await
+                    }
+                    (None, Some(durables)) => durables.execute(request),
+                    (None, None) => DurablesOutcome::Failed(
+                        "this plane has no broker-durables adapter attached".into(),
+                    ),
+                })
+            }
         }
     }
 

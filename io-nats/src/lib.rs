@@ -23,6 +23,7 @@
 pub mod authority;
 pub mod callout;
 pub mod driver;
+pub mod durables;
 pub mod host;
 pub mod liveness;
 pub mod shape;

@@ -16,6 +16,7 @@
 
 pub mod authorize;
 pub mod envelope;
+pub mod footprint;
 mod memory;
 pub mod row;
 mod serialized;

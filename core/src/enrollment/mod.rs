@@ -72,6 +72,18 @@ pub fn refuse_without_host_storage(kind: &str) -> Option<EpError> {
     })
 }
 
+/// Enrollment through the manager-service route hands the agent a bearer it exchanges on the
+/// public face (reference §3.7), so it needs that face bound: `failed-precondition` otherwise.
+pub fn require_public_exchange(host: &ManagerHost) -> Result<(), EpError> {
+    if host.agents.agent_bearer_exchange_url.is_empty() {
+        return Err(EpError::failed_precondition(
+            "managed agent enrollment needs the public exchange face (the enrolled agent \
+             exchanges its secret there); start the plane with --exchange-public-port",
+        ));
+    }
+    Ok(())
+}
+
 /// The shared decision (reference §6.2): host space, then `supervise`, then `extra` (the
 /// target owner, for the targeted kinds), then the current registration at the serve epoch
 /// (F94).

@@ -6,12 +6,19 @@
 //!
 //! Served here: the manager-service operations (`prepare`, `activate`, `renew`,
 //! `renewStandingBundle`, `renewRunDriver`, `session`, `retire`: `core::renewal`), run on the
-//! plane's remote-manager issuer connection. Refused as `unimplemented`: the kinds the
+//! plane's remote-manager issuer connection, and managed-agent enrollment and retirement
+//! preparation (`core::enrollment`, under the alias lock, the agent's mailboxes real JetStream
+//! consumers). Refused as `unimplemented`: the kinds the
 //! reference leaves to a host platform, and the ones this plane does not serve yet.
 
 use std::sync::Arc;
 
 use cotal_core::actors::authorize::authorize_human_grant;
+use cotal_core::actors::AliasScript;
+use cotal_core::enrollment::{
+    require_public_exchange, EnrollManagedAgent, EnrollmentRequest, PrepareManagedRetirement,
+    PrepareRetirementRequest, ENROLLMENT_KIND, PREPARE_RETIREMENT_KIND,
+};
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::machine::Replay;
@@ -22,6 +29,7 @@ use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, Door, DoorRequest};
 use cotal_io_http::idp_keys::IdpKeys;
+use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
@@ -38,7 +46,11 @@ pub(super) struct ManagerRoute {
     pub(super) idp: Arc<IdpKeys>,
     pub(super) ledger: FileActors,
     pub(super) host: ManagerHost,
+    /// The public face's exchange URL, set once it is bound.
+    pub(super) public_exchange: Arc<std::sync::OnceLock<String>>,
     pub(super) connections: PlaneLink,
+    /// Agents' mailboxes, created and removed as real JetStream consumers.
+    pub(super) durables: Arc<NatsDurables>,
     pub(super) metrics: Arc<PlaneMetrics>,
 }
 
@@ -135,9 +147,35 @@ impl ManagerRoute {
             "delegated-user-intent" | "manager-delegated-user-intent-execution" => Err(refuse(
                 unimplemented("delegated user intents are not served by this auth service"),
             )),
-            k @ ("manager-managed-agent-enrollment"
-            | "manager-managed-agent-prepare-retirement"
-            | "manager-retained-agent-validation"
+            ENROLLMENT_KIND => {
+                let host = self.host();
+                require_public_exchange(&host).map_err(refuse)?;
+                let request = EnrollmentRequest::parse(request).map_err(refuse)?;
+                let fresh_uid_entropy =
+                    crate::state::entropy().map_err(|e| refuse(EpError::unavailable(e)))?;
+                let enroll = EnrollManagedAgent {
+                    host,
+                    caller: holder,
+                    request,
+                    fresh_uid_entropy,
+                    now_ms,
+                };
+                let result = self.serialized(enroll).await.map_err(refuse)?;
+                let body = json_of(&result.to_json()).map_err(refuse)?;
+                Ok((caller, body))
+            }
+            PREPARE_RETIREMENT_KIND => {
+                let request = PrepareRetirementRequest::parse(request).map_err(refuse)?;
+                let prepare = PrepareManagedRetirement {
+                    host: self.host(),
+                    caller: holder,
+                    request,
+                };
+                let result = self.serialized(prepare).await.map_err(refuse)?;
+                let body = json_of(&result.to_json()).map_err(refuse)?;
+                Ok((caller, body))
+            }
+            k @ ("manager-retained-agent-validation"
             | "manager-goal-index-scan"
             | "manager-admin-authorization"
             | "manager-run-admission"
@@ -147,7 +185,7 @@ impl ManagerRoute {
             )))),
             _ => {
                 let parsed = ManagerAuthorityRequest::parse(request).map_err(refuse)?;
-                let call = ManagerAuthority::new(self.host.clone(), holder, parsed, now_ms);
+                let call = ManagerAuthority::new(self.host(), holder, parsed, now_ms);
                 let bound = self
                     .connections
                     .get()
@@ -157,15 +195,38 @@ impl ManagerRoute {
                     .run(&mut Replay::new(call))
                     .await
                     .map_err(refuse)?;
-                let body: Value = serde_json::from_str(&material.to_json()).map_err(|e| {
-                    refuse(EpError::internal(format!(
-                        "the issued material is not JSON: {e}"
-                    )))
-                })?;
+                let body = json_of(&material.to_json()).map_err(refuse)?;
                 Ok((caller, body))
             }
         }
     }
+
+    /// The host, with the public face's exchange URL once that face is bound (enrolled agents
+    /// exchange their secrets there).
+    fn host(&self) -> ManagerHost {
+        let mut host = self.host.clone();
+        if let Some(url) = self.public_exchange.get() {
+            host.agents.agent_bearer_exchange_url = url.clone();
+        }
+        host
+    }
+
+    /// Runs a managed-agent operation under its alias lock on the issuer connection, with the
+    /// ledger and the broker's durables attached (reference §6.3, §6.6).
+    async fn serialized<S: AliasScript>(&self, script: S) -> Result<S::Output, EpError> {
+        let bound = self.connections.get()?.issuer.space()?;
+        NatsWorld::new(&bound)
+            .with_actors(Arc::new(self.ledger.clone()))
+            .with_nats_durables(Arc::clone(&self.durables))
+            .run_serialized(script)
+            .await
+    }
+}
+
+/// A result's wire JSON as a value for the answer.
+fn json_of(text: &str) -> Result<Value, EpError> {
+    serde_json::from_str(text)
+        .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
 }
 
 /// The request's `kind`, for dispatch and the audit line (`-` when it names none).

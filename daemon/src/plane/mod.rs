@@ -51,7 +51,9 @@ use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
+use cotal_io_nats::authority::DataAccountSigner;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
+use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::host::{hold_fence, push_gate_writes};
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
@@ -261,7 +263,16 @@ impl Plane {
                 return Err(why);
             }
         };
-        let faces = match doors(inputs, &connections, &retirements, ledger(), &metrics) {
+        let public_exchange = Arc::new(std::sync::OnceLock::new());
+        let doors = doors(
+            inputs,
+            &connections,
+            &retirements,
+            ledger(),
+            &metrics,
+            &public_exchange,
+        );
+        let faces = match doors {
             Ok(doors) => PlaneFaces::new(
                 &inputs.material,
                 &inputs.space,
@@ -279,7 +290,12 @@ impl Plane {
             }
         };
         let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
-            Ok(bound) => bound,
+            Ok(bound) => {
+                if let Some((_, url)) = &bound.1 {
+                    let _ = public_exchange.set(url.clone());
+                }
+                bound
+            }
             Err(why) => {
                 drop(faces);
                 release(Some(rail), &retirements, Some(callout), connections).await;
@@ -473,6 +489,7 @@ fn doors(
     retirements: &Arc<Retirements>,
     ledger: cotal_io_fs::FileActors,
     metrics: &Arc<PlaneMetrics>,
+    public_exchange: &Arc<std::sync::OnceLock<String>>,
 ) -> Result<faces::PlaneDoors, String> {
     let material = &inputs.material;
     let pin = material.idp();
@@ -494,11 +511,8 @@ fn doors(
         standing_ttl: StandingTtl::DEFAULT,
         agents: AgentOnboarding {
             sentinel_creds: material.sentinel_creds().to_owned(),
-            agent_bearer_exchange_url: inputs
-                .public
-                .as_ref()
-                .and_then(|p| p.url.clone())
-                .unwrap_or_default(),
+            // Known once the public face is bound: the route fills it in (`public_exchange`).
+            agent_bearer_exchange_url: String::new(),
         },
     };
     Ok(faces::PlaneDoors {
@@ -517,7 +531,17 @@ fn doors(
             idp,
             ledger: ledger.clone(),
             host: host.clone(),
+            public_exchange: Arc::clone(public_exchange),
             connections: connections::PlaneLink::to(connections),
+            durables: Arc::new(NatsDurables::new(
+                &inputs.server,
+                inputs.space.clone(),
+                DataAccountSigner {
+                    account: material.data_account().to_owned(),
+                    signer: Arc::new(material.data_signing_key().clone()),
+                },
+                auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
+            )),
             metrics: Arc::clone(metrics),
         },
         retire: retire_doors::RetireDoors {

@@ -203,6 +203,57 @@ impl Space {
         .unwrap()
     }
 
+    /// Registers manager instance `iid` (lifecycle `muid`) for `owner` on `server` as the
+    /// registration ceremony leaves it: the gate `epgate.manager.<iid>` open at epoch 0 and
+    /// revision 0, recording `<owner>.manager_serve_<iid>`. Returns the host's
+    /// current-registration proof for it.
+    pub async fn register_manager(
+        &self,
+        server: &str,
+        owner: &str,
+        iid: &str,
+        muid: &str,
+    ) -> String {
+        use cotal_core::gate::{ProcessEpoch, RegistrationRevision};
+        use cotal_core::issuance::{GateRef, ProvisionGate};
+        use cotal_core::manager::{
+            current_registration_proof, ManagerAuthorityRequest, ProofSecret,
+        };
+        use cotal_core::names::{EndpointName, InstanceId, OwnerToken, SpaceName};
+        let space = SpaceName::parse(SPACE).unwrap();
+        let envelope = ManagerAuthorityRequest::parse(&json!({
+            "v": 1, "kind": "manager-service-authority", "operation": "prepare", "space": SPACE,
+            "actor": "cli", "instanceId": iid, "managerLifecycleUid": muid,
+            "requestId": "register000000000000000001", "identities": manager_identities(),
+        }))
+        .unwrap()
+        .envelope;
+        let owner = OwnerToken::parse(owner).unwrap();
+        let gate = GateRef::new(
+            space.clone(),
+            EndpointName::parse("manager").unwrap(),
+            InstanceId::parse(iid).unwrap(),
+        );
+        let admin = self.admin(server).await;
+        cotal_io_nats::drive(
+            &mut ProvisionGate::machine(gate, envelope.serve_principal(&owner).unwrap()),
+            &admin.space().unwrap(),
+        )
+        .await
+        .unwrap();
+        admin.close().await.unwrap();
+        let material = cotal_io_fs::trust::load_daemon(&self.root, &space).unwrap();
+        current_registration_proof(
+            &ProofSecret::new(material.data_signing_key().seed().unwrap()),
+            &owner,
+            &envelope,
+            RegistrationRevision(0),
+            ProcessEpoch(0),
+        )
+        .as_str()
+        .to_owned()
+    }
+
     /// Starts `up` and waits until it is ready (its discovery file is written).
     pub fn up(&mut self, extra: &[&str]) -> Value {
         self.up_with(extra, &[], None)
@@ -331,4 +382,13 @@ pub fn refused(outcome: Result<(Client, mpsc::UnboundedReceiver<String>), String
             e
         }
     }
+}
+
+/// The five held identities of a manager request (fixed keys).
+pub fn manager_identities() -> Value {
+    let id = |n: u8| json!({"id": nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, [n; 32]).unwrap().public_key()});
+    json!({
+        "supervisor": id(1), "executor": id(2), "serve": id(3),
+        "goalWriter": id(4), "sessionLedger": id(5),
+    })
 }
