@@ -162,3 +162,86 @@ pub fn check_provision(subscribe: &[String], allow_subscribe: &[String]) -> Resu
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::*;
+
+    fn principal() -> Principal {
+        Principal::parse("u_aaaaaaaaaaaaaaaaaaaaaaaaaa.worker").unwrap()
+    }
+
+    fn uid() -> LifecycleUid {
+        LifecycleUid::parse("wwwwwwwwwwwwwwwwwwwwwwwwww").unwrap()
+    }
+
+    #[test]
+    fn f4_every_incarnation_name_carries_its_uid() {
+        let space = SpaceName::parse("s1").unwrap();
+        let [dm, dlv] = lifecycle_mailboxes(&space, &principal(), &uid());
+        let keyed = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa-worker-wwwwwwwwwwwwwwwwwwwwwwwwww";
+        assert_eq!(
+            (dm.stream.as_str(), dm.name.as_str()),
+            ("DM_s1", &*format!("dm_{keyed}"))
+        );
+        assert_eq!(
+            dm.filter,
+            "cotal.s1.inst.u_aaaaaaaaaaaaaaaaaaaaaaaaaa.worker.>"
+        );
+        assert_eq!(dlv.name, format!("dlv_{keyed}"));
+        assert_eq!(
+            dlv.filter,
+            "cotal.s1.dlv.u_aaaaaaaaaaaaaaaaaaaaaaaaaa.worker.wwwwwwwwwwwwwwwwwwwwwwwwww"
+        );
+        assert_eq!(task_queue(&space, "worker").name, "svc_worker");
+        assert_eq!(
+            acl_key(&principal(), &uid()),
+            "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.worker.wwwwwwwwwwwwwwwwwwwwwwwwww"
+        );
+        assert_eq!(
+            member_key("team.a", &principal(), &uid()),
+            "team.a/u_aaaaaaaaaaaaaaaaaaaaaaaaaa.worker.wwwwwwwwwwwwwwwwwwwwwwwwww"
+        );
+    }
+
+    #[test]
+    fn f51_the_dm_mailbox_starts_after_its_frontier_and_the_others_take_all() {
+        let space = SpaceName::parse("s1").unwrap();
+        let [dm, dlv] = lifecycle_mailboxes(&space, &principal(), &uid());
+        let body = dm.create_body(41);
+        assert_eq!(body["config"]["deliver_policy"], "by_start_sequence");
+        assert_eq!(body["config"]["opt_start_seq"], 42);
+        assert_eq!(body["config"]["ack_policy"], "explicit");
+        assert_eq!(body["config"]["ack_wait"], ACK_WAIT_NANOS);
+        assert_eq!(body["action"], "create");
+        assert!(body["config"].get("inactive_threshold").is_none());
+        assert_eq!(dm.create_body(0)["config"]["opt_start_seq"], 1);
+        assert_eq!(dlv.create_body(41)["config"]["deliver_policy"], "all");
+    }
+
+    #[test]
+    fn the_acl_row_raises_the_ceiling_at_its_revision() {
+        let allow = vec!["general".to_owned(), "team.>".to_owned()];
+        let row = acl_row(&allow, 3, 1_700_000_000_000);
+        assert_eq!(
+            String::from_utf8(row.clone()).unwrap(),
+            r#"{"allowSubscribe":["general","team.>"],"issuedAllowSubscribe":["general","team.>"],"revision":3,"updatedAt":1700000000000}"#
+        );
+        assert_eq!(acl_revision(&row), Some(3));
+        assert_eq!(acl_revision(b"garbled"), None);
+    }
+
+    #[test]
+    fn subscribe_must_stay_within_allow_subscribe() {
+        let allow = vec!["team.>".to_owned()];
+        assert!(check_provision(&["team.a".to_owned()], &allow).is_ok());
+        let e = check_provision(&["general".to_owned()], &allow).unwrap_err();
+        assert!(
+            e.contains("subscribe \"general\" is not within allowSubscribe"),
+            "{e}"
+        );
+        assert!(check_provision(&["a..b".to_owned()], &allow).is_err());
+    }
+}
