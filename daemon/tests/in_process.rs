@@ -123,7 +123,22 @@ fn one_spaces_fence_leaves_the_other_space_serving() {
             .await
             .unwrap();
         assert_eq!(health["state"], "ready", "{health}");
+        // Beta's inventory: every connection it owns, by label; only the short registration
+        // connection has ended while it serves, and all have once it closed.
+        let labels: Vec<String> = PlaneConnection::ALL
+            .iter()
+            .map(|role| role.label(&b_inputs.space))
+            .collect();
+        let serving = b.connections().await;
+        assert_eq!(
+            serving.iter().map(|c| c.label.clone()).collect::<Vec<_>>(),
+            labels
+        );
+        for c in &serving {
+            assert_eq!(c.ended, c.label.contains("auth-registration"), "{c:?}");
+        }
         b.close().await.unwrap();
+        assert!(b.connections().await.iter().all(|c| c.ended));
         a.close().await.unwrap();
         // Closing is idempotent.
         b.close().await.unwrap();

@@ -154,6 +154,14 @@ pub struct Registered {
     pub gate_revision: Revision,
 }
 
+/// One connection of a plane's inventory ([`Plane::connections`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedConnection {
+    /// Its CONNZ name, `cotal:<role>:<space>`.
+    pub label: String,
+    pub ended: bool,
+}
+
 /// Why a plane stopped serving on its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
@@ -357,6 +365,20 @@ impl Plane {
     /// The per-start loopback capability (for the 0600 discovery file only).
     pub fn capability(&self) -> &str {
         self.capability.expose_hex()
+    }
+
+    /// Every connection the plane owns, in boot order, each with whether it has ended (the
+    /// short registration connection ends during the start; the others when the plane closes).
+    /// A detached snapshot: a host platform's inventory of what this plane holds open.
+    pub async fn connections(&self) -> Vec<OwnedConnection> {
+        let open = self.connections.lock().await.is_some();
+        PlaneConnection::ALL
+            .iter()
+            .map(|role| OwnedConnection {
+                label: role.label(&self.registered.gate.space),
+                ended: !open || *role == PlaneConnection::AuthRegistration,
+            })
+            .collect()
     }
 
     /// Resolves once the plane stopped serving on its own; pending while it serves.
