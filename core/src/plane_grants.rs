@@ -299,20 +299,32 @@ fn scanner(stream: &str, conn: &ConnId) -> Result<Permissions, EpError> {
 
 /// `cotal:remote-manager-issuer:<s>` — the writer rows 1–15 of [`auth_mint`] (without its
 /// ensure deviation: the mint writer has already ensured the stores) plus the manager
-/// endpoint's gate and credential families.
+/// endpoint's gate, credential and renewal-cleanup families, and the contract reads a standing
+/// renewal re-derives the serve grant from.
 ///
 /// | # | dir | row | why |
 /// |---|-----|-----|-----|
 /// | 1–15 | pub | the writer rows of [`auth_mint`] 1–15 | as there |
 /// | 16 | pub | `$KV.auth.epgate.manager.>` | manager instance gates |
 /// | 17 | pub | `$KV.auth.epcred.manager.>` | manager instance credential rows |
-/// | 18 | sub | `inbox` | replies |
+/// | 18 | pub | `$KV.auth.renewclean.manager.>` | manager instance renewal cleanup intents |
+/// | 19 | pub | `$JS.API.STREAM.INFO.EPC_s` | contract store bind shape proof (F10) |
+/// | 20 | pub | `$JS.API.STREAM.MSG.GET.EPC_s` | leader-served artifact reads |
+/// | 21 | sub | `inbox` | replies |
+///
+/// Rows 18–20 were found by running the manager route on a real operator-mode server (test
+/// `manager_route_flow`): `activate` and `renewStandingBundle` write the cleanup intent
+/// `renewclean.manager.<iid>` before they release the family (reference §4.6), and
+/// `renewStandingBundle` reads the registered spec's closures from the contract store.
 pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
     let mut publish = n.writer_rows();
     publish.extend([
         format!("$KV.{}.epgate.manager.>", n.auth),
         format!("$KV.{}.epcred.manager.>", n.auth),
+        format!("$KV.{}.renewclean.manager.>", n.auth),
+        format!("$JS.API.STREAM.INFO.{}", n.epc),
+        format!("$JS.API.STREAM.MSG.GET.{}", n.epc),
     ]);
     grant(publish, conn)
 }
@@ -546,6 +558,9 @@ mod tests {
         want.extend([
             "$KV.cotal_auth_prod.epgate.manager.>",
             "$KV.cotal_auth_prod.epcred.manager.>",
+            "$KV.cotal_auth_prod.renewclean.manager.>",
+            "$JS.API.STREAM.INFO.EPC_prod",
+            "$JS.API.STREAM.MSG.GET.EPC_prod",
         ]);
         rows(remote_manager_issuer(&space(), &conn()).unwrap(), &want);
     }

@@ -118,7 +118,7 @@ fn plane_connections() -> [(PlaneConnection, Grant, &'static [Store], bool); 8] 
         (
             PlaneConnection::RemoteManagerIssuer,
             remote_manager_issuer,
-            &[Auth, Records],
+            &[Auth, Records, Contracts],
             false,
         ),
         (

@@ -689,7 +689,7 @@ impl Start<'_> {
             self.open(
                 PlaneConnection::RemoteManagerIssuer,
                 move |conn| plane_grants::remote_manager_issuer(&space, conn),
-                self.options(&[Store::Auth, Store::Records], false),
+                self.options(&[Store::Auth, Store::Records, Store::Contracts], false),
             )
             .await?
         };
