@@ -348,6 +348,7 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
 /// | 12 | pub | `$KV.auth.plane` | the plane claim (§2.10), exact key — never `plane.>` (F98) |
 /// | 13 | pub | `$KV.rec.frontier.>` | **deviation**: the retirement barrier's create-only frontier record (`core::lifecycle::retire`), which this plane's retire doors run here |
 /// | 14 | sub | `inbox` | replies |
+/// | 15 | sub | `$KV.auth.plane` | **deviation**: a start waiting on the claim wakes at the row's next write (a release hands over at once); one exact key, a core subscription, no consumer |
 ///
 /// No consumer create at all (F98): a create body is not subject-confinable, so the barrier's
 /// family scans run on the sealed scanner, never on this credential.
@@ -365,7 +366,7 @@ pub fn auth_barrier(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpE
         format!("$KV.{}.plane", n.auth),
         format!("$KV.{}.frontier.>", n.rec),
     ]);
-    grant(publish, conn)
+    checked_permissions(publish, vec![inbox(conn), format!("$KV.{}.plane", n.auth)])
 }
 
 /// `cotal:auth-admin:<s>` — the auth control rail listener: the serving rows of the plane's
@@ -567,8 +568,14 @@ mod tests {
 
     #[test]
     fn barrier_rows_are_the_reference_barrier_grants_plus_the_exact_plane_key() {
+        let mut granted = auth_barrier(&space(), &conn()).unwrap();
+        // Its one extra subscription: the claim row's exact subject (the standby's wake).
+        assert_eq!(
+            granted.subscribe.allow.pop().as_deref(),
+            Some("$KV.cotal_auth_prod.plane")
+        );
         rows(
-            auth_barrier(&space(), &conn()).unwrap(),
+            granted,
             &[
                 "$JS.API.INFO",
                 "$JS.API.STREAM.INFO.KV_cotal_auth_prod",

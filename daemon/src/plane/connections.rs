@@ -243,6 +243,9 @@ impl Start<'_> {
         let (ledger, records) = (tuple(&scanners.ledger)?, tuple(&scanners.records)?);
         let mut waiting = false;
         let waited = std::time::Instant::now();
+        // A write of the claim row (a release, a reclaim) wakes a waiting start at once; the
+        // poll covers a holder that dies without writing it, whose end only the oracle sees.
+        let mut claim_writes = claim_writes(barrier, self.space()).await;
         loop {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -294,7 +297,7 @@ impl Start<'_> {
                     );
                     waiting = true;
                 }
-                tokio::time::sleep(STANDBY_POLL).await;
+                wait_claim(&mut claim_writes).await;
                 continue;
             }
             let wait = self.inputs.standby
@@ -310,7 +313,7 @@ impl Start<'_> {
                 info!("standby: {}; waiting to take over", refusal.message);
                 waiting = true;
             }
-            tokio::time::sleep(STANDBY_POLL).await;
+            wait_claim(&mut claim_writes).await;
         }
     }
 
@@ -346,5 +349,35 @@ impl Start<'_> {
             self.inputs.material.data_account(),
             PlaneConnection::PlaneSystem.label(self.space()),
         )
+    }
+}
+
+/// A subscription on the claim row's subject (`$KV.cotal_auth_<space>.plane`) on the barrier
+/// connection, or `None` when it cannot be made (the wait then polls alone).
+async fn claim_writes(
+    barrier: &AuthorityClient,
+    space: &SpaceName,
+) -> Option<cotal_io_nats::async_nats::Subscriber> {
+    let subject = format!(
+        "{}{PLANE_CLAIM_KEY}",
+        cotal_io_nats::shape::StoreLayout::of(Store::Auth, space).subject_prefix
+    );
+    let binding = barrier.space().ok()?;
+    let subscriber = binding.client().subscribe(subject).await.ok()?;
+    binding.client().flush().await.ok()?;
+    Some(subscriber)
+}
+
+/// Waits one [`STANDBY_POLL`], or less when the claim row is written first.
+async fn wait_claim(writes: &mut Option<cotal_io_nats::async_nats::Subscriber>) {
+    use futures::StreamExt;
+    match writes {
+        Some(subscriber) => {
+            tokio::select! {
+                () = tokio::time::sleep(STANDBY_POLL) => {}
+                _ = subscriber.next() => {}
+            }
+        }
+        None => tokio::time::sleep(STANDBY_POLL).await,
     }
 }
