@@ -228,6 +228,46 @@ async fn wake(waiter: &mut GateWriteWaiter<'_>, duration: Duration) {
     future::select(woken, timer).await;
 }
 
+/// [`await_host_fence`] over `client`, woken by every write of the gate, anyone's
+/// ([`push_gate_writes`]); the poll stays as the fallback while the push is down.
+pub async fn await_host_fence_pushed(
+    client: &AuthorityClient,
+    gate: GateRef,
+    epoch: ProcessEpoch,
+) -> Result<Option<GateObservation>, EpError> {
+    let fence = AwaitHostFence::new(gate.clone(), epoch)?;
+    pushed(client, &gate, run_fence(client, fence)).await
+}
+
+/// [`hold_fence`] over `client`, woken by every write of the gate, anyone's
+/// ([`push_gate_writes`]); the poll stays as the fallback while the push is down.
+pub async fn hold_fence_pushed(
+    client: &AuthorityClient,
+    fence: AwaitHostFence,
+    unreachable_limit: Duration,
+) -> Result<Option<GateObservation>, EpError> {
+    let gate = fence.gate().clone();
+    pushed(client, &gate, hold_fence(client, fence, unreachable_limit)).await
+}
+
+/// Runs `wait` beside the gate's push feed; a push that stops is logged and the wait goes on
+/// polling.
+async fn pushed<T>(client: &AuthorityClient, gate: &GateRef, wait: impl Future<Output = T>) -> T {
+    let wait = std::pin::pin!(wait);
+    let push = std::pin::pin!(push_gate_writes(client, gate));
+    match future::select(wait, push).await {
+        future::Either::Left((done, _)) => done,
+        future::Either::Right((down, wait)) => {
+            tracing::warn!(
+                connection = client.label(),
+                "the gate push stopped ({}); the fence polls",
+                down.message
+            );
+            wait.await
+        }
+    }
+}
+
 /// How often the push feed checks whether its connection was renewed, to move to the fresh one.
 const PUSH_RESUBSCRIBE_POLL: Duration = Duration::from_millis(250);
 

@@ -38,7 +38,7 @@ use cotal_core::profiles::ConnId;
 use cotal_core::serving::RegisterServing;
 use cotal_core::EpError;
 use cotal_io_nats::authority::connect_with_creds;
-use cotal_io_nats::host::{hold_fence, push_gate_writes};
+use cotal_io_nats::host::{hold_fence, hold_fence_pushed};
 use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 use cotal_tests::nats::client::{ClientError, JwtAuth, NatsClient};
 use cotal_tests::nats::operator::OperatorServer;
@@ -586,13 +586,7 @@ async fn a_foreign_gate_write_is_pushed_to_the_fence_across_renewals() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         register(&registration).await.unwrap()
     };
-    let gate = auth_gate();
-    let watched = async {
-        tokio::select! {
-            seen = hold_fence(&reader, fence, Duration::from_secs(30)) => seen,
-            down = push_gate_writes(&reader, &gate) => panic!("the push stopped: {}", down.message),
-        }
-    };
+    let watched = hold_fence_pushed(&reader, fence, Duration::from_secs(30));
     let (seen, second) = tokio::time::timeout(Duration::from_secs(60), async {
         tokio::join!(watched, successor)
     })

@@ -54,7 +54,7 @@ use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::authority::DataAccountSigner;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::durables::NatsDurables;
-use cotal_io_nats::host::{hold_fence, push_gate_writes};
+use cotal_io_nats::host::hold_fence_pushed;
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
@@ -72,7 +72,7 @@ use retirement::Retirements;
 
 /// How often a running plane re-reads its own gate (F6: only a fresh read can tell) when
 /// nothing woke it: every write of the gate is pushed to the watch at once
-/// ([`push_gate_writes`]), so this is how late, at most, it notices a successor while that
+/// ([`push_gate_writes`](cotal_io_nats::host::push_gate_writes)), so this is how late, at most, it notices a successor while that
 /// push is down.
 pub const FENCE_POLL: Duration = Duration::from_millis(250);
 /// How long the gate may stay unreadable before the plane gives up: it can no longer tell
@@ -755,8 +755,8 @@ impl Start<'_> {
 }
 
 /// Holds the registration until the core's host fence resolves (fenced), driven by
-/// [`hold_fence`]: one leader read of the gate at once when anyone writes it (this plane's own
-/// writes through its hub, everyone else's pushed by [`push_gate_writes`]), else every
+/// [`hold_fence_pushed`]: one leader read of the gate at once when anyone writes it (this plane's own
+/// writes through its hub, everyone else's pushed by [`push_gate_writes`](cotal_io_nats::host::push_gate_writes)), else every
 /// [`FENCE_POLL`], and a stop with an error once no read has succeeded for
 /// [`UNREACHABLE_LIMIT`].
 ///
@@ -782,19 +782,8 @@ async fn watch_fence(
     };
     // Every write of the gate, by anyone, is pushed to the fence at once; the poll is only the
     // fallback while the push is down.
-    let watched = async {
-        let held = hold_fence(&connections.reader, fence, UNREACHABLE_LIMIT);
-        tokio::pin!(held);
-        tokio::select! {
-            fenced = &mut held => fenced,
-            down = push_gate_writes(&connections.reader, gate) => {
-                warn!("the gate push stopped ({}); the fence polls", down.message);
-                held.await
-            }
-        }
-    };
     let fenced = tokio::select! {
-        fenced = watched => fenced,
+        fenced = hold_fence_pushed(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
         copy = connections.scanners.died(&gate.space) => {
             // A lost server drops every connection at once, scanners included: that is a broker
             // loss (restart and retry), not a fence. A scanner gone while the reader is still
