@@ -1,6 +1,6 @@
 //! Fence wake latency on a real operator-mode nats-server: from the moment another writer
 //! sends the write that fences a plane's gate (a freeze) to the moment the plane's fence watch
-//! (`hold_fence` with its push feed, `push_gate_writes`, exactly as `up` runs them) resolves
+//! (`hold_fence_pushed`: the fence with its push feed, exactly as `up` runs it) resolves
 //! fenced, reported as p50/p99/max beside its floor measured in the same run: a bare core
 //! subscription on the same key receiving the same write. Never a threshold.
 //!
@@ -16,7 +16,7 @@ use cotal_core::jwt::UserNats;
 use cotal_core::kv::{KvOutcome, KvRequest, Revision, Store};
 use cotal_core::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
 use cotal_core::plane_grants::auth_reader_watching;
-use cotal_io_nats::host::{hold_fence, push_gate_writes};
+use cotal_io_nats::host::hold_fence_pushed;
 use cotal_io_nats::{AuthorityClient, DataAccountSigner, SpaceOptions, StoreSet};
 use cotal_tests::nats::operator::OperatorServer;
 use cotal_tests::nats::wall_clock;
@@ -113,10 +113,9 @@ async fn bench() -> Result<(), String> {
             .frozen(GateOp::registration(op.clone()))
             .map_err(|e| e.message)?;
         let watch = async {
-            tokio::select! {
-                seen = hold_fence(&reader, fence, Duration::from_secs(30)) => seen.map(|_| Instant::now()),
-                down = push_gate_writes(&reader, &gate) => Err(down),
-            }
+            hold_fence_pushed(&reader, fence, Duration::from_secs(30))
+                .await
+                .map(|_| Instant::now())
         };
         let write = async {
             // Let the watch arm (its first read) before the fencing write goes out.
