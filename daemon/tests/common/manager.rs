@@ -160,11 +160,12 @@ pub struct Flow {
 
 impl Flow {
     pub async fn new() -> Flow {
-        Flow::with_up(&[]).await
+        Flow::with_up(&[], &[]).await
     }
 
-    /// [`Flow::new`] with `extra` arguments to `up` (e.g. a public face's port).
-    pub async fn with_up(extra: &[&str]) -> Flow {
+    /// [`Flow::new`] with `extra` arguments to `up` (e.g. a public face's port) and extra
+    /// environment for the plane (e.g. its `RUST_LOG`).
+    pub async fn with_up(extra: &[&str], env: &[(&str, &str)]) -> Flow {
         let mut space = Space::new();
         space.grant(
             "cli",
@@ -181,7 +182,7 @@ impl Flow {
         let server = space.serve_broker();
         let mut args = vec!["--server", server.as_str()];
         args.extend_from_slice(extra);
-        let d = space.up(&args);
+        let d = space.up_with(&args, env, None);
         let owner = space.owner("alice");
         let admin = space.admin(&server).await;
         let material = cotal_io_fs::trust::load_daemon(&space.root, &space_name()).unwrap();
