@@ -8,7 +8,13 @@
 //!   two signatures) and `renewStandingBundle` (all five duties, the endpoint family released
 //!   through the fence), against the floor: the same request parsed and the same
 //!   `ManagerAuthority` run in this process on a `NatsWorld` over a connection with exactly the
-//!   issuer's grants (`plane_grants::remote_manager_issuer`), its material serialized;
+//!   issuer's grants (`plane_grants::remote_manager_issuer`), its material serialized; the two
+//!   interleaved request by request, so both see the same store;
+//! * for reading the `renew` ratio: the same `renew` over one kept-alive connection, and what
+//!   the route adds to the floor piece by piece — `GET /health` (the transport alone, one
+//!   connection per request as above), the IdP token's verification and the grant read (both in
+//!   this process, as the route does them) — with the route's own mean from the daemon's latency
+//!   histogram (`/metrics`) and the daemon's CPU time per request (`/proc/<pid>/stat`);
 //! * the daemon's RSS idle, after the sequential runs, and its peak while 1,000 concurrent
 //!   `renew` requests arrive at once, on the loopback face (no in-flight cap) and on the public
 //!   face (its cap answers the excess 503 `busy`), sampled from `/proc/<pid>/status`.
