@@ -1314,3 +1314,30 @@ fn go_reference_user_jwt_is_byte_identical_to_ours() {
     assert_eq!(a.limits.jetstream, JetStreamLimits::UNLIMITED);
     assert_eq!(a.signing_keys, [signing.public_key()]);
 }
+
+/// RFC 8032 §7.1 TEST 1 and TEST 2 signed through nkeys, byte for byte: the precomputed
+/// basepoint tables `core/Cargo.toml` turns on (ed25519-dalek `fast`) change how fast a
+/// signature is computed, never its bytes (the golden tokens of `rust-minted.json` hold too).
+#[test]
+fn nkeys_signatures_are_the_rfc_8032_vectors() {
+    let hex = |s: &str| data_encoding::HEXLOWER.decode(s.as_bytes()).unwrap();
+    for (seed, message, signature) in [
+        (
+            "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60",
+            "",
+            "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bacc61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+        ),
+        (
+            "4ccd089b28ff96da9db6c346ec114e0f5b8a319f35aba624da8cf6ed4fb8a6fb",
+            "72",
+            "92a009a9f0d4cab8720e820b5f642540a2b27b5416503f8fb3762223ebdb69da085ac1e43e15996e458f3613d0f11d8c387b2eaeb4302aeeb00d291612bb0c00",
+        ),
+    ] {
+        let seed: [u8; 32] = hex(seed).try_into().unwrap();
+        let signer = KeyPair::new_from_raw(KeyPairType::Account, seed).unwrap();
+        let message = hex(message);
+        let signed = signer.sign(&message).unwrap();
+        assert_eq!(signed, hex(signature));
+        signer.verify(&message, &signed).unwrap();
+    }
+}

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
 
+pub mod manager;
 pub mod signin;
 use serde_json::Value;
 

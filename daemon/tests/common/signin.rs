@@ -260,7 +260,7 @@ impl Space {
     }
 
     /// [`Space::up`] with extra environment, and with the plane's log (`RUST_LOG=info`)
-    /// written to `log` when given.
+    /// written to `log` when given. A `RUST_LOG` in `env` wins over either default.
     pub fn up_with(
         &mut self,
         extra: &[&str],
@@ -272,7 +272,6 @@ impl Space {
             .args(["up", "--space", SPACE, "--state-dir"])
             .arg(&self.root)
             .args(extra)
-            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null());
         match log {
@@ -281,6 +280,7 @@ impl Space {
                 .stderr(fs::File::create(log).unwrap()),
             None => command.env("RUST_LOG", "warn").stderr(Stdio::inherit()),
         };
+        command.envs(env.iter().copied());
         let mut child: Child = command.spawn().unwrap();
         let found = ready(&self.root, &mut child);
         self.reaper.0.push(child);

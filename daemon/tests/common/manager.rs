@@ -1,0 +1,594 @@
+//! The manager fixture (issue 12): a plane on the space's own operator-mode server with
+//! `alice/cli` granted `supervise`, one remote manager instance's held nkeys, and the steps
+//! that bring it to activated over `POST /manager-service-authority` — `prepare`, the
+//! instance's registration, `activate` — then its renewals. Shared by
+//! `tests/manager_route_flow.rs` (`mod common;`) and `benches/renewal.rs` (by `#[path]`).
+//!
+//! What stands in for a missing piece, each marked `STAND-IN` where it happens:
+//! * the manager gate `epgate.manager.<iid>` is provisioned by the admin connection: no plane
+//!   path provisions a remote manager's gate;
+//! * the registration ceremony runs on a connection the fixture signs with exactly the plane's
+//!   registration-executor rows for `manager/<iid>` (`plane_grants::gate_reconcile`), under a
+//!   static name authority binding `manager` to the owner: no plane door runs or authorizes a
+//!   remote manager's registration, and nothing on a real server holds the operator's
+//!   provisioning authority for the single-label name `manager`;
+//! * the hosted run a `renewRunDriver` renews is written by the admin connection: this plane
+//!   does not serve `manager-run-admission`/`manager-run-attempt` yet.
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cotal_core::authority::SelfAuthority;
+use cotal_core::canon::Digest;
+use cotal_core::contract::{artifact_canonical_bytes, ClusterManifest};
+use cotal_core::gate::EndpointGate;
+use cotal_core::issuance::{observe_gate, GateRef, ProvisionGate};
+use cotal_core::journal::{FencingToken, RunEpoch, RunHolder, RunId};
+use cotal_core::jwt::{self, ClaimType, Claims, Creds, UnixSeconds};
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
+use cotal_core::ledger::{CredState, LedgerRow};
+use cotal_core::machine::{script, Replay};
+use cotal_core::manager::{
+    current_registration_proof, registration_proof, ManagerAuthorityRequest, ProofSecret,
+};
+use cotal_core::names::{EndpointName, InstanceId, OpId, OwnerToken, SpaceName};
+use cotal_core::plane_grants;
+use cotal_core::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
+use cotal_core::run::{write_run_status, HostedRunStatus, RunState};
+use cotal_core::service::ServiceSpec;
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_nats::async_nats::{self, jetstream, Client, ConnectOptions};
+use cotal_io_nats::liveness::Oracle;
+use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
+use nkeys::{KeyPair, KeyPairType};
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::signin::{post_to, Space};
+use super::{READY_TIMEOUT, SPACE};
+
+/// The manager instance and its lifecycle uid.
+pub const IID: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmm";
+pub const UID: &str = "llllllllllllllllllllllllll";
+/// The manager's registered commands.
+pub const COMMANDS: [&str; 3] = ["spawn", "status", "turn"];
+pub const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
+pub const RUN: &str = "run-0123456789abcdef0123456789abcdef";
+pub const TAKEOVER: &str = "00112233aabbccdd";
+/// A subject no issued credential may publish on (see [`Holder::violations`]).
+pub const SENTINEL: &str = "cotal.sentinel.never.granted";
+
+pub fn space_name() -> SpaceName {
+    SpaceName::parse(SPACE).unwrap()
+}
+
+pub fn manager_gate() -> GateRef {
+    GateRef::new(
+        space_name(),
+        EndpointName::parse("manager").unwrap(),
+        InstanceId::parse(IID).unwrap(),
+    )
+}
+
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+pub fn key(n: u8) -> KeyPair {
+    KeyPair::new_from_raw(KeyPairType::User, [n; 32]).unwrap()
+}
+
+/// The `ai.cotal.manager` cluster document the manager registers and activates with.
+pub fn manager_document() -> Value {
+    let commands: Vec<Value> = COMMANDS
+        .iter()
+        .map(|c| {
+            json!({"name": c, "class": "ephemeral", "targeted": false,
+                   "capability": format!("x.{c}"), "inputDigest": VOID, "outputDigest": VOID,
+                   "traits": []})
+        })
+        .collect();
+    json!({"urn": "ai.cotal.manager", "revision": 1, "attributes": [], "events": [],
+           "commands": commands})
+}
+
+pub fn error(body: &Value) -> &str {
+    body["error"].as_str().unwrap_or_default()
+}
+
+/// A run attempt's fence as the request carries it and the hosted run records it.
+pub struct RunFence {
+    pub holder: String,
+    pub epoch: u64,
+    pub token: u64,
+}
+
+/// One connection made with an issued credential; server errors (permission violations)
+/// arrive on `errors`.
+pub struct Holder {
+    pub client: Client,
+    pub errors: mpsc::UnboundedReceiver<String>,
+}
+
+impl Holder {
+    /// The permission violations the server reported for everything sent so far. A publish on
+    /// [`SENTINEL`], a subject no credential here is granted, marks the end: the server
+    /// reports violations in order, so every error before the sentinel's is one of ours.
+    pub async fn violations(&mut self) -> Vec<String> {
+        self.client.publish(SENTINEL, "".into()).await.unwrap();
+        self.client.flush().await.unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let e = tokio::time::timeout(READY_TIMEOUT, self.errors.recv())
+                .await
+                .expect("the server did not report the sentinel's violation")
+                .expect("the connection's event stream ended");
+            if e.contains(SENTINEL) {
+                return seen;
+            }
+            seen.push(e);
+        }
+    }
+}
+
+/// A plane on the space's own server, `alice/cli` granted `supervise`, the manager's five
+/// held nkeys, and the test's unrestricted admin view of the stores.
+pub struct Flow {
+    pub space: Space,
+    pub d: Value,
+    pub server: String,
+    pub owner: String,
+    pub admin: AuthorityClient,
+    pub material: DaemonMaterial,
+    /// supervisor, executor, serve, goalWriter, sessionLedger.
+    pub keys: Vec<KeyPair>,
+    /// The run driver and mediator nkeys.
+    pub driver: KeyPair,
+    pub mediator: KeyPair,
+}
+
+impl Flow {
+    pub async fn new() -> Flow {
+        Flow::with_up(&[], &[]).await
+    }
+
+    /// [`Flow::new`] with `extra` arguments to `up` (e.g. a public face's port) and extra
+    /// environment for the plane (e.g. its `RUST_LOG`).
+    pub async fn with_up(extra: &[&str], env: &[(&str, &str)]) -> Flow {
+        let mut space = Space::new();
+        space.grant(
+            "cli",
+            "alice",
+            &[
+                "--scope",
+                "supervise",
+                "--allow-subscribe",
+                "",
+                "--allow-publish",
+                "",
+            ],
+        );
+        let server = space.serve_broker();
+        let mut args = vec!["--server", server.as_str()];
+        args.extend_from_slice(extra);
+        let d = space.up_with(&args, env, None);
+        let owner = space.owner("alice");
+        let admin = space.admin(&server).await;
+        let material = cotal_io_fs::trust::load_daemon(&space.root, &space_name()).unwrap();
+        Flow {
+            space,
+            d,
+            server,
+            owner,
+            admin,
+            material,
+            keys: (1..=5).map(key).collect(),
+            driver: key(11),
+            mediator: key(12),
+        }
+    }
+
+    pub fn owner_token(&self) -> OwnerToken {
+        OwnerToken::parse(&self.owner).unwrap()
+    }
+
+    /// The request envelope of `operation` for the held nkeys.
+    pub fn envelope(&self, operation: &str, rid: &str) -> Value {
+        let id = |k: &KeyPair| json!({"id": k.public_key()});
+        json!({
+            "v": 1, "kind": "manager-service-authority", "operation": operation,
+            "space": SPACE, "actor": "cli", "instanceId": IID, "managerLifecycleUid": UID,
+            "requestId": rid,
+            "identities": {
+                "supervisor": id(&self.keys[0]), "executor": id(&self.keys[1]),
+                "serve": id(&self.keys[2]), "goalWriter": id(&self.keys[3]),
+                "sessionLedger": id(&self.keys[4]),
+            },
+        })
+    }
+
+    /// `activate` with the manager document and its deterministic registration proof.
+    pub fn activate_request(&self, rid: &str) -> Value {
+        let mut raw = self.envelope("activate", rid);
+        raw["contractArtifacts"] = json!([manager_document()]);
+        raw["registrationProof"] = json!(format!("sha256:{}", "0".repeat(64)));
+        let parsed = ManagerAuthorityRequest::parse(&raw).unwrap();
+        let proof = registration_proof(&self.owner_token(), &parsed).unwrap();
+        raw["registrationProof"] = json!(proof.as_str());
+        raw
+    }
+
+    /// A renewal of `operation` presenting `proof` at serve epoch `epoch` for the data account.
+    pub fn renewal(&self, operation: &str, rid: &str, proof: &str, epoch: u64) -> Value {
+        let mut raw = self.envelope(operation, rid);
+        raw["registrationProof"] = json!(proof);
+        raw["accountPublicKey"] = json!(self.material.data_account());
+        raw["processEpoch"] = json!(epoch);
+        raw
+    }
+
+    pub fn run_fence(&self) -> RunFence {
+        RunFence {
+            holder: format!("{}.{TAKEOVER}", self.keys[0].public_key()),
+            epoch: 2,
+            token: 7,
+        }
+    }
+
+    pub fn run_request(&self, proof: &str, epoch: u64, fence: &RunFence) -> Value {
+        let mut raw = self.renewal("renewRunDriver", "rundriver000000000000001", proof, epoch);
+        raw["run"] = json!({
+            "runId": RUN, "holder": fence.holder, "takeoverId": TAKEOVER, "epoch": fence.epoch,
+            "fencingToken": fence.token, "driverId": self.driver.public_key(),
+            "mediatorId": self.mediator.public_key(),
+        });
+        raw
+    }
+
+    /// `POST /manager-service-authority` on the loopback face with a fresh IdP token.
+    pub fn ask(&self, request: &Value) -> (u16, Value) {
+        post_to(
+            self.d["url"].as_str().unwrap(),
+            "/manager-service-authority",
+            self.d["cap"].as_str(),
+            &json!({"idpToken": self.space.idp_token("alice"), "request": request}),
+        )
+    }
+
+    /// [`Flow::ask`], which must answer 200.
+    pub fn granted(&self, request: &Value) -> Value {
+        let (status, body) = self.ask(request);
+        assert_eq!(status, 200, "{}: {body}", request["operation"]);
+        assert!(!body.to_string().contains("seed"), "{body}");
+        body
+    }
+
+    /// [`Flow::ask`], which must answer 403 with a sentence containing `says`.
+    pub fn refused(&self, request: &Value, says: &str) {
+        let (status, body) = self.ask(request);
+        assert_eq!(status, 403, "{}: {body}", request["operation"]);
+        assert!(error(&body).contains(says), "{says:?} not in {body}");
+    }
+
+    /// The answer's credential `name`: its JWT verified against the data account's signing
+    /// key, for the `holder` nkey, in the data account, with its `exp` the answer states.
+    pub fn credential(&self, body: &Value, name: &str, holder: &KeyPair) -> (String, Claims) {
+        let c = &body["credentials"][name];
+        let token = c["jwt"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {body}"));
+        let claims = jwt::verify(
+            token,
+            ClaimType::User,
+            &self.material.data_signing_key().public_key(),
+            UnixSeconds(now_secs()),
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(claims.sub, holder.public_key(), "{name}");
+        assert_eq!(
+            claims.user_account(),
+            Some(self.material.data_account()),
+            "{name}"
+        );
+        assert_eq!(c["exp"].as_u64(), claims.exp.map(|e| e.0), "{name}");
+        (token.to_owned(), claims)
+    }
+
+    /// Every credential name of an answer, sorted.
+    pub fn names(body: &Value) -> Vec<String> {
+        let mut names: Vec<String> = body["credentials"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        names
+    }
+
+    /// Connects to the real server with an issued credential for `holder`, on its own
+    /// connection-scoped inbox; the server must admit it.
+    pub async fn connect(&self, token: &str, holder: &KeyPair) -> Holder {
+        let creds = Creds {
+            jwt: token.to_owned(),
+            seed: holder.seed().unwrap(),
+        };
+        let (tx, errors) = mpsc::unbounded_channel();
+        // A kicked holder stays gone for the test: with its JWT still valid the server would
+        // admit a reconnect, and the ceremony's verified eviction would then (rightly) stay
+        // unverified. async-nats reads 0 reconnects as "no limit" and asks the delay callback
+        // before the first connect too, so the first attempt is immediate and any later one
+        // waits past the test.
+        let attempts = AtomicUsize::new(0);
+        let client = ConnectOptions::with_credentials(&creds.text())
+            .unwrap()
+            .custom_inbox_prefix(format!("_INBOX_{}", holder.public_key()))
+            .max_reconnects(Some(1))
+            .reconnect_delay_callback(move |_| {
+                if attempts.fetch_add(1, Ordering::Relaxed) == 0 {
+                    Duration::ZERO
+                } else {
+                    Duration::from_secs(3600)
+                }
+            })
+            .connection_timeout(Duration::from_secs(5))
+            .event_callback(move |event| {
+                let tx = tx.clone();
+                async move {
+                    if let async_nats::Event::ServerError(e) = event {
+                        let _ = tx.send(e.to_string());
+                    }
+                }
+            })
+            .connect(&self.server)
+            .await
+            .unwrap_or_else(|e| panic!("the server refused {}: {e}", holder.public_key()));
+        Holder { client, errors }
+    }
+
+    /// The manager gate as the store holds it (a leader read).
+    pub async fn gate(&self) -> EndpointGate {
+        let gate = manager_gate();
+        drive(
+            &mut Replay::new(script(move |cx| observe_gate(cx, &gate))),
+            &self.admin.space().unwrap(),
+        )
+        .await
+        .unwrap()
+        .expect("the manager gate is absent")
+        .gate
+    }
+
+    /// The host's current-registration proof for the held nkeys at the gate as it stands.
+    pub async fn current_proof(&self) -> String {
+        let gate = self.gate().await;
+        let envelope =
+            ManagerAuthorityRequest::parse(&self.envelope("prepare", "proof000000000000000001"))
+                .unwrap()
+                .envelope;
+        current_registration_proof(
+            &ProofSecret::new(self.material.data_signing_key().seed().unwrap()),
+            &self.owner_token(),
+            &envelope,
+            gate.registration_revision(),
+            gate.process_epoch(),
+        )
+        .as_str()
+        .to_owned()
+    }
+
+    /// The manager instance's credential family `epcred.manager.<iid>.*`: (key, holder actor,
+    /// state) per row, sorted by key.
+    pub async fn family(&self) -> Vec<(String, String, CredState)> {
+        let bound = self.admin.space().unwrap();
+        let prefix = manager_gate().family_prefix();
+        let KvOutcome::Keys(keys) = bound
+            .execute(&KvRequest::Keys {
+                store: Store::Auth,
+                prefix,
+            })
+            .await
+        else {
+            panic!("the family listing failed");
+        };
+        let mut rows = Vec::new();
+        for k in keys {
+            let KvOutcome::Entry(Some(entry)) = bound
+                .execute(&KvRequest::Get {
+                    store: Store::Auth,
+                    key: k.clone(),
+                })
+                .await
+            else {
+                panic!("{k} is unreadable");
+            };
+            let row = LedgerRow::parse(&entry.value, &k).unwrap();
+            rows.push((
+                k,
+                row.holder_principal().actor().as_str().to_owned(),
+                row.state(),
+            ));
+        }
+        rows
+    }
+
+    /// The keys of the family's active rows, sorted.
+    pub async fn active(&self) -> Vec<String> {
+        self.family()
+            .await
+            .into_iter()
+            .filter(|(_, _, s)| *s == CredState::Active)
+            .map(|(k, _, _)| k)
+            .collect()
+    }
+
+    /// STAND-IN (no plane path provisions a remote manager's gate): the admin connection
+    /// provisions `epgate.manager.<iid>` open at generation 0 for the owner's server-derived
+    /// serve principal `<owner>.manager_serve_<iid>`.
+    pub async fn provision(&self) {
+        let envelope =
+            ManagerAuthorityRequest::parse(&self.envelope("prepare", "provision0000000000000001"))
+                .unwrap()
+                .envelope;
+        let serve = envelope.serve_principal(&self.owner_token()).unwrap();
+        drive(
+            &mut ProvisionGate::machine(manager_gate(), serve),
+            &self.admin.space().unwrap(),
+        )
+        .await
+        .unwrap();
+    }
+
+    /// Publishes the manager's cluster (root document, then manifest) on the supervisor
+    /// credential's own connection — its `P.epc.*` row, one create-only message per digest —
+    /// and returns the closure digest a service spec names. Real: what `prepare` issued is what
+    /// publishes the manager's contract.
+    pub async fn publish_contract(&self, supervisor: &Holder) -> Digest {
+        let js = jetstream::new(supervisor.client.clone());
+        let publish = |bytes: Vec<u8>| {
+            let js = js.clone();
+            async move {
+                let digest = Digest::of(&bytes);
+                let ack = js
+                    .send_publish(
+                        format!("cotal.{SPACE}.epc.{}", digest.hex()),
+                        jetstream::message::PublishMessage::build()
+                            .payload(bytes.into())
+                            .expected_last_subject_sequence(0),
+                    )
+                    .await
+                    .unwrap()
+                    .await;
+                ack.unwrap_or_else(|e| panic!("publishing artifact {digest} failed: {e}"));
+                digest
+            }
+        };
+        let root = publish(artifact_canonical_bytes(&manager_document()).unwrap()).await;
+        publish(ClusterManifest::new(root).to_bytes()).await
+    }
+
+    /// The registration ceremony of the manager instance under op `op`, for the spec naming
+    /// `closure`, on a real server.
+    ///
+    /// STAND-IN (no plane door runs, or authorizes, a remote manager's registration): the
+    /// ceremony runs on a connection the test signs from the trust root with exactly the
+    /// registration-executor rows the plane would scope to `manager/<iid>`
+    /// (`plane_grants::gate_reconcile`: gate, repair cursor, the instance's `epcred` family,
+    /// its spec/status/governance records, contract reads); the name authority is a static
+    /// binding of `manager` to the owner, standing in for the operator's provisioning
+    /// authority no real server holds. Liveness and eviction are real: the servers'
+    /// connection listing and the system account's kick.
+    pub async fn register(&self, closure: &Digest, op: u8) -> Registered {
+        let (space, endpoint, instance) = (
+            space_name(),
+            EndpointName::parse("manager").unwrap(),
+            InstanceId::parse(IID).unwrap(),
+        );
+        let executor = {
+            let (endpoint, instance) = (endpoint.clone(), instance.clone());
+            let space = space.clone();
+            AuthorityClient::open(
+                &self.server,
+                "test-manager-registration".to_owned(),
+                DataAccountSigner {
+                    account: self.material.data_account().to_owned(),
+                    signer: Arc::new(self.material.data_signing_key().clone()),
+                },
+                move |conn| {
+                    plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
+                },
+                Duration::from_secs(300),
+                space_name(),
+                SpaceOptions {
+                    create_missing: false,
+                    replicas_as_found: true,
+                    stores: StoreSet::of(&[Store::Auth, Store::Records, Store::Contracts]),
+                    ..SpaceOptions::default()
+                },
+            )
+            .await
+            .unwrap()
+        };
+        let oracle = Arc::new(Oracle::new(
+            &self.server,
+            self.material.system_user().creds(),
+            self.material.data_account(),
+            "test-manager-oracle".to_owned(),
+        ));
+        let spec = ServiceSpec::from_value(
+            json!({"endpoint": "manager", "owner": self.owner,
+                   "clusterDigests": [closure.to_prefixed()], "protocol": {"v": 1}}),
+            &endpoint,
+        )
+        .unwrap();
+        let ceremony = RegisterInstance {
+            space: space.clone(),
+            registrant: self.owner_token(),
+            spec,
+            instance,
+            authority: Arc::new(SelfAuthority {
+                name: endpoint,
+                owner: self.owner_token(),
+            }),
+            op_id: OpId::mint([op; 20]),
+            evict_max: EVICT_PRINCIPALS_MAX,
+        };
+        let bound = executor.space().unwrap();
+        let mut world = NatsWorld::new(&bound);
+        world.set_evictor(oracle.evictor());
+        world.set_prober(oracle.prober());
+        let registered = world.run(&mut Replay::new(ceremony)).await;
+        executor.close().await.unwrap();
+        registered.unwrap_or_else(|e| panic!("the manager's registration failed: {e}"))
+    }
+
+    /// STAND-IN (this plane does not serve `manager-run-admission`/`manager-run-attempt` yet):
+    /// the admin connection records run [`RUN`] running on this instance under `fence`, as an
+    /// attempt's activation would.
+    pub async fn record_run(&self, fence: &RunFence) {
+        let status = HostedRunStatus {
+            observed_spec_revision: 1,
+            state: RunState::Running,
+            holder: RunHolder::parse(&fence.holder).unwrap(),
+            epoch: RunEpoch(fence.epoch),
+            fencing_token: FencingToken(fence.token),
+            journal_high: 3,
+            at: now_secs() * 1000,
+        };
+        let write = script(move |cx| {
+            write_run_status(
+                cx,
+                &EndpointName::parse("manager").unwrap(),
+                &RunId::parse(RUN).unwrap(),
+                &status,
+                None,
+            )
+        });
+        drive(&mut Replay::new(write), &self.admin.space().unwrap())
+            .await
+            .unwrap();
+    }
+
+    /// prepare → the supervisor connects and publishes the contract → the instance registers
+    /// (epoch 0); returns the supervisor's connection and the closure digest.
+    pub async fn prepared_and_registered(&self) -> (Holder, Digest) {
+        let prepared = self.granted(&self.envelope("prepare", "prepare00000000000000001"));
+        let (supervisor_jwt, _) = self.credential(&prepared, "supervisor", &self.keys[0]);
+        let supervisor = self.connect(&supervisor_jwt, &self.keys[0]).await;
+        let closure = self.publish_contract(&supervisor).await;
+        self.provision().await;
+        self.register(&closure, 1).await;
+        (supervisor, closure)
+    }
+}
