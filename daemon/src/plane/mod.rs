@@ -497,6 +497,7 @@ async fn start_rail(
         retirements: Arc::clone(retirements),
         readiness,
         metrics: Arc::clone(metrics),
+        in_flight: Arc::new(tokio::sync::Semaphore::new(rail::RAIL_IN_FLIGHT)),
     }
     .start()
     .await

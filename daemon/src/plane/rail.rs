@@ -38,7 +38,12 @@ pub(super) struct Rail {
     pub(super) retirements: Arc<Retirements>,
     pub(super) readiness: watch::Receiver<Readiness>,
     pub(super) metrics: Arc<PlaneMetrics>,
+    /// Calls answered at once, at most [`RAIL_IN_FLIGHT`].
+    pub(super) in_flight: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many rail calls the plane answers at once (the public face's cap).
+pub(super) const RAIL_IN_FLIGHT: usize = 64;
 
 /// The two subscriptions of one connection.
 struct Listening {
@@ -114,9 +119,17 @@ impl Rail {
                 }
                 continue;
             };
+            // Bounded like the HTTP faces: past the cap the listener stops reading its
+            // subscription until a call ends (the server buffers, then drops for a slow one).
+            let Ok(permit) = Arc::clone(&self.in_flight).acquire_owned().await else {
+                return;
+            };
             let rail = Arc::clone(&self);
             let client = current.client.clone();
-            tokio::spawn(async move { rail.answer(client, message).await });
+            tokio::spawn(async move {
+                rail.answer(client, message).await;
+                drop(permit);
+            });
         }
     }
 
