@@ -1,6 +1,7 @@
 //! Self-tests of the real-`nats-server` harness (`cotal_tests::nats`): a single server speaks
 //! the protocol with JetStream and `sync_interval: always`, restarts and crashes keep its port
-//! and store, drop cleans up, a 3-node cluster forms and survives losing its meta leader, and a
+//! and store, drop cleans up, a 3-node cluster forms and survives losing its meta leader, the
+//! same cluster with each node in its own network namespace is partitioned and healed, and a
 //! missing or wrong binary is a loud error naming `scripts/nats-server.sh`.
 //!
 //! The protocol is spoken over a raw `TcpStream` on purpose: the harness must not depend on a
@@ -12,10 +13,10 @@
     clippy::indexing_slicing
 )]
 
-use cotal_tests::nats::{NatsCluster, NatsServer, ServerOptions, INSTALL_COMMAND};
+use cotal_tests::nats::{NatsCluster, NatsServer, NetnsCluster, ServerOptions, INSTALL_COMMAND};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -28,7 +29,11 @@ struct Raw {
 
 impl Raw {
     fn open(port: u16) -> Raw {
-        let writer = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        Raw::open_at(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn open_at(addr: SocketAddr) -> Raw {
+        let writer = TcpStream::connect(addr).unwrap();
         writer
             .set_read_timeout(Some(Duration::from_secs(5)))
             .unwrap();
@@ -245,6 +250,97 @@ fn cluster_of_three_forms_and_survives_losing_its_meta_leader() {
     assert_eq!(cluster.meta_leader().unwrap(), successor);
     cluster.restart_node(follower).unwrap();
     assert_eq!(route_peers(cluster.node(follower).unwrap()).len(), 2);
+}
+
+/// The namespace names this process's namespaced clusters use.
+fn fault_namespaces() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with("cotal-fault-"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Until `check` holds, for up to 20 s (a route to a blackholed peer dies on the route's ping
+/// timeout, `ping_interval` 1 s here).
+fn eventually(what: &str, check: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn namespaced_cluster_partitions_one_way_and_both_ways_and_heals() {
+    let before = fault_namespaces();
+    let opts = ServerOptions {
+        extra_config: "ping_interval: \"1s\"\nping_max: 2\n".into(),
+        ..ServerOptions::default()
+    };
+    let mut net = NetnsCluster::start_with(3, opts).unwrap();
+    let ours: Vec<String> = fault_namespaces()
+        .into_iter()
+        .filter(|n| !before.contains(n))
+        .collect();
+    assert_eq!(ours.len(), 3, "one namespace per node: {ours:?}");
+    let hosts: Vec<_> = (0..3)
+        .map(|i| net.cluster().node(i).unwrap().host())
+        .collect();
+    assert_eq!(
+        hosts
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len(),
+        3
+    );
+    assert!(hosts.iter().all(|h| !h.is_loopback()), "{hosts:?}");
+    let node = |i: usize| SocketAddr::from((hosts[i], 4222));
+    Raw::open_at(node(0)).create_stream("NS3", 3);
+
+    // One way: node 2 can no longer send to node 0; a cut is a route, listed until healed.
+    net.drop_one_way(2, 0).unwrap();
+    assert_eq!(net.cuts(), vec![(2, hosts[0])]);
+    net.heal().unwrap();
+    assert!(net.cuts().is_empty());
+
+    // Node 0 isolated: the other two drop their routes to it and keep a meta leader; the
+    // caller cannot reach it either.
+    net.isolate(0).unwrap();
+    let name0 = net.cluster().node(0).unwrap().name().to_owned();
+    for i in [1, 2] {
+        eventually("the majority drops its routes to the isolated node", || {
+            !route_peers(net.cluster().node(i).unwrap()).contains(&name0)
+        });
+    }
+    assert!(
+        TcpStream::connect_timeout(&node(0), Duration::from_millis(500)).is_err(),
+        "the isolated node is unreachable from the caller"
+    );
+    Raw::open_at(node(1)).ping();
+
+    net.heal().unwrap();
+    net.cluster().wait_formed().unwrap();
+    Raw::open_at(node(0)).ping();
+
+    // A paused node stays a member on restart: SIGSTOP, SIGCONT, kill -9, relaunch.
+    net.cluster().pause_node(1).unwrap();
+    net.cluster().resume_node(1).unwrap();
+    net.cluster_mut().kill_node(1).unwrap();
+    net.cluster_mut().restart_node(1).unwrap();
+    assert_eq!(route_peers(net.cluster().node(1).unwrap()).len(), 2);
+
+    drop(net);
+    let left: Vec<String> = fault_namespaces()
+        .into_iter()
+        .filter(|n| ours.contains(n))
+        .collect();
+    assert!(left.is_empty(), "drop removes the namespaces: {left:?}");
 }
 
 #[test]

@@ -8,6 +8,7 @@ use super::{
 };
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::thread::sleep;
 use std::time::Instant;
 
@@ -55,6 +56,7 @@ impl NatsCluster {
                     .iter()
                     .map(|&(_, _, r)| r)
                     .filter(|&r| r != route)
+                    .map(|r| SocketAddr::from((wire::HOST, r)))
                     .collect();
                 let plan = ClusterPlan {
                     name: cluster.clone(),
@@ -64,20 +66,8 @@ impl NatsCluster {
                 node.set_ports(client, monitor, Some(plan));
                 nodes.push(node);
             }
-            // Spawn all before waiting on any: the nodes boot in parallel.
-            for node in &mut nodes {
-                node.spawn()?;
-            }
-            let deadline = Instant::now() + START_TIMEOUT;
-            let launched = nodes
-                .iter_mut()
-                .try_for_each(|node| node.await_ready(deadline));
-            match launched {
-                Ok(()) => {
-                    let cluster = Self { nodes };
-                    cluster.wait_formed()?;
-                    return Ok(cluster);
-                }
+            match Self::launch(nodes) {
+                Ok(cluster) => return Ok(cluster),
                 Err(LaunchError::PortTaken(e)) => last = e,
                 Err(LaunchError::Failed(e)) => return Err(e),
             }
@@ -85,6 +75,22 @@ impl NatsCluster {
         Err(HarnessError::new(format!(
             "no free port set for the cluster after {PORT_ATTEMPTS} attempts; last: {last}"
         )))
+    }
+
+    /// Starts nodes whose ports and routes are already planned and returns once the cluster is
+    /// formed.
+    pub(super) fn launch(mut nodes: Vec<NatsServer>) -> Result<Self, LaunchError> {
+        // Spawn all before waiting on any: the nodes boot in parallel.
+        for node in &mut nodes {
+            node.spawn()?;
+        }
+        let deadline = Instant::now() + START_TIMEOUT;
+        nodes
+            .iter_mut()
+            .try_for_each(|node| node.await_ready(deadline))?;
+        let cluster = Self { nodes };
+        cluster.wait_formed()?;
+        Ok(cluster)
     }
 
     /// Number of nodes, running or not.
@@ -110,6 +116,22 @@ impl NatsCluster {
     /// Gracefully stops node `i`.
     pub fn stop_node(&mut self, i: usize) -> Result<(), HarnessError> {
         self.node_mut(i)?.stop()
+    }
+
+    /// SIGSTOPs node `i` (see [`NatsServer::pause`]).
+    pub fn pause_node(&self, i: usize) -> Result<(), HarnessError> {
+        self.node(i)?.pause()
+    }
+
+    /// SIGCONTs a paused node `i`.
+    pub fn resume_node(&self, i: usize) -> Result<(), HarnessError> {
+        self.node(i)?.resume()
+    }
+
+    /// Restarts node `i` on its ports and store dir and waits only for its `INFO` (the cluster
+    /// may not be able to form yet, e.g. during a partition).
+    pub fn relaunch_node(&mut self, i: usize) -> Result<(), HarnessError> {
+        self.node_mut(i)?.restart()
     }
 
     /// Restarts node `i` on its ports and store dir, then waits until the cluster is formed

