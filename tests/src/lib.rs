@@ -1,5 +1,7 @@
 //! Shared test support.
 //!
+//! * [`fault`] — the fault campaign's seeded schedule, client histories and the independent
+//!   checker of a run on a namespaced cluster.
 //! * [`fence`] — the fence scenario model (one gate, minters, barriers, faults) and its
 //!   invariant checker, shared by the proptest state machine, the regression tests and the
 //!   `fence_ops` fuzz target.
@@ -12,6 +14,7 @@
 //!   with crashes, ambiguous writes and contention, checked against the fence rules after
 //!   every step.
 
+pub mod fault;
 pub mod fence;
 pub mod interleave;
 pub mod nats;
