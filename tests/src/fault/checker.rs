@@ -5,8 +5,8 @@
 //! 1. **released inside the fence** (F19–F22): a released credential's winning touch is a
 //!    message of its own gate, `open`, at the worker's epoch and registration revision, and its
 //!    ledger row was `active` before it;
-//! 2. **the barrier revokes what was released** (F46–F50): once a gate froze after a release,
-//!    it reopens only after that release's row was revoked;
+//! 2. **the barrier revokes what was released** (F46–F50): a gate reopens at coordinates other
+//!    than a release's only after that release's row was revoked (an abort reopen keeps them);
 //! 3. **coordinates only advance**: a gate's generation and epoch never go back, a reopen moves
 //!    the generation by exactly one, and an open gate is only ever rewritten byte for byte;
 //! 4. **never two live epochs of one instance**: no two completed registrations share an
@@ -130,7 +130,11 @@ fn field<'a>(row: &'a Value, name: &str) -> Option<&'a Value> {
 }
 
 fn state(m: &StreamMsg) -> Option<String> {
-    json(m).and_then(|v| field(&v, "state").and_then(Value::as_str).map(str::to_owned))
+    json(m).and_then(|v| {
+        field(&v, "state")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    })
 }
 
 fn number(row: &Value, name: &str) -> Option<u64> {
@@ -220,14 +224,31 @@ fn barrier_revokes_released(
             continue;
         };
         let gate_msgs = by_key.get(gate.as_str()).map(Vec::as_slice).unwrap_or(&[]);
-        let freeze = gate_msgs
+        let coordinates = |m: &StreamMsg| {
+            json(m).map(|row| {
+                (
+                    number(&row, "processEpoch"),
+                    number(&row, "registrationRevision"),
+                    number(&row, "nameAuthorityRevision"),
+                )
+            })
+        };
+        let Some(released_at) = gate_msgs
             .iter()
-            .find(|m| m.seq > *gate_revision && state(m).as_deref() == Some("frozen"));
-        let Some(freeze) = freeze else { continue };
-        let reopen = gate_msgs
-            .iter()
-            .find(|m| m.seq > freeze.seq && state(m).as_deref() == Some("open"));
-        let Some(reopen) = reopen else { continue };
+            .find(|m| m.seq == *gate_revision)
+            .and_then(|m| coordinates(m))
+        else {
+            continue;
+        };
+        // An abort reopen (reference E2: the registration failed before any revoke) keeps the
+        // coordinates, so the credential stays valid; the first reopen that moves them is the
+        // one the barrier must precede.
+        let successor = gate_msgs.iter().find(|m| {
+            m.seq > *gate_revision
+                && state(m).as_deref() == Some("open")
+                && coordinates(m) != Some(released_at)
+        });
+        let Some(reopen) = successor else { continue };
         let revoked = by_key.get(row_key.as_str()).is_some_and(|msgs| {
             msgs.iter()
                 .any(|m| m.seq < reopen.seq && state(m).as_deref() == Some("revoked"))
@@ -236,9 +257,9 @@ fn barrier_revokes_released(
             report.violation(
                 "barrier-revokes-released",
                 format!(
-                    "{gate} froze at {} and reopened at {} while {row_key} (released at \
+                    "{gate} reopened at new coordinates at {} while {row_key} (released at \
                      {gate_revision}) was still active",
-                    freeze.seq, reopen.seq
+                    reopen.seq
                 ),
             );
         }
@@ -283,7 +304,10 @@ fn coordinates_advance(report: &mut Report, key: &str, msgs: &[&StreamMsg]) {
             match (s0, s1) {
                 (Some("open"), Some("open")) if before.payload != m.payload => report.violation(
                     "coordinates-advance",
-                    format!("{key}: an open gate was rewritten with new bytes at {}", m.seq),
+                    format!(
+                        "{key}: an open gate was rewritten with new bytes at {}",
+                        m.seq
+                    ),
                 ),
                 (Some("frozen"), Some("open")) if g1 != g0.map(|g| g + 1) => report.violation(
                     "coordinates-advance",

@@ -111,7 +111,10 @@ fn a_release_at_a_frozen_gate_is_caught() {
     let (mut captured, finals, events) = clean();
     captured[2] = put(3, GATE, gate("frozen", 1, 0));
     let report = check(&captured, &finals, &events);
-    assert!(rules(&report).contains(&"released-inside-fence"), "{report:?}");
+    assert!(
+        rules(&report).contains(&"released-inside-fence"),
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -120,7 +123,30 @@ fn a_reopen_before_the_released_row_is_revoked_is_caught() {
     captured[4] = put(5, GATE, gate("open", 2, 1));
     captured[5] = put(6, ROW, row("revoked"));
     let report = check(&captured, &finals, &events);
-    assert!(rules(&report).contains(&"barrier-revokes-released"), "{report:?}");
+    assert!(
+        rules(&report).contains(&"barrier-revokes-released"),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn an_abort_reopen_at_the_same_coordinates_keeps_the_released_credential() {
+    let (mut captured, finals, events) = clean();
+    // Frozen at 4 by a registration that fails before any revoke and reopens at 5 with only
+    // the generation moved; the real successor at 7 comes after the revoke at 6.
+    captured[4] = put(5, GATE, gate("open", 2, 0));
+    captured[5] = put(6, ROW, row("revoked"));
+    captured.push(put(7, GATE, gate("frozen", 2, 0)));
+    captured.push(put(8, GATE, gate("open", 3, 1)));
+    let report = check(&captured, &finals, &events);
+    assert!(report.violations.is_empty(), "{:?}", report.violations);
+    // Without the revoke the successor's reopen is caught.
+    captured[5] = put(6, "epcred.other", row("revoked"));
+    let report = check(&captured, &finals, &events);
+    assert!(
+        rules(&report).contains(&"barrier-revokes-released"),
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -174,13 +200,19 @@ fn an_acknowledged_write_rolled_back_is_caught() {
         },
     );
     let report = check(&captured, &finals, &events);
-    assert!(rules(&report).contains(&"acked-writes-survive"), "{report:?}");
+    assert!(
+        rules(&report).contains(&"acked-writes-survive"),
+        "{report:?}"
+    );
     // Trimmed by history is fine only while a later revision of the key exists.
     finals.at_seq.insert(3, AtSeq::Absent);
     assert!(check(&captured, &finals, &events).violations.is_empty());
     finals.last_revision.insert(GATE.into(), 3);
     let report = check(&captured, &finals, &events);
-    assert!(rules(&report).contains(&"acked-writes-survive"), "{report:?}");
+    assert!(
+        rules(&report).contains(&"acked-writes-survive"),
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -199,7 +231,11 @@ fn a_revived_row_a_late_admission_and_an_internal_refusal_are_caught() {
     let report = check(&captured, &finals, &events);
     assert_eq!(
         rules(&report),
-        vec!["rows-monotonic", "revocation-shuts-connects", "refusal-codes"],
+        vec![
+            "rows-monotonic",
+            "revocation-shuts-connects",
+            "refusal-codes"
+        ],
         "{report:?}"
     );
 }

@@ -1,0 +1,848 @@
+//! The fault campaign (issue 13, part 4): a 3-node nats-server cluster whose nodes are separate
+//! hosts in network namespaces ([`NetnsCluster`]), an R3 space on it, and clients running the
+//! production machines through the production NATS adapter while a seeded schedule partitions
+//! the network (both ways, one way, a node isolated), `kill -9`s a node or the auth stream's
+//! leader, SIGSTOPs a node and restarts one:
+//!
+//! * endpoint workers, two per instance: each registers its instance (the whole ceremony,
+//!   fencing the other worker's epoch), then renews its serve credential by minting through
+//!   the gate until it is fenced, and registers again;
+//! * lifecycle clients: activate an actor, exchange for its root credential, connect-check it,
+//!   and now and then have the operator revoke it and check again.
+//!
+//! A capture on its own connection reads every message of the auth store's stream as it lands;
+//! after the run a leader read takes each acknowledged revision back. The independent checker
+//! ([`cotal_tests::fault::checker`], plain JSON, none of the plane's code) then judges the run.
+//!
+//! The default is one short history, for CI. A campaign:
+//! `COTAL_FAULT_HISTORIES=20 COTAL_FAULT_SECONDS=60 cargo test -p cotal-tests --test
+//! nats_fault_campaign -- --nocapture` (`COTAL_FAULT_SEED` picks the first seed;
+//! `COTAL_FAULT_DUMP=<file>` writes the last history's captured stream and events there).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cotal_core::authority::SelfAuthority;
+use cotal_core::contract::publish_cluster;
+use cotal_core::gate::NameAuthorityRevision;
+use cotal_core::issuance::{
+    FinalizeServeMint, GateRef, ProvisionGate, ServeCredential, ServeGrant,
+};
+use cotal_core::ledger::Revocation;
+use cotal_core::lifecycle::{
+    ActivateLifecycle, AuthorizeConnectCredential, EnsureRootCredential, RevokeCredential,
+    RootEntropy,
+};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
+use cotal_core::names::{
+    keys, ActorToken, CredentialId, EndpointName, InstanceId, LifecycleUid, ManagerInstance, OpId,
+    OwnerToken, Principal, SourceMember, SpaceName,
+};
+use cotal_core::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
+use cotal_core::service::ServiceSpec;
+use cotal_core::{EpError, ErrorCode};
+use cotal_io_nats::async_nats::{self, jetstream};
+use cotal_io_nats::{NatsWorld, Replicas, Space, SpaceOptions};
+use cotal_tests::fault::checker::{self, AtSeq, FinalReads, KvOp, Report, StreamMsg};
+use cotal_tests::fault::history::{Event, History};
+use cotal_tests::fault::schedule::{Fault, Plan, Step};
+use cotal_tests::nats::{NetnsCluster, ServerOptions};
+use cotal_tests::sim::SplitMix64;
+use futures::StreamExt;
+use serde_json::{json, Value};
+
+const OWNER: &str = "u_cccccccccccccccccccccccccc";
+const ENDPOINT: &str = "throwaway";
+const INSTANCES: [&str; 2] = ["iiiiiiiiiiiiiiiiiiiiiiiiii", "jjjjjjjjjjjjjjjjjjjjjjjjjj"];
+const WORKERS_PER_INSTANCE: u32 = 2;
+const LIFECYCLE_CLIENTS: u32 = 2;
+const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
+
+/// Each JetStream request's bound: past it a write is ambiguous and the machine settles it.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// One operation that has not ended by then is counted as a stall (a liveness figure, not a
+/// safety violation) and abandoned.
+const OP_TIMEOUT: Duration = Duration::from_secs(20);
+/// After the last fault: until the cluster has formed again.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A script from a closure, for composing core procedures.
+struct Proc<F>(F);
+
+impl<T, F: Fn(&mut Ctx<'_>) -> Result<T, Halt>> Script for Proc<F> {
+    type Output = T;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<T, Halt> {
+        (self.0)(cx)
+    }
+}
+
+/// Liveness figures of one history (never judged: faults are allowed to slow things down).
+#[derive(Debug, Default)]
+struct Stalls(AtomicU64);
+
+impl Stalls {
+    fn one(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn owner() -> OwnerToken {
+    OwnerToken::parse(OWNER).unwrap()
+}
+
+fn endpoint() -> EndpointName {
+    EndpointName::parse(ENDPOINT).unwrap()
+}
+
+fn refused(history: &History, op: &'static str, e: &EpError) {
+    history.record(Event::Refused {
+        op,
+        code: e.code.to_string(),
+        message: e.message.clone(),
+    });
+}
+
+fn options() -> SpaceOptions {
+    SpaceOptions {
+        replicas: Replicas::Three,
+        request_timeout: REQUEST_TIMEOUT,
+        create_missing: true,
+        ..SpaceOptions::default()
+    }
+}
+
+/// A client's own connection, retried while the cluster is faulted.
+async fn connect(urls: &str, name: &SpaceName, deadline: Instant) -> Option<Space> {
+    while Instant::now() < deadline {
+        if let Ok(space) = Space::connect(urls, name.clone(), options()).await {
+            return Some(space);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    None
+}
+
+/// Publishes the fixture surface and returns a spec naming it.
+async fn publish_surface(world: &mut NatsWorld<'_>) -> ServiceSpec {
+    let doc = json!({
+        "urn": "com.acme.ping", "revision": 1, "attributes": [], "events": [],
+        "commands": [{
+            "name": "ping", "class": "ephemeral", "targeted": false, "capability": "x.ping",
+            "inputDigest": VOID, "outputDigest": VOID, "traits": [],
+        }],
+    });
+    let closure = world
+        .run(&mut Replay::new(Proc(move |cx: &mut Ctx<'_>| {
+            publish_cluster(cx, &doc)
+        })))
+        .await
+        .unwrap();
+    let spec = json!({
+        "endpoint": ENDPOINT, "owner": OWNER, "clusterDigests": [closure.to_prefixed()],
+        "protocol": {"v": 1},
+    });
+    ServiceSpec::from_value(spec, &endpoint()).unwrap()
+}
+
+fn registrar(
+    name: &SpaceName,
+    spec: &ServiceSpec,
+    instance: &InstanceId,
+    op_id: OpId,
+) -> RegisterInstance {
+    RegisterInstance {
+        space: name.clone(),
+        spec: spec.clone(),
+        instance: instance.clone(),
+        registrant: owner(),
+        authority: Arc::new(SelfAuthority {
+            name: endpoint(),
+            owner: owner(),
+        }),
+        op_id,
+        evict_max: EVICT_PRINCIPALS_MAX,
+    }
+}
+
+fn grant(gate: &GateRef, registered: &Registered) -> ServeGrant {
+    ServeGrant {
+        space: gate.space.clone(),
+        endpoint: gate.endpoint.clone(),
+        instance: gate.instance.clone(),
+        owner: owner(),
+        epoch: registered.process_epoch,
+        registration_revision: registered.registration_revision,
+        name_authority_revision: NameAuthorityRevision(0),
+    }
+}
+
+/// An endpoint worker: register (resuming its own op id until it completes), then renew by
+/// minting until fenced, again and again until `deadline`.
+#[allow(clippy::too_many_arguments)]
+async fn endpoint_worker(
+    urls: &str,
+    name: &SpaceName,
+    spec: &ServiceSpec,
+    instance: &InstanceId,
+    worker: u32,
+    seed: u64,
+    deadline: Instant,
+    history: &History,
+    stalls: &Stalls,
+) {
+    let Some(space) = connect(urls, name, deadline).await else {
+        return;
+    };
+    let mut world = NatsWorld::new(&space);
+    // The predecessor's connection is fenced by the gate, not kicked: liveness and eviction
+    // are part 2 of the plane-claim issue and have their own real-server tests.
+    world.set_evictor(Box::new(|holders| {
+        let verdicts = vec![true; holders.len()];
+        Box::pin(async move { verdicts })
+    }));
+    let gate = GateRef::new(name.clone(), endpoint(), instance.clone());
+    let mut rng = SplitMix64::new(seed);
+    'life: while Instant::now() < deadline {
+        let op_id = OpId::mint(rng.entropy20());
+        let registered = loop {
+            if Instant::now() >= deadline {
+                break 'life;
+            }
+            let mut machine = Replay::new(registrar(name, spec, instance, op_id.clone()));
+            match tokio::time::timeout(OP_TIMEOUT, world.run(&mut machine)).await {
+                Ok(Ok(done)) => break done,
+                Ok(Err(e)) => refused(history, "register", &e),
+                Err(_) => stalls.one(),
+            }
+            tokio::time::sleep(Duration::from_millis(100 + rng.below(300))).await;
+        };
+        history.record(Event::Registered {
+            gate: gate.key(),
+            worker,
+            epoch: registered.process_epoch.0,
+            generation: registered.generation.0,
+            registration_revision: registered.registration_revision.0,
+        });
+        for _ in 0..2 + rng.below(10) {
+            if Instant::now() >= deadline {
+                break 'life;
+            }
+            let mut id = [0u8; 32];
+            id[..20].copy_from_slice(&rng.entropy20());
+            id[20..28].copy_from_slice(&rng.next_u64().to_le_bytes());
+            let credential = ServeCredential {
+                credential_id: CredentialId::from_sha256_hex(&id),
+                holder_actor: ActorToken::parse("term").unwrap(),
+                source_chain: vec![SourceMember::parse("session.abc").unwrap()],
+                exp: 1_900_000_000,
+            };
+            let mut mint =
+                FinalizeServeMint::machine(gate.clone(), grant(&gate, &registered), credential);
+            match tokio::time::timeout(OP_TIMEOUT, world.run(&mut mint)).await {
+                Ok(Ok(release)) => history.record(Event::Released {
+                    gate: gate.key(),
+                    worker,
+                    row_key: release.row_key,
+                    gate_revision: release.gate_revision.0,
+                    epoch: registered.process_epoch.0,
+                    registration_revision: registered.registration_revision.0,
+                }),
+                Ok(Err(e)) => {
+                    refused(history, "renew", &e);
+                    if e.code == ErrorCode::Expired {
+                        // Fenced (or the gate is mid-barrier): this incarnation is over.
+                        continue 'life;
+                    }
+                }
+                Err(_) => stalls.one(),
+            }
+            tokio::time::sleep(Duration::from_millis(rng.below(60))).await;
+        }
+    }
+}
+
+fn wall_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn token26(rng: &mut SplitMix64) -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..26)
+        .map(|_| char::from(ALPHABET[rng.index(ALPHABET.len())]))
+        .collect()
+}
+
+/// A lifecycle client: for one actor after another, activate, then exchange for the root
+/// credential and connect-check it; now and then the operator revokes it, a connect check
+/// follows, and the client moves on to a fresh actor.
+async fn lifecycle_client(
+    urls: &str,
+    name: &SpaceName,
+    client: u32,
+    seed: u64,
+    deadline: Instant,
+    history: &History,
+    stalls: &Stalls,
+) {
+    let Some(space) = connect(urls, name, deadline).await else {
+        return;
+    };
+    let mut world = NatsWorld::new(&space);
+    let mut rng = SplitMix64::new(seed);
+    let manager = ManagerInstance::parse("auth-service:fault").unwrap();
+    let mut actors = 0u32;
+    'actor: while Instant::now() < deadline {
+        actors += 1;
+        let actor = ActorToken::parse(&format!("agent{client}x{actors}")).unwrap();
+        let uid = LifecycleUid::parse(&token26(&mut rng)).unwrap();
+        let op_entropy = rng.entropy20();
+        loop {
+            if Instant::now() >= deadline {
+                break 'actor;
+            }
+            let mut activate = Replay::new(ActivateLifecycle {
+                owner: owner(),
+                actor: actor.clone(),
+                lifecycle_uid: uid.clone(),
+                manager_instance: manager.clone(),
+                op_entropy,
+            });
+            match tokio::time::timeout(OP_TIMEOUT, world.run(&mut activate)).await {
+                Ok(Ok(_)) => break,
+                Ok(Err(e)) => refused(history, "activate", &e),
+                Err(_) => stalls.one(),
+            }
+            tokio::time::sleep(Duration::from_millis(100 + rng.below(300))).await;
+        }
+        let holder = Principal::new(owner(), actor.clone());
+        loop {
+            if Instant::now() >= deadline {
+                break 'actor;
+            }
+            let mut ensure = Replay::new(EnsureRootCredential {
+                owner: owner(),
+                actor: actor.clone(),
+                lifecycle_uid: uid.clone(),
+                manager_instance: manager.clone(),
+                now_ms: wall_ms(),
+                entropy: RootEntropy {
+                    op: rng.entropy20(),
+                    credentials: [rng.entropy20(), rng.entropy20(), rng.entropy20()],
+                },
+            });
+            let root = match tokio::time::timeout(OP_TIMEOUT, world.run(&mut ensure)).await {
+                Ok(Ok(root)) => root,
+                Ok(Err(e)) => {
+                    refused(history, "exchange", &e);
+                    tokio::time::sleep(Duration::from_millis(100 + rng.below(200))).await;
+                    continue;
+                }
+                Err(_) => {
+                    stalls.one();
+                    continue;
+                }
+            };
+            let row_key = keys::cred(&uid, &root.credential_id);
+            history.record(Event::Exchanged {
+                row_key: row_key.clone(),
+            });
+            let check = |started_ms| AuthorizeConnectCredential {
+                holder: holder.clone(),
+                lifecycle_uid: uid.clone(),
+                credential_id: root.credential_id.clone(),
+                now_ms: started_ms,
+            };
+            let started_ms = history.now_ms();
+            let mut connect = Replay::new(check(wall_ms()));
+            match tokio::time::timeout(OP_TIMEOUT, world.run(&mut connect)).await {
+                Ok(Ok(_)) => history.record(Event::Admitted {
+                    row_key: row_key.clone(),
+                    started_ms,
+                }),
+                Ok(Err(e)) => refused(history, "connect", &e),
+                Err(_) => stalls.one(),
+            }
+            if rng.chance(150) {
+                let mut revoke = Replay::new(RevokeCredential {
+                    lifecycle_uid: uid.clone(),
+                    credential_id: root.credential_id.clone(),
+                });
+                match tokio::time::timeout(OP_TIMEOUT, world.run(&mut revoke)).await {
+                    Ok(Ok(Revocation::Revoked | Revocation::AlreadyRevoked)) => {
+                        history.record(Event::Revoked {
+                            row_key: row_key.clone(),
+                            acked_ms: history.now_ms(),
+                        });
+                        let started_ms = history.now_ms();
+                        let mut connect = Replay::new(check(wall_ms()));
+                        match tokio::time::timeout(OP_TIMEOUT, world.run(&mut connect)).await {
+                            Ok(Ok(_)) => history.record(Event::Admitted {
+                                row_key: row_key.clone(),
+                                started_ms,
+                            }),
+                            Ok(Err(e)) => refused(history, "connect", &e),
+                            Err(_) => stalls.one(),
+                        }
+                        continue 'actor;
+                    }
+                    Ok(Err(e)) => refused(history, "revoke", &e),
+                    Err(_) => stalls.one(),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(rng.below(80))).await;
+        }
+    }
+}
+
+/// Lifts the auth store's per-key history limit before anything is written, so the stream keeps
+/// every message of the run and the checker sees each revision however far the capture lags.
+/// The plane accepts it: the auth store's history carries no authority (every read is the
+/// last message) and is not part of the verified shape (`io-nats` `shape`).
+async fn keep_all_history(space: &Space, stream: &str) {
+    let js = jetstream::new(space.client().clone());
+    let mut handle = js.get_stream(stream).await.unwrap();
+    let mut config = handle.info().await.unwrap().config.clone();
+    config.max_messages_per_subject = -1;
+    js.update_stream(config).await.unwrap();
+}
+
+/// Reads every message of `stream` in order on its own connection until `done` is set and
+/// the capture has reached the stream's last sequence. An ordered consumer that breaks under a
+/// fault is recreated from the next sequence.
+async fn capture(
+    urls: String,
+    stream: String,
+    prefix: String,
+    done: &AtomicBool,
+) -> Vec<StreamMsg> {
+    let mut captured = Vec::new();
+    let mut next = 1u64;
+    let servers: Vec<&str> = urls.split(',').collect();
+    let client = loop {
+        if let Ok(c) = async_nats::ConnectOptions::new()
+            .name("fault-checker")
+            .connect(servers.clone())
+            .await
+        {
+            break c;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let js = jetstream::new(client);
+    let mut target: Option<u64> = None;
+    loop {
+        if let Some(t) = target {
+            if next > t {
+                return captured;
+            }
+        }
+        let Ok(handle) = js.get_stream(&stream).await else {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        };
+        let config = jetstream::consumer::pull::OrderedConfig {
+            deliver_policy: jetstream::consumer::DeliverPolicy::ByStartSequence {
+                start_sequence: next,
+            },
+            ..Default::default()
+        };
+        let Ok(consumer) = handle.create_consumer(config).await else {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        };
+        let Ok(mut messages) = consumer.messages().await else {
+            continue;
+        };
+        loop {
+            if target.is_none() && done.load(Ordering::Relaxed) {
+                if let Ok(mut h) = js.get_stream(&stream).await {
+                    if let Ok(info) = h.info().await {
+                        target = Some(info.state.last_sequence);
+                    }
+                }
+            }
+            if target.is_some_and(|t| next > t) {
+                return captured;
+            }
+            let item = tokio::time::timeout(Duration::from_millis(500), messages.next()).await;
+            let message = match item {
+                Err(_) => continue,
+                Ok(Some(Ok(m))) => m,
+                Ok(Some(Err(_)) | None) => break,
+            };
+            let Ok(info) = message.info() else { break };
+            let seq = info.stream_sequence;
+            if seq < next {
+                continue;
+            }
+            let op = match message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get("KV-Operation"))
+                .map(|v| v.as_str().to_owned())
+                .as_deref()
+            {
+                Some("DEL") => KvOp::Delete,
+                Some("PURGE") => KvOp::Purge,
+                _ => KvOp::Put,
+            };
+            let key = message
+                .subject
+                .as_str()
+                .strip_prefix(prefix.as_str())
+                .unwrap_or(message.subject.as_str())
+                .to_owned();
+            captured.push(StreamMsg {
+                seq,
+                key,
+                op,
+                payload: message.payload.to_vec(),
+            });
+            next = seq + 1;
+        }
+    }
+}
+
+/// Leader reads, after the run, of every acknowledged revision and each gate's last revision.
+async fn final_reads(urls: &str, stream: &str, prefix: &str, events: &[Event]) -> FinalReads {
+    let servers: Vec<&str> = urls.split(',').collect();
+    let client = async_nats::ConnectOptions::new()
+        .name("fault-checker-final")
+        .connect(servers)
+        .await
+        .unwrap();
+    let js = jetstream::new(client);
+    let handle = js.get_stream(stream).await.unwrap();
+    let mut finals = FinalReads::default();
+    for event in events {
+        let Event::Released {
+            gate,
+            gate_revision,
+            ..
+        } = event
+        else {
+            continue;
+        };
+        if !finals.at_seq.contains_key(gate_revision) {
+            let read = handle.get_raw_message(*gate_revision).await;
+            let at = match read {
+                Ok(m) => AtSeq::Present {
+                    key: m
+                        .subject
+                        .as_str()
+                        .strip_prefix(prefix)
+                        .unwrap_or(m.subject.as_str())
+                        .to_owned(),
+                    payload: m.payload.to_vec(),
+                },
+                Err(e)
+                    if e.kind()
+                        == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
+                {
+                    AtSeq::Absent
+                }
+                Err(e) => panic!("the final read of revision {gate_revision} failed: {e}"),
+            };
+            finals.at_seq.insert(*gate_revision, at);
+        }
+        if !finals.last_revision.contains_key(gate) {
+            let last = handle
+                .get_last_raw_message_by_subject(&format!("{prefix}{gate}"))
+                .await
+                .unwrap();
+            finals.last_revision.insert(gate.clone(), last.sequence);
+        }
+    }
+    finals
+}
+
+/// The node leading `stream`, from any reachable node's monitoring `/jsz`.
+fn stream_leader(net: &NetnsCluster, stream: &str) -> Option<usize> {
+    let cluster = net.cluster();
+    for i in 0..net.size() {
+        let node = cluster.node(i).ok()?;
+        if !node.is_running() {
+            continue;
+        }
+        let Ok(jsz) = node.monitor("/jsz?accounts=true&streams=true") else {
+            continue;
+        };
+        let leader = jsz["account_details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten())
+            .find(|s| s["name"] == stream)
+            .and_then(|s| s.pointer("/cluster/leader").and_then(Value::as_str))
+            .map(str::to_owned);
+        if let Some(leader) = leader {
+            return (0..net.size()).find(|&j| cluster.node(j).is_ok_and(|n| n.name() == leader));
+        }
+    }
+    None
+}
+
+/// Applies one step: the fault, its hold, its repair, the calm.
+fn apply(net: &mut NetnsCluster, step: Step, stream: &str) -> Result<Fault, String> {
+    let hold = Duration::from_millis(step.hold_ms);
+    let fault = step.fault;
+    let e = |e: cotal_tests::nats::HarnessError| e.to_string();
+    match fault {
+        Fault::Partition(a, b) => {
+            net.partition(a, b).map_err(e)?;
+            std::thread::sleep(hold);
+            net.heal().map_err(e)?;
+        }
+        Fault::OneWay(a, b) => {
+            net.drop_one_way(a, b).map_err(e)?;
+            std::thread::sleep(hold);
+            net.heal().map_err(e)?;
+        }
+        Fault::Isolate(a) => {
+            net.isolate(a).map_err(e)?;
+            std::thread::sleep(hold);
+            net.heal().map_err(e)?;
+        }
+        Fault::Kill(_) | Fault::KillStreamLeader => {
+            let a = match fault {
+                // Found at the moment of the kill: the leader the clients are writing to.
+                Fault::KillStreamLeader => stream_leader(net, stream).unwrap_or(0),
+                Fault::Kill(a) => a,
+                _ => 0,
+            };
+            net.cluster_mut().kill_node(a).map_err(e)?;
+            std::thread::sleep(hold);
+            net.cluster_mut().relaunch_node(a).map_err(e)?;
+        }
+        Fault::Pause(a) => {
+            net.cluster().pause_node(a).map_err(e)?;
+            std::thread::sleep(hold);
+            net.cluster().resume_node(a).map_err(e)?;
+        }
+        Fault::Restart(a) => {
+            net.cluster_mut().relaunch_node(a).map_err(e)?;
+        }
+    }
+    // The next fault starts from a formed cluster, so no step stacks on an unrepaired one.
+    let settle = Instant::now() + SETTLE_TIMEOUT;
+    while net.cluster().wait_formed().is_err() {
+        if Instant::now() >= settle {
+            return Err(format!("the cluster did not form again after {fault:?}"));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(step.calm_ms));
+    Ok(fault)
+}
+
+fn kind(fault: &Fault) -> &'static str {
+    match fault {
+        Fault::Partition(..) => "partition",
+        Fault::OneWay(..) => "one-way drop",
+        Fault::Isolate(_) => "isolation",
+        Fault::Kill(_) => "kill -9",
+        Fault::KillStreamLeader => "kill -9 of the stream leader",
+        Fault::Pause(_) => "SIGSTOP",
+        Fault::Restart(_) => "restart",
+    }
+}
+
+/// What one history did and what the checker found.
+struct Outcome {
+    report: Report,
+    faults: Vec<Fault>,
+    stalls: u64,
+    messages: usize,
+}
+
+fn run_history(seed: u64, seconds: u64) -> Outcome {
+    let opts = ServerOptions {
+        // Routes to a cut-off peer die within a few seconds instead of the default 2 minutes.
+        extra_config: "ping_interval: \"1s\"\nping_max: 3\n".into(),
+        ..ServerOptions::default()
+    };
+    let net = NetnsCluster::start_with(3, opts).unwrap();
+    let urls = net.urls().join(",");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let name = SpaceName::parse(&format!("fault{seed}")).unwrap();
+    rt.block_on(async move {
+        let setup = Space::connect(&urls, name.clone(), options())
+            .await
+            .unwrap();
+        let layout = setup.layout(cotal_core::kv::Store::Auth).clone();
+        keep_all_history(&setup, &layout.stream).await;
+        let mut world = NatsWorld::new(&setup);
+        let spec = publish_surface(&mut world).await;
+        let term = Principal::parse(&format!("{OWNER}.term")).unwrap();
+        for iid in INSTANCES {
+            let gate = GateRef::new(name.clone(), endpoint(), InstanceId::parse(iid).unwrap());
+            world
+                .run(&mut ProvisionGate::machine(gate, term.clone()))
+                .await
+                .unwrap();
+        }
+        drop(world);
+
+        let history = History::new();
+        let stalls = Stalls::default();
+        let done = AtomicBool::new(false);
+        let deadline = Instant::now() + Duration::from_secs(seconds);
+        let stream = layout.stream.clone();
+        let faults = Arc::new(Mutex::new(Vec::new()));
+        let injector = {
+            let (faults, stream) = (faults.clone(), stream.clone());
+            tokio::task::spawn_blocking(move || {
+                let mut net = net;
+                let mut plan = Plan::new(seed, 3);
+                let mut failure = None;
+                while Instant::now() < deadline {
+                    match apply(&mut net, plan.next_step(), &stream) {
+                        Ok(fault) => faults.lock().unwrap().push(fault),
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                }
+                (net, failure)
+            })
+        };
+        let instances: Vec<InstanceId> = INSTANCES
+            .iter()
+            .map(|i| InstanceId::parse(i).unwrap())
+            .collect();
+        let mut clients = Vec::new();
+        let mut n = 0u32;
+        for instance in &instances {
+            for _ in 0..WORKERS_PER_INSTANCE {
+                let seed = seed.wrapping_mul(1000).wrapping_add(u64::from(n));
+                clients.push(futures::future::Either::Left(endpoint_worker(
+                    &urls, &name, &spec, instance, n, seed, deadline, &history, &stalls,
+                )));
+                n += 1;
+            }
+        }
+        for c in 0..LIFECYCLE_CLIENTS {
+            let seed = seed.wrapping_mul(1000).wrapping_add(500 + u64::from(c));
+            clients.push(futures::future::Either::Right(lifecycle_client(
+                &urls, &name, c, seed, deadline, &history, &stalls,
+            )));
+        }
+        let prefix = layout.subject_prefix.clone();
+        let recorder = capture(urls.clone(), stream.clone(), prefix.clone(), &done);
+        let work = async {
+            futures::future::join_all(clients).await;
+            done.store(true, Ordering::Relaxed);
+        };
+        let (captured, ()) = tokio::join!(recorder, work);
+        let (net, failure) = injector.await.unwrap();
+        if let Some(failure) = failure {
+            panic!("seed {seed}: {failure}");
+        }
+        net.cluster().wait_formed().unwrap();
+        let events = history.events();
+        let finals = final_reads(&urls, &stream, &prefix, &events).await;
+        let report = checker::check(&captured, &finals, &events);
+        // For reading a failing seed: the run's whole stream and history, one line each.
+        if let Ok(path) = std::env::var("COTAL_FAULT_DUMP") {
+            let mut text = String::new();
+            for m in &captured {
+                text.push_str(&format!(
+                    "{} {:?} {} {}\n",
+                    m.seq,
+                    m.op,
+                    m.key,
+                    String::from_utf8_lossy(&m.payload)
+                ));
+            }
+            for e in &events {
+                text.push_str(&format!("{e:?}\n"));
+            }
+            std::fs::write(path, text).unwrap();
+        }
+        let faults = faults.lock().unwrap().clone();
+        drop(net);
+        Outcome {
+            report,
+            faults,
+            stalls: stalls.0.load(Ordering::Relaxed),
+            messages: captured.len(),
+        }
+    })
+}
+
+#[test]
+fn fault_campaign_on_a_namespaced_r3_cluster_keeps_every_fence() {
+    let histories = env_u64("COTAL_FAULT_HISTORIES", 1);
+    let seconds = env_u64("COTAL_FAULT_SECONDS", 20);
+    let first = env_u64("COTAL_FAULT_SEED", 1);
+    let mut by_kind: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut refusals: BTreeMap<String, usize> = BTreeMap::new();
+    let (mut releases, mut registrations, mut admissions, mut stalls, mut messages) =
+        (0, 0, 0, 0, 0);
+    let mut violations = Vec::new();
+    for seed in first..first + histories {
+        let outcome = run_history(seed, seconds);
+        for fault in &outcome.faults {
+            *by_kind.entry(kind(fault)).or_default() += 1;
+        }
+        for (code, n) in &outcome.report.refusals {
+            *refusals.entry(code.clone()).or_default() += n;
+        }
+        releases += outcome.report.releases;
+        registrations += outcome.report.registrations;
+        admissions += outcome.report.admissions;
+        stalls += outcome.stalls;
+        messages += outcome.messages;
+        println!(
+            "seed {seed}: {} faults, {} registrations, {} releases, {} admissions, {} stream \
+             messages, {} stalls, {} violations",
+            outcome.faults.len(),
+            outcome.report.registrations,
+            outcome.report.releases,
+            outcome.report.admissions,
+            outcome.messages,
+            outcome.stalls,
+            outcome.report.violations.len()
+        );
+        violations.extend(
+            outcome
+                .report
+                .violations
+                .into_iter()
+                .map(|v| format!("seed {seed}: {v}")),
+        );
+    }
+    println!(
+        "campaign: {histories} histories of {seconds} s; faults {by_kind:?}; {registrations} \
+         registrations, {releases} releases, {admissions} connect admissions, {messages} stream \
+         messages checked; refusals {refusals:?}; {stalls} stalled operations"
+    );
+    assert!(
+        registrations > 0 && releases > 0 && admissions > 0,
+        "the clients made no progress at all"
+    );
+    assert!(
+        violations.is_empty(),
+        "violations:\n{}",
+        violations.join("\n")
+    );
+}
