@@ -51,7 +51,7 @@ use cotal_core::service::ServiceSpec;
 use cotal_core::{EpError, ErrorCode};
 use cotal_io_nats::async_nats::{self, jetstream};
 use cotal_io_nats::{NatsWorld, Replicas, Space, SpaceOptions};
-use cotal_tests::fault::checker::{self, AtSeq, FinalReads, KvOp, Report, StreamMsg};
+use cotal_tests::fault::checker::{self, AtSeq, FinalReads, KvOp, Last, Report, StreamMsg};
 use cotal_tests::fault::history::{Event, History};
 use cotal_tests::fault::schedule::{Fault, Plan, Step};
 use cotal_tests::nats::{NetnsCluster, ServerOptions};
@@ -519,7 +519,8 @@ async fn capture(
     }
 }
 
-/// Leader reads, after the run, of every acknowledged revision and each gate's last revision.
+/// Leader reads, after the run, of every acknowledged touch and the last message of each gate
+/// and revoked row.
 async fn final_reads(urls: &str, stream: &str, prefix: &str, events: &[Event]) -> FinalReads {
     let servers: Vec<&str> = urls.split(',').collect();
     let client = async_nats::ConnectOptions::new()
@@ -531,12 +532,23 @@ async fn final_reads(urls: &str, stream: &str, prefix: &str, events: &[Event]) -
     let handle = js.get_stream(stream).await.unwrap();
     let mut finals = FinalReads::default();
     for event in events {
-        let Event::Released {
-            gate,
-            gate_revision,
-            ..
-        } = event
-        else {
+        let key = match event {
+            Event::Registered { gate, .. } | Event::Released { gate, .. } => gate,
+            Event::Revoked { row_key, .. } => row_key,
+            _ => continue,
+        };
+        if !finals.last.contains_key(key) {
+            let last = handle
+                .get_last_raw_message_by_subject(&format!("{prefix}{key}"))
+                .await
+                .unwrap();
+            let last = Last {
+                revision: last.sequence,
+                payload: last.payload.to_vec(),
+            };
+            finals.last.insert(key.clone(), last);
+        }
+        let Event::Released { gate_revision, .. } = event else {
             continue;
         };
         if !finals.at_seq.contains_key(gate_revision) {
@@ -560,13 +572,6 @@ async fn final_reads(urls: &str, stream: &str, prefix: &str, events: &[Event]) -
                 Err(e) => panic!("the final read of revision {gate_revision} failed: {e}"),
             };
             finals.at_seq.insert(*gate_revision, at);
-        }
-        if !finals.last_revision.contains_key(gate) {
-            let last = handle
-                .get_last_raw_message_by_subject(&format!("{prefix}{gate}"))
-                .await
-                .unwrap();
-            finals.last_revision.insert(gate.clone(), last.sequence);
         }
     }
     finals

@@ -11,8 +11,10 @@
 //!    the generation by exactly one, and an open gate is only ever rewritten byte for byte;
 //! 4. **never two live epochs of one instance**: no two completed registrations share an
 //!    epoch, and releases of one gate never come from an older epoch after a newer one;
-//! 5. **no acknowledged write lost**: each acknowledged revision still holds the bytes the
-//!    capture saw there, or was trimmed by history with a later revision of its key present;
+//! 5. **no acknowledged write lost**: each acknowledged touch still holds the bytes the capture
+//!    saw there (or was trimmed with a later revision of its key present), each completed
+//!    registration's reopen is in the stream and the gate never ends below it, and each
+//!    acknowledged revoke is its row's final state;
 //! 6. **ledger rows are monotonic**: `active` → `revoked` only, never deleted;
 //! 7. **revocation shuts the next connect**: no connect check that began after a revoke was
 //!    acknowledged admits that credential;
@@ -75,8 +77,16 @@ pub enum AtSeq {
 pub struct FinalReads {
     /// Each acknowledged revision the history names, read back by sequence.
     pub at_seq: BTreeMap<u64, AtSeq>,
-    /// The last revision of each key the history names (absent: the key has no message).
-    pub last_revision: BTreeMap<String, u64>,
+    /// The last message of each key the history names: gates and revoked rows (absent: the
+    /// key has no message).
+    pub last: BTreeMap<String, Last>,
+}
+
+/// A key's last message: its revision and bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Last {
+    pub revision: u64,
+    pub payload: Vec<u8>,
 }
 
 /// The verdict on one run.
@@ -116,6 +126,7 @@ pub fn check(captured: &[StreamMsg], finals: &FinalReads, events: &[Event]) -> R
     }
     one_live_epoch(&mut report, events);
     acked_writes_survive(&mut report, &by_seq, finals, events);
+    other_acked_writes_survive(&mut report, &by_key, finals, events);
     revocation_shuts_connects(&mut report, events);
     refusal_codes(&mut report, events);
     report
@@ -395,7 +406,7 @@ fn acked_writes_survive(
         };
         let seen = by_seq.get(gate_revision);
         let now = finals.at_seq.get(gate_revision);
-        let last = finals.last_revision.get(gate.as_str()).copied();
+        let last = finals.last.get(gate.as_str()).map(|l| l.revision);
         let kept = match (seen, now) {
             (Some(seen), Some(AtSeq::Present { key, payload })) => {
                 *key == seen.key && *payload == seen.payload
@@ -411,6 +422,71 @@ fn acked_writes_survive(
                      last revision {last:?}"
                 ),
             );
+        }
+    }
+}
+
+/// Rule 5 for the other acknowledged writes: a completed registration's reopen is in the
+/// stream and the gate never ends below its generation; an acknowledged revoke is the row's
+/// final state; an exchanged root credential's row was `active` in the stream.
+fn other_acked_writes_survive(
+    report: &mut Report,
+    by_key: &BTreeMap<&str, Vec<&StreamMsg>>,
+    finals: &FinalReads,
+    events: &[Event],
+) {
+    let last_row = |key: &str| {
+        finals
+            .last
+            .get(key)
+            .and_then(|l| serde_json::from_slice::<Value>(&l.payload).ok())
+    };
+    let has = |key: &str, matches: &dyn Fn(&Value) -> bool| {
+        by_key
+            .get(key)
+            .is_some_and(|msgs| msgs.iter().filter_map(|m| json(m)).any(|row| matches(&row)))
+    };
+    for event in events {
+        match event {
+            Event::Registered {
+                gate,
+                epoch,
+                generation,
+                ..
+            } => {
+                let reopened = has(gate, &|row| {
+                    row["state"] == "open"
+                        && number(row, "generation") == Some(*generation)
+                        && number(row, "processEpoch") == Some(*epoch)
+                });
+                let now = last_row(gate).and_then(|row| number(&row, "generation"));
+                if !reopened || now.is_none_or(|g| g < *generation) {
+                    report.violation(
+                        "acked-writes-survive",
+                        format!(
+                            "{gate}: the registration at generation {generation}, epoch {epoch} \
+                             completed (in the stream: {reopened}); the gate now ends at \
+                             generation {now:?}"
+                        ),
+                    );
+                }
+            }
+            Event::Revoked { row_key, .. } => {
+                let now = last_row(row_key);
+                if now.as_ref().map(|row| &row["state"]) != Some(&Value::from("revoked")) {
+                    report.violation(
+                        "acked-writes-survive",
+                        format!("{row_key} was revoked; its row now ends as {now:?}"),
+                    );
+                }
+            }
+            Event::Exchanged { row_key } if !has(row_key, &|row| row["state"] == "active") => {
+                report.violation(
+                    "released-inside-fence",
+                    format!("the root credential {row_key} was handed out without an active row"),
+                );
+            }
+            _ => {}
         }
     }
 }

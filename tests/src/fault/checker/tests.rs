@@ -49,7 +49,20 @@ fn clean() -> (Vec<StreamMsg>, FinalReads, Vec<Event>) {
             payload: gate("open", 1, 0),
         },
     );
-    finals.last_revision.insert(GATE.into(), 6);
+    finals.last.insert(
+        GATE.into(),
+        Last {
+            revision: 6,
+            payload: gate("open", 2, 1),
+        },
+    );
+    finals.last.insert(
+        "cred.u.x".into(),
+        Last {
+            revision: 9,
+            payload: row("revoked"),
+        },
+    );
     let events = vec![
         Event::Registered {
             gate: GATE.into(),
@@ -131,13 +144,27 @@ fn a_reopen_before_the_released_row_is_revoked_is_caught() {
 
 #[test]
 fn an_abort_reopen_at_the_same_coordinates_keeps_the_released_credential() {
-    let (mut captured, finals, events) = clean();
+    let (mut captured, mut finals, mut events) = clean();
     // Frozen at 4 by a registration that fails before any revoke and reopens at 5 with only
     // the generation moved; the real successor at 7 comes after the revoke at 6.
     captured[4] = put(5, GATE, gate("open", 2, 0));
     captured[5] = put(6, ROW, row("revoked"));
     captured.push(put(7, GATE, gate("frozen", 2, 0)));
     captured.push(put(8, GATE, gate("open", 3, 1)));
+    events[2] = Event::Registered {
+        gate: GATE.into(),
+        worker: 1,
+        epoch: 1,
+        generation: 3,
+        registration_revision: 3,
+    };
+    finals.last.insert(
+        GATE.into(),
+        Last {
+            revision: 8,
+            payload: gate("open", 3, 1),
+        },
+    );
     let report = check(&captured, &finals, &events);
     assert!(report.violations.is_empty(), "{:?}", report.violations);
     // Without the revoke the successor's reopen is caught.
@@ -155,9 +182,14 @@ fn a_generation_that_goes_back_or_skips_is_caught() {
     captured[5] = put(6, GATE, gate("open", 3, 1));
     captured.push(put(7, GATE, gate("frozen", 1, 1)));
     let report = check(&captured, &finals, &events);
+    // The registration the history says reopened at generation 2 is not in the stream either.
     assert_eq!(
         rules(&report),
-        vec!["coordinates-advance", "coordinates-advance"],
+        vec![
+            "coordinates-advance",
+            "coordinates-advance",
+            "acked-writes-survive"
+        ],
         "{report:?}"
     );
 }
@@ -207,10 +239,50 @@ fn an_acknowledged_write_rolled_back_is_caught() {
     // Trimmed by history is fine only while a later revision of the key exists.
     finals.at_seq.insert(3, AtSeq::Absent);
     assert!(check(&captured, &finals, &events).violations.is_empty());
-    finals.last_revision.insert(GATE.into(), 3);
+    finals.last.insert(
+        GATE.into(),
+        Last {
+            revision: 3,
+            payload: gate("open", 2, 1),
+        },
+    );
     let report = check(&captured, &finals, &events);
     assert!(
         rules(&report).contains(&"acked-writes-survive"),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_registration_or_a_revoke_the_store_forgot_is_caught() {
+    let (captured, mut finals, mut events) = clean();
+    // The store ends with the gate back at generation 1 and the revoked row active again.
+    finals.last.insert(
+        GATE.into(),
+        Last {
+            revision: 6,
+            payload: gate("open", 1, 0),
+        },
+    );
+    finals.last.insert(
+        "cred.u.x".into(),
+        Last {
+            revision: 9,
+            payload: row("active"),
+        },
+    );
+    // And a root credential handed out with no active row in the stream.
+    events.push(Event::Exchanged {
+        row_key: "cred.u.y".into(),
+    });
+    let report = check(&captured, &finals, &events);
+    assert_eq!(
+        rules(&report),
+        vec![
+            "acked-writes-survive",
+            "acked-writes-survive",
+            "released-inside-fence"
+        ],
         "{report:?}"
     );
 }
