@@ -53,11 +53,12 @@ use cotal_io_nats::async_nats::{self, jetstream};
 use cotal_io_nats::{NatsWorld, Replicas, Space, SpaceOptions};
 use cotal_tests::fault::checker::{self, AtSeq, FinalReads, KvOp, Last, Report, StreamMsg};
 use cotal_tests::fault::history::{Event, History};
-use cotal_tests::fault::schedule::{Fault, Plan, Step};
+use cotal_tests::fault::inject;
+use cotal_tests::fault::schedule::{Fault, Plan};
 use cotal_tests::nats::{NetnsCluster, ServerOptions};
 use cotal_tests::sim::SplitMix64;
 use futures::StreamExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 const OWNER: &str = "u_cccccccccccccccccccccccccc";
 const ENDPOINT: &str = "throwaway";
@@ -71,8 +72,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// One operation that has not ended by then is counted as a stall (a liveness figure, not a
 /// safety violation) and abandoned.
 const OP_TIMEOUT: Duration = Duration::from_secs(20);
-/// After the last fault: until the cluster has formed again.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -577,96 +576,6 @@ async fn final_reads(urls: &str, stream: &str, prefix: &str, events: &[Event]) -
     finals
 }
 
-/// The node leading `stream`, from any reachable node's monitoring `/jsz`.
-fn stream_leader(net: &NetnsCluster, stream: &str) -> Option<usize> {
-    let cluster = net.cluster();
-    for i in 0..net.size() {
-        let node = cluster.node(i).ok()?;
-        if !node.is_running() {
-            continue;
-        }
-        let Ok(jsz) = node.monitor("/jsz?accounts=true&streams=true") else {
-            continue;
-        };
-        let leader = jsz["account_details"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|a| a["stream_detail"].as_array().into_iter().flatten())
-            .find(|s| s["name"] == stream)
-            .and_then(|s| s.pointer("/cluster/leader").and_then(Value::as_str))
-            .map(str::to_owned);
-        if let Some(leader) = leader {
-            return (0..net.size()).find(|&j| cluster.node(j).is_ok_and(|n| n.name() == leader));
-        }
-    }
-    None
-}
-
-/// Applies one step: the fault, its hold, its repair, the calm.
-fn apply(net: &mut NetnsCluster, step: Step, stream: &str) -> Result<Fault, String> {
-    let hold = Duration::from_millis(step.hold_ms);
-    let fault = step.fault;
-    let e = |e: cotal_tests::nats::HarnessError| e.to_string();
-    match fault {
-        Fault::Partition(a, b) => {
-            net.partition(a, b).map_err(e)?;
-            std::thread::sleep(hold);
-            net.heal().map_err(e)?;
-        }
-        Fault::OneWay(a, b) => {
-            net.drop_one_way(a, b).map_err(e)?;
-            std::thread::sleep(hold);
-            net.heal().map_err(e)?;
-        }
-        Fault::Isolate(a) => {
-            net.isolate(a).map_err(e)?;
-            std::thread::sleep(hold);
-            net.heal().map_err(e)?;
-        }
-        Fault::Kill(_) | Fault::KillStreamLeader => {
-            let a = match fault {
-                // Found at the moment of the kill: the leader the clients are writing to.
-                Fault::KillStreamLeader => stream_leader(net, stream).unwrap_or(0),
-                Fault::Kill(a) => a,
-                _ => 0,
-            };
-            net.cluster_mut().kill_node(a).map_err(e)?;
-            std::thread::sleep(hold);
-            net.cluster_mut().relaunch_node(a).map_err(e)?;
-        }
-        Fault::Pause(a) => {
-            net.cluster().pause_node(a).map_err(e)?;
-            std::thread::sleep(hold);
-            net.cluster().resume_node(a).map_err(e)?;
-        }
-        Fault::Restart(a) => {
-            net.cluster_mut().relaunch_node(a).map_err(e)?;
-        }
-    }
-    // The next fault starts from a formed cluster, so no step stacks on an unrepaired one.
-    let settle = Instant::now() + SETTLE_TIMEOUT;
-    while net.cluster().wait_formed().is_err() {
-        if Instant::now() >= settle {
-            return Err(format!("the cluster did not form again after {fault:?}"));
-        }
-    }
-    std::thread::sleep(Duration::from_millis(step.calm_ms));
-    Ok(fault)
-}
-
-fn kind(fault: &Fault) -> &'static str {
-    match fault {
-        Fault::Partition(..) => "partition",
-        Fault::OneWay(..) => "one-way drop",
-        Fault::Isolate(_) => "isolation",
-        Fault::Kill(_) => "kill -9",
-        Fault::KillStreamLeader => "kill -9 of the stream leader",
-        Fault::Pause(_) => "SIGSTOP",
-        Fault::Restart(_) => "restart",
-    }
-}
-
 /// What one history did and what the checker found.
 struct Outcome {
     report: Report,
@@ -719,7 +628,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
                 let mut plan = Plan::new(seed, 3);
                 let mut failure = None;
                 while Instant::now() < deadline {
-                    match apply(&mut net, plan.next_step(), &stream) {
+                    match inject::apply(&mut net, plan.next_step(), &stream) {
                         Ok(fault) => faults.lock().unwrap().push(fault),
                         Err(e) => {
                             failure = Some(e);
@@ -807,7 +716,7 @@ fn fault_campaign_on_a_namespaced_r3_cluster_keeps_every_fence() {
     for seed in first..first + histories {
         let outcome = run_history(seed, seconds);
         for fault in &outcome.faults {
-            *by_kind.entry(kind(fault)).or_default() += 1;
+            *by_kind.entry(fault.kind()).or_default() += 1;
         }
         for (code, n) in &outcome.report.refusals {
             *refusals.entry(code.clone()).or_default() += n;

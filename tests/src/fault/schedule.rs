@@ -21,6 +21,27 @@ pub enum Fault {
     Pause(usize),
     /// A graceful restart of a node.
     Restart(usize),
+    /// Every node but this one isolated: no majority anywhere.
+    NoQuorum(usize),
+    /// `kill -9` of every node at once, then all restarted.
+    CrashAll,
+}
+
+impl Fault {
+    /// The fault's kind, for a campaign's tally.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Fault::Partition(..) => "partition",
+            Fault::OneWay(..) => "one-way drop",
+            Fault::Isolate(_) => "isolation",
+            Fault::Kill(_) => "kill -9",
+            Fault::KillStreamLeader => "kill -9 of the stream leader",
+            Fault::Pause(_) => "SIGSTOP",
+            Fault::Restart(_) => "restart",
+            Fault::NoQuorum(_) => "no quorum",
+            Fault::CrashAll => "kill -9 of every node",
+        }
+    }
 }
 
 /// One step: the fault, how long it holds, and the calm after its repair.
@@ -50,13 +71,16 @@ impl Plan {
     pub fn next_step(&mut self) -> Step {
         let a = self.rng.index(self.nodes);
         let b = (a + 1 + self.rng.index(self.nodes - 1)) % self.nodes;
-        let fault = match self.rng.below(7) {
-            0 => Fault::Partition(a, b),
-            1 => Fault::OneWay(a, b),
-            2 => Fault::Isolate(a),
-            3 => Fault::Kill(a),
-            4 => Fault::KillStreamLeader,
-            5 => Fault::Pause(a),
+        // The whole-cluster faults are rarer: each takes every client down for a while.
+        let fault = match self.rng.weighted(&[3, 3, 3, 3, 3, 3, 2, 1, 1]) {
+            Some(0) => Fault::Partition(a, b),
+            Some(1) => Fault::OneWay(a, b),
+            Some(2) => Fault::Isolate(a),
+            Some(3) => Fault::Kill(a),
+            Some(4) => Fault::KillStreamLeader,
+            Some(5) => Fault::Pause(a),
+            Some(7) => Fault::NoQuorum(a),
+            Some(8) => Fault::CrashAll,
             _ => Fault::Restart(a),
         };
         Step {
