@@ -25,6 +25,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "campaign/capture.rs"]
+mod capture;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,15 +52,14 @@ use cotal_core::names::{
 use cotal_core::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use cotal_core::service::ServiceSpec;
 use cotal_core::{EpError, ErrorCode};
-use cotal_io_nats::async_nats::{self, jetstream};
+use cotal_io_nats::async_nats::{self, Client};
 use cotal_io_nats::{NatsWorld, Replicas, Space, SpaceOptions};
-use cotal_tests::fault::checker::{self, AtSeq, FinalReads, KvOp, Last, Report, StreamMsg};
+use cotal_tests::fault::checker::{self, Report};
 use cotal_tests::fault::history::{Event, History};
 use cotal_tests::fault::inject;
 use cotal_tests::fault::schedule::{Fault, Plan};
 use cotal_tests::nats::{NetnsCluster, ServerOptions};
 use cotal_tests::sim::SplitMix64;
-use futures::StreamExt;
 use serde_json::json;
 
 const OWNER: &str = "u_cccccccccccccccccccccccccc";
@@ -409,171 +411,19 @@ async fn lifecycle_client(
     }
 }
 
-/// Lifts the auth store's per-key history limit before anything is written, so the stream keeps
-/// every message of the run and the checker sees each revision however far the capture lags.
-/// The plane accepts it: the auth store's history carries no authority (every read is the
-/// last message) and is not part of the verified shape (`io-nats` `shape`).
-async fn keep_all_history(space: &Space, stream: &str) {
-    let js = jetstream::new(space.client().clone());
-    let mut handle = js.get_stream(stream).await.unwrap();
-    let mut config = handle.info().await.unwrap().config.clone();
-    config.max_messages_per_subject = -1;
-    js.update_stream(config).await.unwrap();
-}
-
-/// Reads every message of `stream` in order on its own connection until `done` is set and
-/// the capture has reached the stream's last sequence. An ordered consumer that breaks under a
-/// fault is recreated from the next sequence.
-async fn capture(
-    urls: String,
-    stream: String,
-    prefix: String,
-    done: &AtomicBool,
-) -> Vec<StreamMsg> {
-    let mut captured = Vec::new();
-    let mut next = 1u64;
+/// The checker's own connection to the cluster, retried while a fault holds.
+async fn checker_client(urls: &str) -> Client {
     let servers: Vec<&str> = urls.split(',').collect();
-    let client = loop {
-        if let Ok(c) = async_nats::ConnectOptions::new()
+    loop {
+        if let Ok(client) = async_nats::ConnectOptions::new()
             .name("fault-checker")
             .connect(servers.clone())
             .await
         {
-            break c;
+            return client;
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    let js = jetstream::new(client);
-    let mut target: Option<u64> = None;
-    loop {
-        if let Some(t) = target {
-            if next > t {
-                return captured;
-            }
-        }
-        let Ok(handle) = js.get_stream(&stream).await else {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            continue;
-        };
-        let config = jetstream::consumer::pull::OrderedConfig {
-            deliver_policy: jetstream::consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: next,
-            },
-            ..Default::default()
-        };
-        let Ok(consumer) = handle.create_consumer(config).await else {
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            continue;
-        };
-        let Ok(mut messages) = consumer.messages().await else {
-            continue;
-        };
-        loop {
-            if target.is_none() && done.load(Ordering::Relaxed) {
-                if let Ok(mut h) = js.get_stream(&stream).await {
-                    if let Ok(info) = h.info().await {
-                        target = Some(info.state.last_sequence);
-                    }
-                }
-            }
-            if target.is_some_and(|t| next > t) {
-                return captured;
-            }
-            let item = tokio::time::timeout(Duration::from_millis(500), messages.next()).await;
-            let message = match item {
-                Err(_) => continue,
-                Ok(Some(Ok(m))) => m,
-                Ok(Some(Err(_)) | None) => break,
-            };
-            let Ok(info) = message.info() else { break };
-            let seq = info.stream_sequence;
-            if seq < next {
-                continue;
-            }
-            let op = match message
-                .headers
-                .as_ref()
-                .and_then(|h| h.get("KV-Operation"))
-                .map(|v| v.as_str().to_owned())
-                .as_deref()
-            {
-                Some("DEL") => KvOp::Delete,
-                Some("PURGE") => KvOp::Purge,
-                _ => KvOp::Put,
-            };
-            let key = message
-                .subject
-                .as_str()
-                .strip_prefix(prefix.as_str())
-                .unwrap_or(message.subject.as_str())
-                .to_owned();
-            captured.push(StreamMsg {
-                seq,
-                key,
-                op,
-                payload: message.payload.to_vec(),
-            });
-            next = seq + 1;
-        }
     }
-}
-
-/// Leader reads, after the run, of every acknowledged touch and the last message of each gate
-/// and revoked row.
-async fn final_reads(urls: &str, stream: &str, prefix: &str, events: &[Event]) -> FinalReads {
-    let servers: Vec<&str> = urls.split(',').collect();
-    let client = async_nats::ConnectOptions::new()
-        .name("fault-checker-final")
-        .connect(servers)
-        .await
-        .unwrap();
-    let js = jetstream::new(client);
-    let handle = js.get_stream(stream).await.unwrap();
-    let mut finals = FinalReads::default();
-    for event in events {
-        let key = match event {
-            Event::Registered { gate, .. } | Event::Released { gate, .. } => gate,
-            Event::Revoked { row_key, .. } => row_key,
-            _ => continue,
-        };
-        if !finals.last.contains_key(key) {
-            let last = handle
-                .get_last_raw_message_by_subject(&format!("{prefix}{key}"))
-                .await
-                .unwrap();
-            let last = Last {
-                revision: last.sequence,
-                payload: last.payload.to_vec(),
-            };
-            finals.last.insert(key.clone(), last);
-        }
-        let Event::Released { gate_revision, .. } = event else {
-            continue;
-        };
-        if !finals.at_seq.contains_key(gate_revision) {
-            let read = handle.get_raw_message(*gate_revision).await;
-            let at = match read {
-                Ok(m) => AtSeq::Present {
-                    key: m
-                        .subject
-                        .as_str()
-                        .strip_prefix(prefix)
-                        .unwrap_or(m.subject.as_str())
-                        .to_owned(),
-                    payload: m.payload.to_vec(),
-                },
-                Err(e)
-                    if e.kind()
-                        == async_nats::jetstream::stream::LastRawMessageErrorKind::NoMessageFound =>
-                {
-                    AtSeq::Absent
-                }
-                Err(e) => panic!("the final read of revision {gate_revision} failed: {e}"),
-            };
-            finals.at_seq.insert(*gate_revision, at);
-        }
-    }
-    finals
 }
 
 /// What one history did and what the checker found.
@@ -602,7 +452,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
             .await
             .unwrap();
         let layout = setup.layout(cotal_core::kv::Store::Auth).clone();
-        keep_all_history(&setup, &layout.stream).await;
+        capture::keep_all_history(setup.client(), &layout.stream).await;
         let mut world = NatsWorld::new(&setup);
         let spec = publish_surface(&mut world).await;
         let term = Principal::parse(&format!("{OWNER}.term")).unwrap();
@@ -661,7 +511,12 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
             )));
         }
         let prefix = layout.subject_prefix.clone();
-        let recorder = capture(urls.clone(), stream.clone(), prefix.clone(), &done);
+        let recorder = capture::capture(
+            checker_client(&urls).await,
+            stream.clone(),
+            prefix.clone(),
+            &done,
+        );
         let work = async {
             futures::future::join_all(clients).await;
             done.store(true, Ordering::Relaxed);
@@ -673,7 +528,8 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
         }
         net.cluster().wait_formed().unwrap();
         let events = history.events();
-        let finals = final_reads(&urls, &stream, &prefix, &events).await;
+        let finals =
+            capture::final_reads(checker_client(&urls).await, &stream, &prefix, &events).await;
         let report = checker::check(&captured, &finals, &events);
         // For reading a failing seed: the run's whole stream and history, one line each.
         if let Ok(path) = std::env::var("COTAL_FAULT_DUMP") {
