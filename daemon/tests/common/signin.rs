@@ -178,6 +178,12 @@ impl Space {
     /// A data-account connection to `server` with no permission limits: the test's own view
     /// of the auth and records stores.
     pub async fn admin(&self, server: &str) -> cotal_io_nats::AuthorityClient {
+        self.admin_for(server, Duration::from_secs(120)).await
+    }
+
+    /// [`Space::admin`] with a user JWT valid for `ttl` (a connection that must outlive a long
+    /// run without a renewal swapping it).
+    pub async fn admin_for(&self, server: &str, ttl: Duration) -> cotal_io_nats::AuthorityClient {
         let space = cotal_core::names::SpaceName::parse(SPACE).unwrap();
         let material = cotal_io_fs::trust::load_daemon(&self.root, &space).unwrap();
         cotal_io_nats::AuthorityClient::open(
@@ -188,7 +194,7 @@ impl Space {
                 signer: std::sync::Arc::new(material.data_signing_key().clone()),
             },
             |_| Ok(cotal_core::jwt::UserNats::default()),
-            Duration::from_secs(120),
+            ttl,
             space,
             cotal_io_nats::SpaceOptions {
                 stores: cotal_io_nats::StoreSet::of(&[
