@@ -1,0 +1,385 @@
+//! How a gate's costs grow with its credential family, 10 to 1,000 rows per gate, on a real
+//! operator-mode nats-server, each beside its floor measured in the same run (issue 13).
+//!
+//! For each family size N (`FAMILY_ROWS`, default `10,100,1000`), on `FAMILY_GATES` fresh gates
+//! per size (default 3; the figures are medians over them), after the gate is provisioned and
+//! registered as `up` registers the plane's own instance:
+//!
+//! * **mint** — N serve mints through the fence (`FinalizeServeMint`: observe, stage the row,
+//!   touch the gate), each its own credential, all held by the gate's serve principal (F28:
+//!   a serve credential has no other holder); the figure is the p50 of the last 10, made with
+//!   the family at N−10..N rows. A renewal releases each credential through the same fence
+//!   (stage + touch per member, `renewal::compensation::release_family`) and never lists the
+//!   family, so its per-gate cost is this one's;
+//! * **barrier** — freeze → enumerate the family (the key listing plus one leader read per row)
+//!   → revoke every active row → reopen (`cotal_core::barrier`), as one `Replay` machine;
+//! * **re-registration** — the whole `RegisterServing` ceremony over the N (now revoked) rows:
+//!   the enumeration again, then verified eviction of the family's holder journaled in the
+//!   repair cursor, spec, promote, reopen. Eviction is answered by a stand-in that verifies
+//!   every holder at once, so the figure is the authority plane's cost, not the liveness
+//!   oracle's.
+//!
+//! The floor of each is its own recorded history replayed raw (`support/replay.rs`) on a mirror
+//! space of the same server that received exactly the same writes, right after it. Linear means
+//! the cost per row stays flat from 10 to 1,000 rows, and so does the machine's ratio to its
+//! floor (a replay that grew quadratically in the rows would show as a falling ratio).
+//!
+//! Run with `cargo bench -p cotal-tests --bench family_rows`. Needs the pinned nats-server
+//! (`scripts/nats-server.sh`).
+
+#[path = "support/replay.rs"]
+mod replay;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cotal_core::barrier;
+use cotal_core::gate::Coordinates;
+use cotal_core::host::{auth_instance, PrepareSelfAuthorized};
+use cotal_core::issuance::{observe_gate, FinalizeServeMint, GateRef, ServeCredential, ServeGrant};
+use cotal_core::jwt::UserNats;
+use cotal_core::machine::{script, Halt};
+use cotal_core::names::{ActorToken, CredentialId, InstanceId, OpId, SourceMember, SpaceName};
+use cotal_core::serving::RegisterServing;
+use cotal_core::EpError;
+use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, Space, SpaceOptions};
+use cotal_tests::nats::operator::OperatorServer;
+use cotal_tests::nats::wall_clock;
+use nkeys::KeyPair;
+use replay::{run_recorded, History, Raw};
+use sha2::{Digest as _, Sha256};
+
+/// The mints whose latencies make the mint figure: the last ones, at the family's full size.
+const TAIL: usize = 10;
+
+fn fail(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+async fn client(live: &OperatorServer, space: &str) -> Result<AuthorityClient, String> {
+    let signer = DataAccountSigner {
+        account: live.account.public_key(),
+        signer: Arc::new(KeyPair::from_seed(&live.signing.seed().map_err(fail)?).map_err(fail)?),
+    };
+    AuthorityClient::open(
+        &live.server.url(),
+        format!("bench-{space}"),
+        signer,
+        |_| Ok(UserNats::default()),
+        Duration::from_secs(900),
+        SpaceName::parse(space).map_err(fail)?,
+        SpaceOptions::default(),
+    )
+    .await
+    .map_err(|e| e.message)
+}
+
+/// The measured space, its mirror and the raw replayer of the mirror.
+struct Bench<'s> {
+    bound: &'s Space,
+    raw: Raw,
+    serve_key: String,
+    ops: u64,
+}
+
+impl Bench<'_> {
+    fn op(&mut self) -> OpId {
+        self.ops += 1;
+        let mut op = [0u8; 20];
+        op[..8].copy_from_slice(&self.ops.to_be_bytes());
+        OpId::mint(op)
+    }
+
+    /// A world whose evictions are verified at once (see the module doc).
+    fn world(&self) -> NatsWorld<'_> {
+        let mut world = NatsWorld::new(self.bound);
+        world.set_evictor(Box::new(|holders| {
+            let verdicts = vec![true; holders.len()];
+            Box::pin(async move { verdicts })
+        }));
+        world
+    }
+
+    /// Runs `step` on the measured space, then replays its history raw on the mirror; how
+    /// long each took. Both must have made the same number of round trips.
+    async fn timed<T>(
+        &mut self,
+        step: impl AsyncFnOnce(&Self, &mut History) -> Result<T, EpError>,
+    ) -> Result<(T, Duration, Duration), String> {
+        let mut log = History::new();
+        let (trips, raw_trips) = (self.bound.round_trips(), self.raw.round_trips());
+        let start = Instant::now();
+        let out = step(self, &mut log).await.map_err(|e| e.to_string())?;
+        let took = start.elapsed();
+        let start = Instant::now();
+        self.raw.replay(&log).await?;
+        let floor = start.elapsed();
+        let (trips, raw_trips) = (
+            self.bound.round_trips() - trips,
+            self.raw.round_trips() - raw_trips,
+        );
+        if trips != raw_trips {
+            return Err(format!(
+                "the replay made {raw_trips} round trips where the machine made {trips}; the \
+                 floor is not the same request sequence"
+            ));
+        }
+        Ok((out, took, floor))
+    }
+
+    /// Registers the instance as `up` does (prepare, then the serving ceremony); its grant.
+    async fn register(&mut self, instance: &InstanceId) -> Result<(ServeGrant, Dur2), String> {
+        let op = self.op();
+        let ceremony =
+            auth_instance(self.bound.space(), instance, &self.serve_key, op).map_err(fail)?;
+        let (grant, took, floor) = self
+            .timed(async |b, log| {
+                run_recorded(&mut b.world(), PrepareSelfAuthorized(&ceremony), log).await?;
+                let register = RegisterServing {
+                    register: ceremony.registration()?,
+                    status: serde_json::Map::new(),
+                };
+                let serving = run_recorded(&mut b.world(), register, log).await?;
+                Ok(serving.serve.grant)
+            })
+            .await?;
+        Ok((grant, Dur2 { took, floor }))
+    }
+}
+
+/// A measured duration and its floor's.
+#[derive(Clone, Copy)]
+struct Dur2 {
+    took: Duration,
+    floor: Duration,
+}
+
+/// One gate's figures at one family size.
+struct GateRun {
+    mint: Dur2,
+    barrier: Dur2,
+    reregistration: Dur2,
+}
+
+fn p50(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn main() -> Result<(), String> {
+    let sizes: Vec<usize> = std::env::var("FAMILY_ROWS")
+        .unwrap_or_else(|_| "10,100,1000".to_owned())
+        .split(',')
+        .map(|n| n.trim().parse().map_err(fail))
+        .collect::<Result<_, _>>()?;
+    let gates: usize = std::env::var("FAMILY_GATES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(fail)?;
+    runtime.block_on(bench(&sizes, gates.max(1)))
+}
+
+async fn bench(sizes: &[usize], gates: usize) -> Result<(), String> {
+    let live = OperatorServer::start(wall_clock()).map_err(fail)?;
+    let measured = client(&live, "rowsa").await?;
+    let mirror = client(&live, "rowsb").await?;
+    let bound = measured.space().map_err(|e| e.message)?;
+    let mirrored = mirror.space().map_err(|e| e.message)?;
+    let raw = Raw::bind(
+        &mirrored,
+        &[
+            cotal_core::kv::Store::Auth,
+            cotal_core::kv::Store::Records,
+            cotal_core::kv::Store::Contracts,
+        ],
+    )
+    .await?;
+    let mut b = Bench {
+        bound: &bound,
+        raw,
+        serve_key: KeyPair::new_user().public_key(),
+        ops: 0,
+    };
+    let mut results: Vec<(usize, Vec<GateRun>)> = Vec::new();
+    let mut instances = 0usize;
+    for &rows in sizes {
+        let mut runs = Vec::new();
+        for _ in 0..gates {
+            instances += 1;
+            let instance = InstanceId::parse(&format!("famrows{instances:0>19}")).map_err(fail)?;
+            runs.push(gate_run(&mut b, &instance, rows).await?);
+        }
+        results.push((rows, runs));
+    }
+    report(&results, gates);
+    measured.close().await.map_err(|e| e.message)?;
+    mirror.close().await.map_err(|e| e.message)?;
+    Ok(())
+}
+
+/// Provisions and registers a fresh gate, mints `rows` credentials into its family, then runs
+/// the barrier and a re-registration over them.
+async fn gate_run(
+    b: &mut Bench<'_>,
+    instance: &InstanceId,
+    rows: usize,
+) -> Result<GateRun, String> {
+    let (grant, _) = b.register(instance).await?;
+    let gate = GateRef::new(
+        grant.space.clone(),
+        grant.endpoint.clone(),
+        grant.instance.clone(),
+    );
+    let (mut mints, mut mint_floors) = (Vec::new(), Vec::new());
+    for k in 0..rows {
+        let credential = ServeCredential {
+            credential_id: CredentialId::from_sha256_hex(
+                &Sha256::digest(format!("{instance}.{k}").as_bytes()).into(),
+            ),
+            holder_actor: ActorToken::parse(&b.serve_key).map_err(fail)?,
+            source_chain: vec![SourceMember::parse("session.bench").map_err(fail)?],
+            exp: 1_900_000_000,
+        };
+        let finalize = FinalizeServeMint {
+            gate: gate.clone(),
+            grant: grant.clone(),
+            credential,
+        };
+        let ((), took, floor) = b
+            .timed(async |b, log| {
+                run_recorded(&mut b.world(), finalize, log)
+                    .await
+                    .map(|_| ())
+            })
+            .await?;
+        if k + TAIL >= rows {
+            mints.push(took);
+            mint_floors.push(floor);
+        }
+    }
+    let op = b.op();
+    let (revoked, took, floor) = b
+        .timed(async |b, log| {
+            let barrier = script(|cx| {
+                let observed = observe_gate(cx, &gate)?
+                    .ok_or_else(|| Halt::from(EpError::internal("the bench gate is gone")))?;
+                let token = barrier::freeze(cx, &gate, &op, &observed)?
+                    .ok_or_else(|| Halt::from(EpError::conflict("the bench freeze lost")))?;
+                let family = barrier::enumerate_family(cx, &gate)?;
+                let revoked = barrier::revoke_active(cx, &family)?;
+                let at = observed.gate.coordinates();
+                let successor = Coordinates {
+                    generation: at.generation.next()?,
+                    ..at
+                };
+                if !barrier::reopen(cx, &gate, &op, token, successor)? {
+                    return Err(EpError::conflict("the bench reopen lost").into());
+                }
+                Ok(revoked)
+            });
+            run_recorded(&mut b.world(), barrier, log).await
+        })
+        .await?;
+    if revoked != rows {
+        return Err(format!("the barrier revoked {revoked} rows of {rows}"));
+    }
+    let barrier = Dur2 { took, floor };
+    let (_, reregistration) = b.register(instance).await?;
+    Ok(GateRun {
+        mint: Dur2 {
+            took: p50(mints),
+            floor: p50(mint_floors),
+        },
+        barrier,
+        reregistration,
+    })
+}
+
+fn report(results: &[(usize, Vec<GateRun>)], gates: usize) {
+    let median = |runs: &[GateRun], pick: fn(&GateRun) -> Dur2| Dur2 {
+        took: p50(runs.iter().map(|r| pick(r).took).collect()),
+        floor: p50(runs.iter().map(|r| pick(r).floor).collect()),
+    };
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let per_row = |d: Duration, rows: usize| d.as_secs_f64() * 1e6 / rows.max(1) as f64;
+    println!(
+        "credential rows per gate, medians over {gates} gates per size (operator-mode \
+         nats-server; floor = the same recorded requests replayed raw on a mirror space)"
+    );
+    println!(
+        "| rows | mint p50 ms | floor | barrier ms | floor | per row µs | floor per row µs | \
+         re-registration ms | floor | per row µs | floor per row µs |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    type Figure = (&'static str, fn(&GateRun) -> Dur2, bool);
+    let figures: [Figure; 3] = [
+        ("mint", |r| r.mint, false),
+        ("barrier", |r| r.barrier, true),
+        ("re-registration", |r| r.reregistration, true),
+    ];
+    let mut summary: Vec<Vec<(usize, Dur2)>> = vec![Vec::new(); figures.len()];
+    for (rows, runs) in results {
+        let [mint, barrier, rereg] = figures.map(|(_, pick, _)| median(runs, pick));
+        println!(
+            "| {rows} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | \
+             {:.0} |",
+            ms(mint.took),
+            ms(mint.floor),
+            ms(barrier.took),
+            ms(barrier.floor),
+            per_row(barrier.took, *rows),
+            per_row(barrier.floor, *rows),
+            ms(rereg.took),
+            ms(rereg.floor),
+            per_row(rereg.took, *rows),
+            per_row(rereg.floor, *rows),
+        );
+        for (i, d) in [mint, barrier, rereg].into_iter().enumerate() {
+            if let Some(s) = summary.get_mut(i) {
+                s.push((*rows, d));
+            }
+        }
+    }
+    for ((name, _, scales), points) in figures.iter().zip(&summary) {
+        let (Some(&(few, small)), Some(&(many, large))) = (points.first(), points.last()) else {
+            continue;
+        };
+        // The per-row cost of a cost that scales with the rows; the cost itself for one that
+        // should not (a mint makes one row whatever the family holds).
+        let unit = |d: Duration, rows: usize| {
+            if *scales {
+                per_row(d, rows)
+            } else {
+                d.as_secs_f64() * 1e6
+            }
+        };
+        let growth = unit(large.took, many) / unit(small.took, few);
+        let floor_growth = unit(large.floor, many) / unit(small.floor, few);
+        let what = if *scales { "per row" } else { "per mint" };
+        println!(
+            "{name} {what}: {:.0} µs at {few} rows, {:.0} µs at {many} rows (x{growth:.2}); \
+             floor {:.0} -> {:.0} µs (x{floor_growth:.2}); ratio to floor {:.2} -> {:.2}",
+            unit(small.took, few),
+            unit(large.took, many),
+            unit(small.floor, few),
+            unit(large.floor, many),
+            small.floor.as_secs_f64() / small.took.as_secs_f64(),
+            large.floor.as_secs_f64() / large.took.as_secs_f64(),
+        );
+        println!(
+            "BENCH\t{name} {what}, {few} -> {many} rows per gate (µs)\t{:.0} -> {:.0}\t\
+             {:.0} -> {:.0}\t{:.2} -> {:.2}\tflat (linear): growth x{growth:.2}, floor's \
+             x{floor_growth:.2}",
+            unit(small.took, few),
+            unit(large.took, many),
+            unit(small.floor, few),
+            unit(large.floor, many),
+            small.floor.as_secs_f64() / small.took.as_secs_f64(),
+            large.floor.as_secs_f64() / large.took.as_secs_f64(),
+        );
+    }
+}
