@@ -1,9 +1,10 @@
 //! How a gate's costs grow with its credential family, 10 to 1,000 rows per gate, on a real
 //! operator-mode nats-server, each beside its floor measured in the same run (issue 13).
 //!
-//! For each family size N (`FAMILY_ROWS`, default `10,100,1000`), on `FAMILY_GATES` fresh gates
-//! per size (default 3; the figures are medians over them), after the gate is provisioned and
-//! registered as `up` registers the plane's own instance:
+//! For each family size N (`FAMILY_ROWS`, default `10,100,1000`), on fresh gates (at least
+//! `FAMILY_GATES`, default 3, and at least 3,000 rows per size in all, so 300 gates of 10; the
+//! figures are medians over them), after each gate is provisioned and registered as `up`
+//! registers the plane's own instance:
 //!
 //! * **mint** — N serve mints through the fence (`FinalizeServeMint`: observe, stage the row,
 //!   touch the gate), each its own credential, all held by the gate's serve principal (F28:
@@ -51,6 +52,8 @@ use sha2::{Digest as _, Sha256};
 
 /// The mints whose latencies make the mint figure: the last ones, at the family's full size.
 const TAIL: usize = 10;
+/// Rows minted per family size across its gates, at least: more gates for the small sizes.
+const MIN_ROWS: usize = 3000;
 
 fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -208,7 +211,8 @@ async fn bench(sizes: &[usize], gates: usize) -> Result<(), String> {
     let mut instances = 0usize;
     for &rows in sizes {
         let mut runs = Vec::new();
-        for _ in 0..gates {
+        // Small families are fast and noisy: at least MIN_ROWS rows per size in all.
+        for _ in 0..gates.max(MIN_ROWS.div_ceil(rows.max(1))) {
             instances += 1;
             let instance = InstanceId::parse(&format!("famrows{instances:0>19}")).map_err(fail)?;
             runs.push(gate_run(&mut b, &instance, rows).await?);
@@ -264,10 +268,13 @@ async fn gate_run(
     let op = b.op();
     let (revoked, took, floor) = b
         .timed(async |b, log| {
+            // Written as the ceremony's own steps are: each finished step memoized.
             let barrier = script(|cx| {
-                let observed = observe_gate(cx, &gate)?
+                let observed = cx.sub(|cx| observe_gate(cx, &gate))?;
+                let observed = Option::as_ref(&observed)
                     .ok_or_else(|| Halt::from(EpError::internal("the bench gate is gone")))?;
-                let token = barrier::freeze(cx, &gate, &op, &observed)?
+                let token = cx
+                    .sub(|cx| barrier::freeze(cx, &gate, &op, observed))?
                     .ok_or_else(|| Halt::from(EpError::conflict("the bench freeze lost")))?;
                 let family = barrier::enumerate_family(cx, &gate)?;
                 let revoked = barrier::revoke_active(cx, &family)?;
@@ -307,8 +314,9 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let per_row = |d: Duration, rows: usize| d.as_secs_f64() * 1e6 / rows.max(1) as f64;
     println!(
-        "credential rows per gate, medians over {gates} gates per size (operator-mode \
-         nats-server; floor = the same recorded requests replayed raw on a mirror space)"
+        "credential rows per gate, medians over at least {gates} gates per size and {MIN_ROWS} \
+         rows (operator-mode nats-server; floor = the same recorded requests replayed raw on a \
+         mirror space)"
     );
     println!(
         "| rows | mint p50 ms | floor | barrier ms | floor | per row µs | floor per row µs | \
