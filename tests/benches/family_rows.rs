@@ -2,9 +2,9 @@
 //! operator-mode nats-server, each beside its floor measured in the same run (issue 13).
 //!
 //! For each family size N (`FAMILY_ROWS`, default `10,100,1000`), on fresh gates (at least
-//! `FAMILY_GATES`, default 3, and at least 3,000 rows per size in all, so 300 gates of 10; the
-//! figures are medians over them), after each gate is provisioned and registered as `up`
-//! registers the plane's own instance:
+//! `FAMILY_GATES`, default 3, and at least `FAMILY_MIN_ROWS` rows per size in all, default
+//! 3,000, so 300 gates of 10; the figures are medians over them), after each gate is
+//! provisioned and registered as `up` registers the plane's own instance:
 //!
 //! * **mint** — N serve mints through the fence (`FinalizeServeMint`: observe, stage the row,
 //!   touch the gate), each its own credential, all held by the gate's serve principal (F28:
@@ -52,8 +52,6 @@ use sha2::{Digest as _, Sha256};
 
 /// The mints whose latencies make the mint figure: the last ones, at the family's full size.
 const TAIL: usize = 10;
-/// Rows minted per family size across its gates, at least: more gates for the small sizes.
-const MIN_ROWS: usize = 3000;
 
 fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -175,18 +173,21 @@ fn main() -> Result<(), String> {
         .split(',')
         .map(|n| n.trim().parse().map_err(fail))
         .collect::<Result<_, _>>()?;
-    let gates: usize = std::env::var("FAMILY_GATES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let knob = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (gates, min_rows) = (knob("FAMILY_GATES", 3), knob("FAMILY_MIN_ROWS", 3000));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(fail)?;
-    runtime.block_on(bench(&sizes, gates.max(1)))
+    runtime.block_on(bench(&sizes, gates.max(1), min_rows))
 }
 
-async fn bench(sizes: &[usize], gates: usize) -> Result<(), String> {
+async fn bench(sizes: &[usize], gates: usize, min_rows: usize) -> Result<(), String> {
     let live = OperatorServer::start(wall_clock()).map_err(fail)?;
     let measured = client(&live, "rowsa").await?;
     let mirror = client(&live, "rowsb").await?;
@@ -211,15 +212,15 @@ async fn bench(sizes: &[usize], gates: usize) -> Result<(), String> {
     let mut instances = 0usize;
     for &rows in sizes {
         let mut runs = Vec::new();
-        // Small families are fast and noisy: at least MIN_ROWS rows per size in all.
-        for _ in 0..gates.max(MIN_ROWS.div_ceil(rows.max(1))) {
+        // Small families are fast and noisy: at least `min_rows` rows per size in all.
+        for _ in 0..gates.max(min_rows.div_ceil(rows.max(1))) {
             instances += 1;
             let instance = InstanceId::parse(&format!("famrows{instances:0>19}")).map_err(fail)?;
             runs.push(gate_run(&mut b, &instance, rows).await?);
         }
         results.push((rows, runs));
     }
-    report(&results, gates);
+    report(&results, gates, min_rows);
     measured.close().await.map_err(|e| e.message)?;
     mirror.close().await.map_err(|e| e.message)?;
     Ok(())
@@ -306,7 +307,7 @@ async fn gate_run(
     })
 }
 
-fn report(results: &[(usize, Vec<GateRun>)], gates: usize) {
+fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
     let median = |runs: &[GateRun], pick: fn(&GateRun) -> Dur2| Dur2 {
         took: p50(runs.iter().map(|r| pick(r).took).collect()),
         floor: p50(runs.iter().map(|r| pick(r).floor).collect()),
@@ -314,7 +315,7 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize) {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let per_row = |d: Duration, rows: usize| d.as_secs_f64() * 1e6 / rows.max(1) as f64;
     println!(
-        "credential rows per gate, medians over at least {gates} gates per size and {MIN_ROWS} \
+        "credential rows per gate, medians over at least {gates} gates per size and {min_rows} \
          rows (operator-mode nats-server; floor = the same recorded requests replayed raw on a \
          mirror space)"
     );
@@ -378,6 +379,18 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize) {
             small.floor.as_secs_f64() / small.took.as_secs_f64(),
             large.floor.as_secs_f64() / large.took.as_secs_f64(),
         );
+        if *scales && many > few {
+            // The fixed cost of a small family hides in its per-row figure; the slope does not.
+            let slope = |a: Duration, b: Duration| {
+                (b.as_secs_f64() - a.as_secs_f64()) * 1e6 / (many - few) as f64
+            };
+            println!(
+                "{name} marginal cost per added row, {few} -> {many} rows: {:.0} µs (floor {:.0} \
+                 µs)",
+                slope(small.took, large.took),
+                slope(small.floor, large.floor),
+            );
+        }
         println!(
             "BENCH\t{name} {what}, {few} -> {many} rows per gate (µs)\t{:.0} -> {:.0}\t\
              {:.0} -> {:.0}\t{:.2} -> {:.2}\tflat (linear): growth x{growth:.2}, floor's \
