@@ -660,6 +660,8 @@ pub fn publish_artifact(cx: &mut Ctx<'_>, bytes: &[u8]) -> Result<(Digest, bool)
             .into());
         }
         match read(cx, Store::Contracts, &key)? {
+            // Our own bytes, verified above, need no second verification.
+            Some(entry) if entry.is_put() && entry.value == bytes => Ok(Verdict::Settled(())),
             Some(entry) if entry.is_put() => {
                 verify_stored(&entry.value, &digest)?;
                 Ok(Verdict::Settled(()))
