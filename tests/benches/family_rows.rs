@@ -393,8 +393,8 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
         }
         println!(
             "BENCH\t{name} {what}, {few} -> {many} rows per gate (µs)\t{:.0} -> {:.0}\t\
-             {:.0} -> {:.0}\t{:.2} -> {:.2}\tflat (linear): growth x{growth:.2}, floor's \
-             x{floor_growth:.2}",
+             {:.0} -> {:.0}\t{:.2} -> {:.2}\tlinear: ratio flat (cost x{growth:.2} from {few} \
+             to {many} rows, floor's x{floor_growth:.2})",
             unit(small.took, few),
             unit(large.took, many),
             unit(small.floor, few),
