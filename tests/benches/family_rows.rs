@@ -9,11 +9,13 @@
 //! * **mint** — N serve mints through the fence (`FinalizeServeMint`: observe, stage the row,
 //!   touch the gate), each its own credential, all held by the gate's serve principal (F28:
 //!   a serve credential has no other holder); the figure is the p50 of the last 10, made with
-//!   the family at N−10..N rows. A renewal releases each credential through the same fence
-//!   (stage + touch per member, `renewal::compensation::release_family`) and never lists the
-//!   family, so its per-gate cost is this one's;
+//!   the family at N−10..N rows;
 //! * **barrier** — freeze → enumerate the family (the key listing plus one leader read per row)
 //!   → revoke every active row → reopen (`cotal_core::barrier`), as one `Replay` machine;
+//! * **renewal** — `renewStandingBundle` (`ManagerAuthority`, as the manager route runs it) on
+//!   a manager gate provisioned, registered and activated as `tests/tests/nats_renewal.rs` does,
+//!   renewed until its family holds N rows (each renewal releases three: serve, goalWriter,
+//!   sessionLedger); the figure is the p50 of the last 10 renewals (all of them below 10);
 //! * **re-registration** — the whole `RegisterServing` ceremony over the N (now revoked) rows:
 //!   the enumeration again, then verified eviction of the family's holder journaled in the
 //!   repair cursor, spec, promote, reopen. Eviction is answered by a stand-in that verifies
@@ -158,6 +160,7 @@ struct Dur2 {
 /// One gate's figures at one family size.
 struct GateRun {
     mint: Dur2,
+    renewal: Dur2,
     barrier: Dur2,
     reregistration: Dur2,
 }
@@ -297,11 +300,13 @@ async fn gate_run(
     }
     let barrier = Dur2 { took, floor };
     let (_, reregistration) = b.register(instance).await?;
+    let renewal = manager::renewals(b, rows, instance).await?;
     Ok(GateRun {
         mint: Dur2 {
             took: p50(mints),
             floor: p50(mint_floors),
         },
+        renewal,
         barrier,
         reregistration,
     })
@@ -320,24 +325,27 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
          mirror space)"
     );
     println!(
-        "| rows | mint p50 ms | floor | barrier ms | floor | per row µs | floor per row µs | \
-         re-registration ms | floor | per row µs | floor per row µs |"
+        "| rows | mint p50 ms | floor | renewal p50 ms | floor | barrier ms | floor | per row µs \
+         | floor per row µs | re-registration ms | floor | per row µs | floor per row µs |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     type Figure = (&'static str, fn(&GateRun) -> Dur2, bool);
-    let figures: [Figure; 3] = [
+    let figures: [Figure; 4] = [
         ("mint", |r| r.mint, false),
+        ("renewal", |r| r.renewal, false),
         ("barrier", |r| r.barrier, true),
         ("re-registration", |r| r.reregistration, true),
     ];
     let mut summary: Vec<Vec<(usize, Dur2)>> = vec![Vec::new(); figures.len()];
     for (rows, runs) in results {
-        let [mint, barrier, rereg] = figures.map(|(_, pick, _)| median(runs, pick));
+        let [mint, renewal, barrier, rereg] = figures.map(|(_, pick, _)| median(runs, pick));
         println!(
-            "| {rows} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {:.1} | {:.0} | \
-             {:.0} |",
+            "| {rows} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | \
+             {:.1} | {:.0} | {:.0} |",
             ms(mint.took),
             ms(mint.floor),
+            ms(renewal.took),
+            ms(renewal.floor),
             ms(barrier.took),
             ms(barrier.floor),
             per_row(barrier.took, *rows),
@@ -347,7 +355,7 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
             per_row(rereg.took, *rows),
             per_row(rereg.floor, *rows),
         );
-        for (i, d) in [mint, barrier, rereg].into_iter().enumerate() {
+        for (i, d) in [mint, renewal, barrier, rereg].into_iter().enumerate() {
             if let Some(s) = summary.get_mut(i) {
                 s.push((*rows, d));
             }
@@ -358,7 +366,7 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
             continue;
         };
         // The per-row cost of a cost that scales with the rows; the cost itself for one that
-        // should not (a mint makes one row whatever the family holds).
+        // should not (a mint or a renewal makes its rows whatever the family holds).
         let unit = |d: Duration, rows: usize| {
             if *scales {
                 per_row(d, rows)
@@ -368,7 +376,7 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
         };
         let growth = unit(large.took, many) / unit(small.took, few);
         let floor_growth = unit(large.floor, many) / unit(small.floor, few);
-        let what = if *scales { "per row" } else { "per mint" };
+        let what = if *scales { "per row" } else { "per operation" };
         println!(
             "{name} {what}: {:.0} µs at {few} rows, {:.0} µs at {many} rows (x{growth:.2}); \
              floor {:.0} -> {:.0} µs (x{floor_growth:.2}); ratio to floor {:.2} -> {:.2}",
@@ -402,5 +410,247 @@ fn report(results: &[(usize, Vec<GateRun>)], gates: usize, min_rows: usize) {
             small.floor.as_secs_f64() / small.took.as_secs_f64(),
             large.floor.as_secs_f64() / large.took.as_secs_f64(),
         );
+    }
+}
+
+/// The renewal figure's manager gate (the fixture of `tests/tests/nats_renewal.rs`).
+mod manager {
+    use std::sync::Arc;
+
+    use cotal_core::authority::SelfAuthority;
+    use cotal_core::contract::publish_cluster;
+    use cotal_core::issuance::{GateRef, ProvisionGate};
+    use cotal_core::machine::script;
+    use cotal_core::manager::{
+        registration_proof, AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost,
+        ProofSecret, Supervisor,
+    };
+    use cotal_core::names::{DerivedOwner, EndpointName, InstanceId, OwnerToken, Principal};
+    use cotal_core::profiles::StandingTtl;
+    use cotal_core::registration::{RegisterInstance, EVICT_PRINCIPALS_MAX};
+    use cotal_core::renewal::ManagerAuthority;
+    use cotal_core::service::ServiceSpec;
+    use cotal_core::EpError;
+    use nkeys::{KeyPair, KeyPairType};
+    use serde_json::{json, Value};
+
+    use super::{fail, p50, run_recorded, Bench, Dur2, TAIL};
+
+    const UID: &str = "llllllllllllllllllllllllll";
+    const OWNER: &str = "u_cccccccccccccccccccccccccc";
+    const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
+    const T0: u64 = 1_700_000_000_000;
+    /// Rows one `renewStandingBundle` releases into the family, and `activate` before it.
+    const ROWS_PER_RENEWAL: usize = 3;
+
+    fn key(kind: KeyPairType, n: u8) -> Result<KeyPair, String> {
+        KeyPair::new_from_raw(kind, [n; 32]).map_err(fail)
+    }
+
+    fn parse<T>(r: Result<T, EpError>) -> Result<T, String> {
+        r.map_err(|e| e.to_string())
+    }
+
+    fn document() -> Value {
+        let commands: Vec<Value> = ["spawn", "status", "turn"]
+            .iter()
+            .map(|c| {
+                json!({"name": c, "class": "ephemeral", "targeted": false,
+                       "capability": format!("x.{c}"), "inputDigest": VOID, "outputDigest": VOID,
+                       "traits": []})
+            })
+            .collect();
+        json!({"urn": "ai.cotal.manager", "revision": 1, "attributes": [], "events": [],
+               "commands": commands})
+    }
+
+    struct Fixture {
+        host: ManagerHost,
+        holder: Supervisor,
+        identities: Value,
+        instance: InstanceId,
+    }
+
+    impl Fixture {
+        /// The request envelope of `operation` with its `extra` members.
+        fn envelope(
+            &self,
+            b: &Bench<'_>,
+            operation: &str,
+            rid: &str,
+            extra: &[(&str, Value)],
+        ) -> Value {
+            let mut raw = serde_json::Map::new();
+            for (name, value) in [
+                ("v", json!(1)),
+                ("kind", json!("manager-service-authority")),
+                ("operation", json!(operation)),
+                ("space", json!(b.bound.space().as_str())),
+                ("actor", json!("cli")),
+                ("instanceId", json!(self.instance.as_str())),
+                ("managerLifecycleUid", json!(UID)),
+                ("requestId", json!(rid)),
+                ("identities", self.identities.clone()),
+            ] {
+                raw.insert(name.to_owned(), value);
+            }
+            for (name, value) in extra {
+                raw.insert((*name).to_owned(), value.clone());
+            }
+            Value::Object(raw)
+        }
+
+        fn call(&self, raw: &Value, now_ms: u64) -> Result<ManagerAuthority, String> {
+            Ok(ManagerAuthority::new(
+                self.host.clone(),
+                self.holder.clone(),
+                parse(ManagerAuthorityRequest::parse(raw))?,
+                now_ms,
+            ))
+        }
+    }
+
+    /// Provisions, registers and activates a manager gate at `instance`'s manager twin, then
+    /// renews its standing bundle until the family holds at least `rows` rows; the last
+    /// renewals' p50 and their floors'.
+    pub(super) async fn renewals(
+        b: &mut Bench<'_>,
+        rows: usize,
+        instance: &InstanceId,
+    ) -> Result<Dur2, String> {
+        let space = b.bound.space().clone();
+        let instance = parse(InstanceId::parse(&format!(
+            "m{}",
+            instance.as_str().get(1..).unwrap_or_default()
+        )))?;
+        let endpoint = parse(EndpointName::parse("manager"))?;
+        let owner = parse(OwnerToken::parse(OWNER))?;
+        let gate = GateRef::new(space.clone(), endpoint.clone(), instance.clone());
+        let mut identities = serde_json::Map::new();
+        for (n, duty) in (1..).zip([
+            "supervisor",
+            "executor",
+            "serve",
+            "goalWriter",
+            "sessionLedger",
+        ]) {
+            let id = key(KeyPairType::User, n)?.public_key();
+            identities.insert(duty.to_owned(), json!({ "id": id }));
+        }
+        let fixture = Fixture {
+            host: ManagerHost {
+                space: space.clone(),
+                account: AccountKey::parse(&key(KeyPairType::Account, 40)?.public_key())
+                    .ok_or("the bench account key does not parse")?,
+                signer: Arc::new(key(KeyPairType::Account, 41)?),
+                proof_secret: ProofSecret::new("SAAHOSTSECRETFORTHEBENCHONLY"),
+                standing_ttl: StandingTtl::DEFAULT,
+                agents: AgentOnboarding {
+                    sentinel_creds: String::new(),
+                    agent_bearer_exchange_url: String::new(),
+                },
+            },
+            holder: Supervisor {
+                owner: parse(DerivedOwner::parse(OWNER))?,
+                scope: vec!["supervise".into()],
+            },
+            identities: Value::Object(identities),
+            instance: instance.clone(),
+        };
+        let principal = parse(Principal::parse(&format!(
+            "{OWNER}.manager_serve_{instance}"
+        )))?;
+        let op = b.op();
+        let doc = document();
+        b.timed(async |b, log| {
+            let mut world = b.world();
+            run_recorded(
+                &mut world,
+                ProvisionGate {
+                    gate: gate.clone(),
+                    principal,
+                },
+                log,
+            )
+            .await?;
+            let closure =
+                run_recorded(&mut world, script(|cx| publish_cluster(cx, &doc)), log).await?;
+            let spec = ServiceSpec::from_value(
+                json!({"endpoint": "manager", "owner": OWNER,
+                       "clusterDigests": [closure.to_prefixed()], "protocol": {"v": 1}}),
+                &endpoint,
+            )?;
+            let register = RegisterInstance {
+                space: space.clone(),
+                spec,
+                instance: instance.clone(),
+                registrant: owner.clone(),
+                authority: Arc::new(SelfAuthority {
+                    name: endpoint.clone(),
+                    owner: owner.clone(),
+                }),
+                op_id: op,
+                evict_max: EVICT_PRINCIPALS_MAX,
+            };
+            run_recorded(&mut world, register, log).await.map(|_| ())
+        })
+        .await?;
+
+        // The activation proof is deterministic over the request; computed on a placeholder.
+        let activate = |proof: &str| {
+            fixture.envelope(
+                b,
+                "activate",
+                "activate000000000000001",
+                &[
+                    ("contractArtifacts", json!([document()])),
+                    ("registrationProof", json!(proof)),
+                ],
+            )
+        };
+        let placeholder = activate(&format!("sha256:{}", "0".repeat(64)));
+        let proof = parse(registration_proof(
+            &owner,
+            &parse(ManagerAuthorityRequest::parse(&placeholder))?,
+        ))?;
+        let call = fixture.call(&activate(proof.as_str()), T0)?;
+        let (activated, _, _) = b
+            .timed(async |b, log| run_recorded(&mut b.world(), call, log).await)
+            .await?;
+        let proof = activated
+            .next_registration_proof
+            .clone()
+            .ok_or("activate answered no registration proof")?;
+
+        let account = key(KeyPairType::Account, 40)?.public_key();
+        let count = rows
+            .saturating_sub(ROWS_PER_RENEWAL)
+            .div_ceil(ROWS_PER_RENEWAL)
+            .max(1);
+        let (mut took, mut floors) = (Vec::new(), Vec::new());
+        for k in 0..count {
+            let raw = fixture.envelope(
+                b,
+                "renewStandingBundle",
+                &format!("standing{k:016}"),
+                &[
+                    ("registrationProof", json!(proof.as_str())),
+                    ("accountPublicKey", json!(account)),
+                    ("processEpoch", json!(0)),
+                ],
+            );
+            let call = fixture.call(&raw, T0 + 1_000 * (k as u64 + 1))?;
+            let (_, t, floor) = b
+                .timed(async |b, log| run_recorded(&mut b.world(), call, log).await)
+                .await?;
+            if k + TAIL >= count {
+                took.push(t);
+                floors.push(floor);
+            }
+        }
+        Ok(Dur2 {
+            took: p50(took),
+            floor: p50(floors),
+        })
     }
 }
