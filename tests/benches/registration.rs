@@ -199,19 +199,18 @@ async fn bench(n: usize) -> Result<(), String> {
         let start = Instant::now();
         raw.replay(&log).await?;
         let raw_took = start.elapsed();
+        (trips, raw_trips) = (bound.round_trips() - before, raw.round_trips() - raw_before);
+        if trips != raw_trips {
+            return Err(format!(
+                "registration {i}: the replay made {raw_trips} round trips where the \
+                 registration made {trips}; the floor is not the same request sequence"
+            ));
+        }
+        effects = log.len();
         if i > WARMUP {
             machine.push(took);
             floor.push(raw_took);
-            trips = bound.round_trips() - before;
-            raw_trips = raw.round_trips() - raw_before;
-            effects = log.len();
         }
-    }
-    if trips != raw_trips {
-        return Err(format!(
-            "the replay made {raw_trips} round trips where the registration made {trips}; the \
-             floor is not the same request sequence"
-        ));
     }
     let (m50, m99, rate) = summary(machine);
     let (f50, f99, floor_rate) = summary(floor);
