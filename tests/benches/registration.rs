@@ -185,7 +185,7 @@ async fn bench(n: usize) -> Result<(), String> {
     let serve_key = KeyPair::new_user().public_key();
 
     let (mut machine, mut floor) = (Vec::with_capacity(n), Vec::with_capacity(n));
-    let (mut trips, mut raw_trips, mut effects) = (0, 0, 0);
+    let (mut trips, mut effects) = (0, 0);
     // The first registration provisions the gate; it and the warm-up are not measured, but
     // the mirror replays them too, so it stays in the measured space's state.
     for i in 0..=n + WARMUP {
@@ -199,7 +199,8 @@ async fn bench(n: usize) -> Result<(), String> {
         let start = Instant::now();
         raw.replay(&log).await?;
         let raw_took = start.elapsed();
-        (trips, raw_trips) = (bound.round_trips() - before, raw.round_trips() - raw_before);
+        let raw_trips = raw.round_trips() - raw_before;
+        trips = bound.round_trips() - before;
         if trips != raw_trips {
             return Err(format!(
                 "registration {i}: the replay made {raw_trips} round trips where the \
