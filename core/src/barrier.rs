@@ -234,21 +234,21 @@ impl Script for EnumeratePrefix {
     }
 }
 
-/// Lists the keys under `prefix` and reads each row (see [`enumerate_family`]).
+/// Lists the keys under `prefix` and reads each row (see [`enumerate_family`]). The listing is
+/// memoized and the reads run as one [`Ctx::each`] loop, so no replay copies the listing or
+/// walks the rows already read: the enumeration is linear in the family's size.
 fn list_family(cx: &mut Ctx<'_>, prefix: &str) -> Result<Vec<FamilyRow>, Halt> {
-    let listed = match cx.keys(Store::Auth, prefix)? {
-        KeysOutcome::Keys(keys) => keys,
-        KeysOutcome::Unavailable(why) => {
-            return Err(EpError::unavailable(format!(
-                "listing the credential family {prefix}> failed: {why}"
-            ))
-            .into())
-        }
-    };
-    let mut rows = Vec::with_capacity(listed.len());
-    for key in listed.into_iter().filter(|k| k.starts_with(prefix)) {
-        rows.push(cx.call(&ReadFamilyRow { key })?);
-    }
+    let listed = cx.sub(|cx| match cx.keys(Store::Auth, prefix)? {
+        KeysOutcome::Keys(keys) => Ok(keys
+            .into_iter()
+            .filter(|k| k.starts_with(prefix))
+            .collect::<Vec<_>>()),
+        KeysOutcome::Unavailable(why) => Err(EpError::unavailable(format!(
+            "listing the credential family {prefix}> failed: {why}"
+        ))
+        .into()),
+    })?;
+    let rows = cx.each(&listed, |cx, key| read_family_row(cx, key))?;
     Ok(rows.iter().map(|row| FamilyRow::clone(row)).collect())
 }
 
@@ -256,8 +256,8 @@ fn list_family(cx: &mut Ctx<'_>, prefix: &str) -> Result<Vec<FamilyRow>, Halt> {
 ///
 /// A DEL/PURGE marker in the family is corruption and refuses the enumeration (`internal`,
 /// Q-18): skipping it could hide a credential the barrier must revoke. So is a listed key that
-/// reads back absent, and any row that does not parse or does not rebuild its key. Each row is
-/// read as its own memoized sub-script, so a barrier over a large family stays cheap to replay.
+/// reads back absent, and any row that does not parse or does not rebuild its key. The rows are
+/// read as one [`Ctx::each`] loop, so a barrier over a large family stays linear to replay.
 pub fn enumerate_family(cx: &mut Ctx<'_>, gate: &GateRef) -> Result<Arc<Vec<FamilyRow>>, Halt> {
     cx.call(&EnumerateFamily { gate: gate.clone() })
 }
@@ -268,52 +268,46 @@ pub fn enumerate_prefix(cx: &mut Ctx<'_>, prefix: String) -> Result<Arc<Vec<Fami
 }
 
 /// Reads one listed row of a credential family.
-#[derive(Debug, Clone)]
-struct ReadFamilyRow {
-    key: String,
+fn read_family_row(cx: &mut Ctx<'_>, key: &str) -> Result<FamilyRow, Halt> {
+    let entry = match ledger::read(cx, Store::Auth, key)? {
+        None => {
+            return Err(EpError::internal(format!(
+                "ledger row {key} was listed but reads back absent; ledger rows are never \
+                 deleted"
+            ))
+            .into())
+        }
+        Some(entry) if !entry.is_put() => {
+            return Err(EpError::internal(format!(
+                "ledger row {key} carries a {} marker; a marker in a credential family is \
+                 corruption, never a skip (Q-18)",
+                entry.operation.as_str()
+            ))
+            .into())
+        }
+        Some(entry) => entry,
+    };
+    Ok(FamilyRow {
+        row: LedgerRow::parse(&entry.value, key)?,
+        revision: entry.revision,
+        key: key.to_owned(),
+    })
 }
 
-impl Script for ReadFamilyRow {
-    type Output = FamilyRow;
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<FamilyRow, Halt> {
-        let key = &self.key;
-        let entry = match ledger::read(cx, Store::Auth, key)? {
-            None => {
-                return Err(EpError::internal(format!(
-                    "ledger row {key} was listed but reads back absent; ledger rows are never \
-                     deleted"
-                ))
-                .into())
-            }
-            Some(entry) if !entry.is_put() => {
-                return Err(EpError::internal(format!(
-                    "ledger row {key} carries a {} marker; a marker in a credential family is \
-                     corruption, never a skip (Q-18)",
-                    entry.operation.as_str()
-                ))
-                .into())
-            }
-            Some(entry) => entry,
-        };
-        Ok(FamilyRow {
-            row: LedgerRow::parse(&entry.value, key)?,
-            revision: entry.revision,
-            key: key.clone(),
-        })
-    }
-}
-
-/// Revokes every `active` row of an enumerated family, each as its own memoized sub-script;
-/// returns how many it revoked.
+/// Revokes every `active` row of an enumerated family, one [`Ctx::each`] iteration per row
+/// (the active keys picked once), so the revocations are linear in the family's size; returns
+/// how many it revoked.
 pub fn revoke_active(cx: &mut Ctx<'_>, family: &[FamilyRow]) -> Result<usize, Halt> {
-    let mut revoked = 0;
-    for row in family.iter().filter(|r| r.row.state() == CredState::Active) {
-        cx.call(&RevokeRow {
-            key: row.key.clone(),
-        })?;
-        revoked += 1;
-    }
-    Ok(revoked)
+    let active = cx.once(|| {
+        Ok(family
+            .iter()
+            .filter(|r| r.row.state() == CredState::Active)
+            .map(|r| r.key.clone())
+            .collect::<Vec<_>>())
+    })?;
+    Ok(cx
+        .each(&active, |cx, key| ledger::revoke_row(cx, key))?
+        .len())
 }
 
 /// Revokes one ledger row (F26): see [`ledger::revoke_row`].

@@ -15,7 +15,9 @@
 //! Replaying from the top costs time quadratic in the number of effects, which matters for
 //! loops over whole credential families. [`Ctx::call`] bounds it: a sub-script runs in its own
 //! frame, and once it finishes its result is memoized in the caller's frame as one entry, so
-//! later replays of the caller skip the sub-script's effects entirely.
+//! later replays of the caller skip the sub-script's effects entirely. [`Ctx::each`] does the
+//! same for a loop, without walking the finished iterations on each replay, so a loop over N
+//! rows costs O(N) to replay rather than O(N²).
 //!
 //! Every memo is tagged with the source location of the [`Ctx::call`], [`Ctx::sub`] or
 //! [`Ctx::once`] that recorded it (`#[track_caller]`), so a replay that reaches a memo recorded by
@@ -294,6 +296,83 @@ impl Ctx<'_> {
         F: Fn(&mut Ctx<'_>) -> Result<T, Halt>,
     {
         self.call_at(Location::caller(), &Closure(step))
+    }
+
+    /// Runs `step` over every item in order, each iteration a memoized sub-script, and memoizes
+    /// the whole loop once it finished; the first refusal ends it. Unlike a `for` loop of
+    /// [`Ctx::sub`] calls, a replay does not walk the finished iterations' memos: the loop's
+    /// frame holds one entry per finished iteration, so the next item is the one at that count
+    /// and a replay costs the same at the thousandth row as at the first. A loop over a
+    /// credential family is then linear in its rows instead of quadratic.
+    ///
+    /// `items` must be the same on every replay (a pure function of the script's inputs and
+    /// earlier observations, as everything a script computes is); a replay handed fewer items
+    /// than it has finished diverges.
+    #[track_caller]
+    pub fn each<I, T, F>(&mut self, items: &[I], step: F) -> Result<Arc<Vec<Arc<T>>>, Halt>
+    where
+        T: Send + Sync + 'static,
+        F: Fn(&mut Ctx<'_>, &I) -> Result<T, Halt>,
+    {
+        let site = Location::caller();
+        if let Some(memo) = self.memo(site, "a memoized loop") {
+            return memo;
+        }
+        let looped = self.frame.child.get_or_insert_with(Box::default);
+        if looped.entries.len() > items.len() {
+            return Err(diverged(
+                looped.entries.len(),
+                &format!("a loop over {} items at {site}", items.len()),
+                &format!("{} finished iterations", looped.entries.len()),
+            ));
+        }
+        let mut refused = None;
+        while let Some(item) = items.get(looped.entries.len()) {
+            let current = looped.child.get_or_insert_with(Box::default);
+            let entry = match step(
+                &mut Ctx {
+                    frame: current,
+                    cursor: 0,
+                },
+                item,
+            ) {
+                Err(suspend @ Halt::Suspend(_)) => return Err(suspend),
+                Ok(output) => Entry::Returned(site, Arc::new(output)),
+                Err(Halt::Fail(error)) => {
+                    refused = Some(error.clone());
+                    Entry::Failed(site, error)
+                }
+            };
+            looped.child = None;
+            looped.entries.push(entry);
+            if refused.is_some() {
+                break;
+            }
+        }
+        let entry = match refused {
+            Some(error) => Entry::Failed(site, error),
+            None => {
+                let mut outputs = Vec::with_capacity(looped.entries.len());
+                for (at, entry) in looped.entries.iter().enumerate() {
+                    let output = match entry {
+                        Entry::Returned(_, memo) => Arc::clone(memo).downcast::<T>().ok(),
+                        _ => None,
+                    };
+                    let Some(output) = output else {
+                        return Err(diverged(at, &"a finished loop iteration", entry));
+                    };
+                    outputs.push(output);
+                }
+                Entry::Returned(site, Arc::new(outputs))
+            }
+        };
+        self.frame.child = None;
+        self.frame.entries.push(entry);
+        // Read the memo back through the replay path, as `call` does.
+        match self.memo(site, "a memoized loop") {
+            Some(memo) => memo,
+            None => Err(diverged(self.cursor, &"a memoized loop", &"nothing")),
+        }
     }
 
     /// Runs an effect-free computation once and memoizes its result like a finished sub-script:
@@ -886,6 +965,59 @@ mod tests {
         // Each iteration's body ran on the pass that suspended on its read and on the pass its
         // observation arrived, then never again: 2 runs × 3 iterations.
         assert_eq!(runs.get(), 6);
+    }
+
+    /// Reads each key through [`Ctx::each`], counting how often each body runs; refuses at
+    /// `stop` when given.
+    struct Each<'c>(&'c Cell<u32>, Option<&'static str>);
+
+    impl Script for Each<'_> {
+        type Output = Vec<bool>;
+        fn run(&self, cx: &mut Ctx<'_>) -> Result<Vec<bool>, Halt> {
+            let found = cx.each(&["a", "b", "c"], |cx, key| {
+                self.0.set(self.0.get() + 1);
+                let present = matches!(cx.get(Store::Auth, *key)?, ReadOutcome::Entry(Some(_)));
+                if self.1 == Some(*key) {
+                    return Err(EpError::conflict(format!("refused at {key}")).into());
+                }
+                Ok(present)
+            })?;
+            cx.get(Store::Auth, "after")?;
+            Ok(found.iter().map(|f| **f).collect())
+        }
+    }
+
+    #[test]
+    fn a_loop_runs_each_iteration_until_it_finishes_then_memoizes_the_whole() {
+        let runs = Cell::new(0);
+        let mut m = Replay::new(Each(&runs, None));
+        assert!(matches!(m.step(None), Step::Effect(Effect::Kv(r)) if r == get("a")));
+        assert!(matches!(m.step(Some(present("a"))), Step::Effect(Effect::Kv(r)) if r == get("b")));
+        assert!(matches!(m.step(Some(absent())), Step::Effect(Effect::Kv(r)) if r == get("c")));
+        assert!(
+            matches!(m.step(Some(present("c"))), Step::Effect(Effect::Kv(r)) if r == get("after"))
+        );
+        match m.step(Some(absent())) {
+            Step::Done(Ok(found)) => assert_eq!(found, [true, false, true]),
+            other => panic!("expected the three reads, got {other:?}"),
+        }
+        // Each body ran on the pass that suspended on its read and on the pass its observation
+        // arrived, then never again, not even when the read after the loop replayed it.
+        assert_eq!(runs.get(), 6);
+        assert_eq!(m.history().len(), 4);
+    }
+
+    #[test]
+    fn a_loop_stops_at_its_first_refusal() {
+        let runs = Cell::new(0);
+        let mut m = Replay::new(Each(&runs, Some("b")));
+        m.step(None);
+        m.step(Some(present("a")));
+        match m.step(Some(present("b"))) {
+            Step::Done(Err(e)) => assert_eq!(e.message, "refused at b"),
+            other => panic!("expected the refusal at b, got {other:?}"),
+        }
+        assert_eq!(runs.get(), 4, "c never ran");
     }
 
     /// Writes one key and reports the typed outcome.

@@ -99,7 +99,11 @@ impl Script for RegisterInstance {
             .into());
         }
         let gate = self.gate();
-        let Some(observed) = observe_gate(cx, &gate)? else {
+        // Every step below is memoized once it finished (`cx.sub`): the script replays from
+        // the top after each of its effects, so an unmemoized step is re-run (rows re-parsed,
+        // closures re-verified, bytes re-serialized) once per later effect of the ceremony.
+        let observed = cx.sub(|cx| observe_gate(cx, &gate))?;
+        let Some(observed) = observed.as_ref() else {
             return Err(EpError::failed_precondition(format!(
                 "gate {} does not exist; an instance's gate is created by its provisioner \
                  before it registers",
@@ -114,12 +118,13 @@ impl Script for RegisterInstance {
         let token = if resuming {
             FreezeToken(observed.revision)
         } else {
-            barrier::freeze(cx, &gate, &self.op_id, &observed)?.ok_or_else(|| {
-                EpError::conflict(format!(
-                    "a concurrent barrier froze gate {} first; re-observe and re-decide",
-                    gate.key()
-                ))
-            })?
+            cx.sub(|cx| barrier::freeze(cx, &gate, &self.op_id, observed))?
+                .ok_or_else(|| {
+                    EpError::conflict(format!(
+                        "a concurrent barrier froze gate {} first; re-observe and re-decide",
+                        gate.key()
+                    ))
+                })?
         };
         let frozen = &observed.gate;
         if resuming {
@@ -139,7 +144,9 @@ impl Script for RegisterInstance {
             }
         }
 
-        let authorized = match cx.recover(|cx| self.authorize(cx, &gate, frozen, resuming))? {
+        let authorized = match cx
+            .recover(|cx| cx.sub(|cx| self.authorize(cx, &gate, frozen, resuming)))?
+        {
             Ok(authorized) => authorized,
             Err(cause) if resuming => {
                 return Err(cause
@@ -150,14 +157,14 @@ impl Script for RegisterInstance {
         };
 
         let eviction = cx
-            .recover(|cx| contain(cx, &gate, &self.op_id, token, self.evict_max))?
+            .recover(|cx| cx.sub(|cx| contain(cx, &gate, &self.op_id, token, self.evict_max)))?
             .map_err(|e| left_frozen(e, "could not revoke + verify-evict the credential family"))?;
 
         // Only this operation can move a gate it froze, but one op id may have two live
         // executors (a restart resuming beside a partitioned predecessor). If the other one
         // reopened the gate, publishing now would advance the spec under an open gate at the old
         // coordinate (reference §7 item 9). Confirm the freeze still stands first.
-        match observe_gate(cx, &gate)? {
+        match cx.sub(|cx| observe_gate(cx, &gate))?.as_ref() {
             Some(now) if now.revision == token.0 => {}
             _ => {
                 return Err(EpError::conflict(format!(
@@ -169,9 +176,12 @@ impl Script for RegisterInstance {
                 .into())
             }
         }
-        let spec_revision = publish_spec(cx, &gate, &self.spec, &authorized.current)?;
+        let spec_revision =
+            *cx.sub(|cx| publish_spec(cx, &gate, &self.spec, &authorized.current))?;
         cx.recover(|cx| {
-            govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation())
+            cx.sub(|cx| {
+                govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation())
+            })
         })?
         .map_err(|e| {
             left_frozen(
@@ -196,7 +206,10 @@ impl Script for RegisterInstance {
                  ({why}); the gate is left frozen for reconciliation"
             ))
         };
-        match cx.recover(|cx| barrier::reopen(cx, &gate, &self.op_id, token, successor))? {
+        match cx
+            .recover(|cx| cx.sub(|cx| barrier::reopen(cx, &gate, &self.op_id, token, successor)))?
+            .map(|reopened| *reopened)
+        {
             Ok(true) => {}
             Ok(false) => return Err(incomplete("the gate left the freeze token".into()).into()),
             Err(e) => return Err(incomplete(e.to_string()).into()),

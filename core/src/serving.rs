@@ -140,22 +140,21 @@ pub struct RegisterServing {
 impl Script for RegisterServing {
     type Output = Serving;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Serving, Halt> {
-        let registered = self.register.run(cx)?;
+        // The ceremony and the grant are memoized sub-scripts: the status write's replays then
+        // skip them instead of re-running every step of both.
+        let registered = *cx.call(&self.register)?;
         let r = &self.register;
         let gate = GateRef::new(
             r.space.clone(),
             r.spec.endpoint().clone(),
             r.instance.clone(),
         );
-        let serve = authorize_serve_grant(
-            cx,
-            &AuthorizeServeGrant {
-                gate: gate.clone(),
-                epoch: registered.process_epoch,
-                holder: r.registrant.clone(),
-                authority: r.authority.clone(),
-            },
-        )?;
+        let serve = cx.call(&AuthorizeServeGrant {
+            gate: gate.clone(),
+            epoch: registered.process_epoch,
+            holder: r.registrant.clone(),
+            authority: r.authority.clone(),
+        })?;
         let mut status = self.status.clone();
         status.insert("state".into(), json!(SERVICE_READY));
         status.insert("epoch".into(), json!(registered.process_epoch.0));
@@ -177,7 +176,7 @@ impl Script for RegisterServing {
         )?;
         Ok(Serving {
             registered,
-            serve,
+            serve: AuthorizedServe::clone(&serve),
             status_revision,
         })
     }

@@ -23,7 +23,7 @@
 //! (`prepare`, the STAND-IN provisioning and registration ceremony, `activate`) on the space's
 //! own `broker-config` server. Run with `cargo bench -p cotal-authd --bench renewal`
 //! (`RENEWAL_N` sets the request count, default 300). Needs the pinned nats-server
-//! (`scripts/nats-server.sh`).
+//! (`scripts/nats-server.sh`). The `BENCH` lines are the summary `scripts/bench.sh` collects.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -630,6 +630,25 @@ async fn bench(n: usize) {
             );
         }
     }
+    for (what, run, floor) in [
+        ("renew", &http_renew, &floor_renew),
+        ("renewStandingBundle", &http_standing, &floor_standing),
+    ] {
+        let (p50, p99, rate) = summary(run.took.clone());
+        let (_, _, floor_rate) = summary(floor.took.clone());
+        println!(
+            "BENCH\tmanager renewals/s ({what} over HTTP; p50 {:.2} ms, p99 {:.2} ms)\t{rate:.0}\t\
+             {floor_rate:.0}\t{:.2}\t—",
+            ms(p50),
+            ms(p99),
+            rate / floor_rate,
+        );
+    }
+    println!(
+        "BENCH\tdaemon RSS idle / peak at {BURST} concurrent renewals (MiB)\t{:.1} / {:.1}\t—\t—\t—",
+        mib(idle_rss),
+        mib(loopback_peak.max(public_peak)),
+    );
     let show = |outcomes: &BTreeMap<String, usize>| {
         outcomes
             .iter()

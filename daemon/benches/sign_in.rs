@@ -10,7 +10,8 @@
 //! * the daemon's RSS idle and after the run.
 //!
 //! Run with `cargo bench -p cotal-authd --bench sign_in` (`SIGN_IN_N` sets the request count,
-//! default 300). Needs the pinned nats-server (`scripts/nats-server.sh`).
+//! default 300). Needs the pinned nats-server (`scripts/nats-server.sh`). The `BENCH` lines are
+//! the summary `scripts/bench.sh` collects.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -356,6 +357,14 @@ fn main() -> Result<(), String> {
         );
         println!("floors: exchange = bearer sign + verify + one leader-served KV read (p99 {:.2} ms); connect = that + one xkey seal (p99 {:.2} ms)", ms(f99), ms(s99));
         println!("daemon RSS: {:.1} MiB idle, {:.1} MiB after the run", idle_rss as f64 / 1024.0, busy_rss as f64 / 1024.0);
+        println!(
+            "BENCH\texchanges/s (HTTP; p50 {:.2} ms, p99 {:.2} ms)\t{xrate:.0}\t{frate:.0}\t{:.2}\t—",
+            ms(x50), ms(x99), xrate / frate
+        );
+        println!(
+            "BENCH\tcallout-answered connects/s (p50 {:.2} ms, p99 {:.2} ms)\t{crate_:.0}\t{srate:.0}\t{:.2}\t—",
+            ms(c50), ms(c99), crate_ / srate
+        );
         Ok::<_, String>(())
     })?;
     drop(reaped);

@@ -145,7 +145,8 @@ impl Drop for GateWriteWaiter<'_> {
 /// waits [`HOST_FENCE_POLL`](cotal_core::host::HOST_FENCE_POLL) or until this space writes the gate, whichever is first. A failed
 /// read rejects. Drop the future to stop waiting. Keeps F6 (only a fresh read can tell).
 ///
-/// Round trips: one leader read per wake-up.
+/// Round trips: one leader read per wake-up, and up to five more when the read after a write
+/// wake finds the gate unchanged ([`SETTLE_REREADS`]).
 pub async fn await_host_fence(
     space: &(impl FenceReads + Sync),
     gate: GateRef,
@@ -170,7 +171,8 @@ pub async fn run_fence(
 /// error only once no read has shown the incarnation held for `unreachable_limit`, counted from
 /// the call: past that, a fence could no longer be noticed in time.
 ///
-/// Round trips: one leader read per wake-up, failed reads included.
+/// Round trips: one leader read per wake-up, failed reads included, and up to five more when the
+/// read after a write wake finds the gate unchanged ([`SETTLE_REREADS`]).
 pub async fn hold_fence(
     space: &(impl FenceReads + Sync),
     mut fence: AwaitHostFence,
@@ -192,7 +194,32 @@ pub async fn hold_fence(
     }
 }
 
+/// Re-reads after a write wake whose read still showed the gate's previous revision, this far
+/// apart: the push feed's core delivery can reach the reader before the stream has stored the
+/// write (measured: about 1 in 200 leader reads made right after a delivery on a loaded
+/// machine), and without a re-read the fence would see that write only at its next poll.
+const SETTLE_REREADS: [Duration; 5] = [
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+    Duration::from_millis(4),
+    Duration::from_millis(8),
+    Duration::from_millis(16),
+];
+
+/// The revision a read found, if it found a row.
+fn read_revision(outcome: &KvOutcome) -> Option<u64> {
+    match outcome {
+        KvOutcome::Entry(Some(entry)) => Some(entry.revision.0),
+        _ => None,
+    }
+}
+
 /// Steps `fence` to its end; `held` runs at each sleep it asks for.
+///
+/// Each read is leader-served and decides (F6); a write wake only makes the next read come
+/// early. When the read after a write wake shows the same revision as the read before it, the
+/// write is not stored yet (or was an own write that did not commit), so it is re-read
+/// [`SETTLE_REREADS`] apart until the revision moves, and the fence is handed the last read.
 async fn step_fence(
     space: &(impl FenceReads + Sync),
     fence: &mut AwaitHostFence,
@@ -200,16 +227,29 @@ async fn step_fence(
     mut held: impl FnMut(),
 ) -> Result<Option<GateObservation>, EpError> {
     let mut observation = None;
+    let (mut last_revision, mut woken) = (None, false);
     loop {
         observation = Some(match fence.step(observation.take()) {
             Step::Done(result) => return result,
             Step::Effect(Effect::Kv(request)) => {
                 waiter.mark_seen();
-                Observation::Kv(space.read(&request).await)
+                let mut outcome = space.read(&request).await;
+                if woken {
+                    for pause in SETTLE_REREADS {
+                        if read_revision(&outcome) != last_revision {
+                            break;
+                        }
+                        tokio::time::sleep(pause).await;
+                        waiter.mark_seen();
+                        outcome = space.read(&request).await;
+                    }
+                }
+                (last_revision, woken) = (read_revision(&outcome), false);
+                Observation::Kv(outcome)
             }
             Step::Effect(Effect::Sleep(duration)) => {
                 held();
-                wake(waiter, duration).await;
+                woken = wake(waiter, duration).await;
                 Observation::Slept
             }
             Step::Effect(other) => {
@@ -222,10 +262,11 @@ async fn step_fence(
 }
 
 /// Waits `duration`, or less when this space writes the watched gate first.
-async fn wake(waiter: &mut GateWriteWaiter<'_>, duration: Duration) {
+/// Whether a write woke it (rather than the timer).
+async fn wake(waiter: &mut GateWriteWaiter<'_>, duration: Duration) -> bool {
     let woken = Box::pin(waiter.written());
     let timer = Box::pin(tokio::time::sleep(duration));
-    future::select(woken, timer).await;
+    matches!(future::select(woken, timer).await, future::Either::Left(_))
 }
 
 /// [`await_host_fence`] over `client`, woken by every write of the gate, anyone's

@@ -4,7 +4,8 @@
 //! fenced, reported as p50/p99/max beside its floor measured in the same run: a bare core
 //! subscription on the same key receiving the same write. Never a threshold.
 //!
-//! Run with `cargo bench -p cotal-tests --bench fence_wake`.
+//! Run with `cargo bench -p cotal-tests --bench fence_wake` (`FENCE_WAKES` sets the count,
+//! default 300). The `BENCH` line is the summary `scripts/bench.sh` collects.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,8 +23,6 @@ use cotal_tests::nats::operator::OperatorServer;
 use cotal_tests::nats::wall_clock;
 use futures::StreamExt;
 use nkeys::KeyPair;
-
-const WAKES: usize = 300;
 
 fn fail(e: impl std::fmt::Display) -> String {
     e.to_string()
@@ -78,6 +77,10 @@ fn main() -> Result<(), String> {
 }
 
 async fn bench() -> Result<(), String> {
+    let wakes: usize = std::env::var("FENCE_WAKES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     let live = OperatorServer::start(wall_clock()).map_err(fail)?;
     let space = SpaceName::parse("bench").map_err(fail)?;
     let gate = GateRef::new(
@@ -105,7 +108,7 @@ async fn bench() -> Result<(), String> {
     let mut revision = put(&writer, &gate, &row, None).await?;
     floor.next().await.ok_or("the floor subscription ended")?;
     let (mut fence_wakes, mut floor_wakes) = (Vec::new(), Vec::new());
-    for n in 0..WAKES {
+    for n in 0..wakes {
         let epoch = row.process_epoch();
         let fence = AwaitHostFence::new(gate.clone(), epoch).map_err(|e| e.message)?;
         let op = OpId::mint([u8::try_from(n % 250).unwrap_or(0); 20]);
@@ -145,7 +148,7 @@ async fn bench() -> Result<(), String> {
     let [f50, f99, fmax] = percentiles(fence_wakes);
     let [b50, b99, bmax] = percentiles(floor_wakes);
     let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64().max(1e-9);
-    println!("fence wake on another writer's freeze, {WAKES} wakes (send -> fenced):");
+    println!("fence wake on another writer's freeze, {wakes} wakes (send -> fenced):");
     println!("  fence watch (push + leader read): p50 {f50:?}  p99 {f99:?}  max {fmax:?}");
     println!("  floor (bare subscription):        p50 {b50:?}  p99 {b99:?}  max {bmax:?}");
     println!(
@@ -153,6 +156,19 @@ async fn bench() -> Result<(), String> {
          poll alone took up to 250 ms)",
         ratio(f50, b50),
         ratio(f99, b99)
+    );
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "BENCH\tfence wake p50 / p99 / max (ms)\t{:.2} / {:.2} / {:.2}\t{:.2} / {:.2} / {:.2}\t\
+         {:.2} / {:.2}\tp99 <= 5 ms",
+        ms(f50),
+        ms(f99),
+        ms(fmax),
+        ms(b50),
+        ms(b99),
+        ms(bmax),
+        ratio(b50, f50),
+        ratio(b99, f99),
     );
     reader.close().await.map_err(|e| e.message)?;
     writer.close().await.map_err(|e| e.message)?;
