@@ -467,7 +467,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
 
         let history = History::new();
         let stalls = Stalls::default();
-        let done = AtomicBool::new(false);
+        let done = Arc::new(AtomicBool::new(false));
         let deadline = Instant::now() + Duration::from_secs(seconds);
         let stream = layout.stream.clone();
         let faults = Arc::new(Mutex::new(Vec::new()));
@@ -515,7 +515,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
             checker_client(&urls).await,
             stream.clone(),
             prefix.clone(),
-            &done,
+            done.clone(),
         );
         let work = async {
             futures::future::join_all(clients).await;

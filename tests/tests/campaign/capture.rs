@@ -5,6 +5,7 @@
 //! checker's own connection; none of the plane's code.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_io_nats::async_nats::{self, jetstream, Client};
@@ -31,7 +32,7 @@ pub async fn capture(
     client: Client,
     stream: String,
     prefix: String,
-    done: &AtomicBool,
+    done: Arc<AtomicBool>,
 ) -> Vec<StreamMsg> {
     let mut captured = Vec::new();
     let mut next = 1u64;
