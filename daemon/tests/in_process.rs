@@ -1,7 +1,9 @@
 //! Two spaces' planes in one process, as a host platform runs them through the library
-//! (`cotal_authd::plane::Plane`): each on its own operator-mode server from its own trust root;
-//! fencing one (its sealed ledger scanner cut) ends that plane alone, readiness `unavailable`
-//! with the operator copy, while the other keeps serving and closes cleanly.
+//! (`cotal_authd::plane::Plane`): each on its own operator-mode server from its own trust root.
+//! Fencing one (a successor registers its instance) ends that plane alone as `Fenced`; cutting
+//! the successor's sealed ledger scanner ends it as `Failed` (a restart, not a fence), readiness
+//! `unavailable` with the operator copy; the other space keeps serving throughout and closes
+//! cleanly.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -85,7 +87,31 @@ fn one_spaces_fence_leaves_the_other_space_serving() {
             assert_eq!(health["state"], "ready", "{health}");
         }
 
-        // Cut alpha's sealed ledger scanner with alpha's own system user.
+        // A successor of alpha's instance (a restart beside its running predecessor) fences
+        // alpha by registering at the next epoch, then waits for alpha's claim.
+        let successor = Plane::start(&a_inputs);
+        tokio::pin!(successor);
+        let ended = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::select! {
+                ended = a.ended() => ended,
+                started = &mut successor => panic!(
+                    "the successor finished starting before alpha ended: {:?}",
+                    started.map(|_| ())
+                ),
+            }
+        })
+        .await
+        .expect("alpha was not fenced within 10 s of its successor's start");
+        let Ended::Fenced(why) = ended else {
+            panic!("alpha ended otherwise: {ended:?}")
+        };
+        // The successor's freeze is what alpha sees first.
+        assert!(why.contains("registration"), "{why}");
+        a.close().await.unwrap();
+        let a = successor.await.unwrap();
+        assert_eq!(a.registered().process_epoch.0, 1);
+
+        // Cut the successor's sealed ledger scanner with alpha's own system user.
         let oracle = Oracle::new(
             &a_inputs.server,
             a_inputs.material.system_user().creds(),
@@ -101,8 +127,8 @@ fn one_spaces_fence_leaves_the_other_space_serving() {
 
         let ended = tokio::time::timeout(Duration::from_secs(3), a.ended())
             .await
-            .expect("alpha was not fenced within 3 s of losing its scanner");
-        let Ended::Fenced(copy) = ended else {
+            .expect("alpha's successor did not end within 3 s of losing its scanner");
+        let Ended::Failed(copy) = ended else {
             panic!("alpha ended otherwise: {ended:?}")
         };
         assert!(copy.contains("STOPPED scanning"), "{copy}");

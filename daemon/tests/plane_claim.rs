@@ -146,7 +146,7 @@ fn a_second_plane_is_refused_as_a_live_peer_and_reclaims_from_a_dead_one() {
 }
 
 #[test]
-fn killing_the_ledger_scanner_fences_the_plane() {
+fn killing_the_ledger_scanner_stops_the_plane_for_a_restart() {
     require_server();
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("a");
@@ -181,15 +181,16 @@ fn killing_the_ledger_scanner_fences_the_plane() {
     rt.block_on(oracle.kick(&target.server.id, target.cid))
         .unwrap();
     let status = exits_within(reaper.0.last_mut().unwrap(), Duration::from_secs(3))
-        .expect("the plane was not fenced within 3 s of losing its scanner");
-    eprintln!("fenced {:?} after the kick", kicked.elapsed());
-    assert_eq!(status.code(), Some(3));
+        .expect("the plane did not stop within 3 s of losing its scanner");
+    eprintln!("stopped {:?} after the kick", kicked.elapsed());
+    // A failure (restart it), not a fence: no successor holds the gate.
+    assert_eq!(status.code(), Some(1));
     let said = text(&log);
     assert!(said.contains("STOPPED scanning"), "{said}");
     assert!(said.contains("restart the auth service"), "{said}");
     assert!(
         discovery(&state).is_none(),
-        "a fenced plane leaves no discovery file"
+        "a stopped plane leaves no discovery file"
     );
 }
 

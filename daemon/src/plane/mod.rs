@@ -165,9 +165,10 @@ pub struct OwnedConnection {
 /// Why a plane stopped serving on its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
-    /// A successor or a barrier fenced it, or it lost a sealed scanner: the message says which.
+    /// A successor or a barrier fenced it (its gate moved on): the message says which.
     Fenced(String),
-    /// It can no longer serve (its gate unreadable too long, a credential not renewed).
+    /// It can no longer serve and should be started again: its server lost, a sealed scanner
+    /// cut, its gate unreadable too long, a credential not renewed.
     Failed(String),
 }
 
@@ -786,9 +787,14 @@ async fn watch_fence(
     let fenced = tokio::select! {
         fenced = hold_fence_pushed(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
         copy = connections.scanners.died(&gate.space) => {
-            // A lost server drops every connection at once, scanners included: that is a broker
-            // loss (restart and retry), not a fence. A scanner gone while the reader is still
-            // connected was cut on its own: the plane fences itself (reference §2.6).
+            // A lost server drops every connection at once, scanners included. A scanner gone
+            // while the reader is still connected was cut on its own: a kick, or in a cluster
+            // the loss of the one node it was on. Either way the plane stops serving at once
+            // (reference §2.6: it cannot scan, and a sealed scanner never reconnects), but it
+            // ends as a failure, not a fence: no successor holds its gate, and a supervisor
+            // must restart it (the copy says so), where a fenced exit would keep the space
+            // without a plane (found by the daemon's fault campaign: one isolated node made a
+            // plane exit 3 with nothing running after it).
             tokio::time::sleep(BROKER_LOSS_GRACE).await;
             if !connections.reader.is_connected() {
                 return Ended::Failed(
@@ -797,8 +803,8 @@ async fn watch_fence(
                         .to_owned(),
                 );
             }
-            error!("fenced: {copy}");
-            return Ended::Fenced(copy);
+            error!("stopping: {copy}");
+            return Ended::Failed(copy);
         }
         // A connection whose credential could not be renewed fails closed: the plane stops
         // rather than serve on authority it can no longer hold.
