@@ -145,6 +145,10 @@ fn a_second_plane_is_refused_as_a_live_peer_and_reclaims_from_a_dead_one() {
     assert!(!said.contains("reclaimed from a dead plane"), "{said}");
 }
 
+/// Regression for the daemon fault campaign's seed 3 (`tests/fault_campaign.rs`): in a
+/// cluster, losing the one node a sealed scanner is on cuts that connection alone, exactly as
+/// this kick does. The plane must stop serving, but as a failure a supervisor restarts (exit 1),
+/// never as a fence (exit 3), since nothing succeeded it.
 #[test]
 fn killing_the_ledger_scanner_stops_the_plane_for_a_restart() {
     require_server();
