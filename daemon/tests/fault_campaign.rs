@@ -96,6 +96,8 @@ struct Planes {
     exits: BTreeMap<String, usize>,
     /// The log's last lines of each plane that exited other than 0, 1 or by our kill.
     unexpected: Vec<String>,
+    /// Why starts that never served exited 1 (their last log line, cut short), by reason.
+    failed_starts: BTreeMap<String, usize>,
 }
 
 /// Keeps a plane running until `stop`: starts one, records its registration from the discovery
@@ -169,6 +171,13 @@ fn supervise(
                 "plane {n} exited {code}; its log ends:\n{}",
                 log_tail(&root.join(format!("plane-{n}.log")))
             ));
+        }
+        if code == "1" && !ready {
+            let tail = log_tail(&root.join(format!("plane-{n}.log")));
+            // `up` ends a failed start with one sentence, its last line.
+            let last = tail.lines().rev().find(|l| !l.trim().is_empty());
+            let why: String = last.unwrap_or("").trim().chars().take(110).collect();
+            *planes.failed_starts.entry(why).or_default() += 1;
         }
         *planes.exits.entry(code).or_default() += 1;
         std::thread::sleep(Duration::from_millis(200));
