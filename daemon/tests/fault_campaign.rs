@@ -14,7 +14,8 @@
 //! (`cotal_tests::fault::checker`) judges the run from the auth stream's every message and the
 //! clients' histories: the plane's gate only advances, no two of its registrations share an
 //! epoch and none is lost, an acknowledged revoke stays revoked and shuts every later connect
-//! of that credential, and no plane is fenced when nothing succeeded it.
+//! of that credential, every refusal the planes audited is a documented code and none
+//! `internal`, and no plane is fenced when nothing succeeded it.
 //!
 //! The default is one short history, for CI. A campaign:
 //! `COTAL_FAULT_HISTORIES=10 COTAL_FAULT_SECONDS=60 cargo test -p cotal-authd --test
@@ -351,6 +352,31 @@ fn newest_log_tail(root: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// Every refusal the planes audited (`cotal::audit` lines with `outcome="refused"`), recorded
+/// with its code for the checker's documented-codes rule: over HTTP an exchange refusal is a
+/// 401 whatever its cause (reference §3.5), so the code is read where the plane wrote it.
+fn refusals_from_audit(root: &Path, history: &History) {
+    let logs = std::fs::read_dir(root).into_iter().flatten().flatten();
+    for log in logs.filter(|e| e.file_name().to_string_lossy().starts_with("plane-")) {
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        for line in text.lines() {
+            if !(line.contains("cotal::audit") && line.contains("outcome=\"refused\"")) {
+                continue;
+            }
+            let quoted = |field: &str| {
+                let start = line.find(&format!("{field}=\""))? + field.len() + 2;
+                let end = line[start..].find('"')? + start;
+                Some(line[start..end].to_owned())
+            };
+            history.record(Event::Refused {
+                op: "audited",
+                code: quoted("code").unwrap_or_default(),
+                message: line.chars().take(300).collect(),
+            });
+        }
+    }
+}
+
 /// What one history did and what the checker found.
 struct Outcome {
     report: Report,
@@ -451,6 +477,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
         let captured = runtime.block_on(recorder).unwrap();
         (planes, captured)
     });
+    refusals_from_audit(&space.root, &history);
     let events = history.events();
     let finals = runtime.block_on(async {
         let admin = space.admin_for(&joined, Duration::from_secs(600)).await;
@@ -487,13 +514,14 @@ fn fault_campaign_on_the_running_daemon_keeps_every_fence() {
         }
         println!(
             "seed {seed}: {} faults; planes {:?}; clients {:?}; {} stream messages; {} \
-             registrations, {} connect checks judged; {} violations",
+             registrations, {} connect checks judged; audited refusals {:?}; {} violations",
             outcome.faults.len(),
             outcome.planes,
             outcome.tally,
             outcome.messages,
             outcome.report.registrations,
             outcome.report.admissions,
+            outcome.report.refusals,
             outcome.report.violations.len()
         );
         violations.extend(
