@@ -1,16 +1,19 @@
 //! The fault campaign on the running daemon (issue 13, part 4): the space's own operator-mode
 //! configuration (`broker-config`) on a 3-node cluster whose nodes are separate hosts in
 //! network namespaces, the plane (`cotal-authd up --replicas 3` on all three) under a
-//! supervisor that restarts it whenever it exits, and signed-in humans that exchange at
+//! supervisor that restarts it whenever it exits; signed-in humans that exchange at
 //! `/exchange`, connect through the auth callout with a standard NATS client, and now and then
-//! have the operator revoke their root credential (`actor revoke --credential`) and re-grant.
+//! have the operator revoke their root credential (`actor revoke --credential`) and re-grant;
+//! and a remote manager, registered and activated before the first fault
+//! (`tests/common/manager.rs`), that renews through `/manager-service-authority` (`renew`, and
+//! now and then `renewStandingBundle`, which releases fresh family rows through its gate).
 //! Meanwhile the seeded schedule partitions the network (both ways, one way, a node isolated,
 //! no quorum), `kill -9`s a node, the auth stream's leader or every node at once, SIGSTOPs a
 //! node and restarts one; the supervisor also `kill -9`s the plane itself at random instants
 //! (mid-registration included).
 //!
-//! After the last fault the plane must serve again and a client must get in (liveness after
-//! the heal: a gate frozen for good fails here). Then the independent checker
+//! After the last fault the plane must serve again, a client must get in and the manager
+//! renew (liveness after the heal: a gate frozen for good fails here). Then the independent checker
 //! (`cotal_tests::fault::checker`) judges the run from the auth stream's every message and the
 //! clients' histories: the plane's gate only advances, no two of its registrations share an
 //! epoch and none is lost, an acknowledged revoke stays revoked and shuts every later connect
@@ -33,11 +36,12 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::manager::Flow;
 use common::signin::{connect, Space};
 use common::*;
 use cotal_tests::fault::checker::{self, Report};
@@ -109,6 +113,7 @@ fn supervise(
     root: &Path,
     urls: &str,
     seed: u64,
+    first: Child,
     stop: &AtomicBool,
     chaos: &AtomicBool,
     face: &Face,
@@ -117,19 +122,13 @@ fn supervise(
     let mut rng = SplitMix64::new(seed);
     let mut planes = Planes::default();
     let mut n = 0u32;
+    let mut first = Some(first);
     while !stop.load(Ordering::Relaxed) {
         n += 1;
-        let log = std::fs::File::create(root.join(format!("plane-{n}.log"))).unwrap();
-        let mut child = command()
-            .args(["up", "--space", SPACE, "--state-dir"])
-            .arg(root)
-            .args(["--server", urls, "--replicas", "3"])
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+        let mut child = match first.take() {
+            Some(child) => child,
+            None => start_plane(root, urls, n),
+        };
         planes.started += 1;
         let kill_at = (chaos.load(Ordering::Relaxed) && rng.chance(PLANE_KILL_PER_MILLE))
             .then(|| Instant::now() + Duration::from_millis(rng.below(3_000)));
@@ -184,6 +183,21 @@ fn supervise(
         std::thread::sleep(Duration::from_millis(200));
     }
     planes
+}
+
+/// Starts plane `n` on the cluster, its log in `plane-<n>.log` under the state root.
+fn start_plane(root: &Path, urls: &str, n: u32) -> Child {
+    let log = std::fs::File::create(root.join(format!("plane-{n}.log"))).unwrap();
+    command()
+        .args(["up", "--space", SPACE, "--state-dir"])
+        .arg(root)
+        .args(["--server", urls, "--replicas", "3"])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
 }
 
 /// What the clients saw, by outcome.
@@ -352,6 +366,48 @@ fn newest_log_tail(root: &Path) -> String {
         .unwrap_or_default()
 }
 
+/// The remote manager: renews its supervisor/executor pair through
+/// `/manager-service-authority` on whichever plane serves, and now and then its whole standing
+/// bundle (fresh family rows released through its gate's fence).
+fn renewer(flow: &Flow, proof: &str, seed: u64, stop: &AtomicBool, face: &Face, tally: &Tally) {
+    let mut rng = SplitMix64::new(seed);
+    let mut idp = (flow.space.idp_token("alice"), Instant::now());
+    let mut n = 0u32;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(at) = face.lock().unwrap().clone() else {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        };
+        if idp.1.elapsed() > Duration::from_secs(60) {
+            idp = (flow.space.idp_token("alice"), Instant::now());
+        }
+        n += 1;
+        let (what, request) = if rng.chance(100) {
+            let rid = format!("standing{n:016}");
+            let request = flow.renewal("renewStandingBundle", &rid, proof, 0);
+            ("renewStandingBundle", request)
+        } else {
+            let mut request = flow.envelope("renew", &format!("renew{n:018}"));
+            request["registrationProof"] = json!(proof);
+            ("renew", request)
+        };
+        match flow.ask_at(&at, &idp.0, &request) {
+            Some((200, _)) => count(tally, format!("{what} granted")),
+            Some((status, body)) => {
+                let why = body["error"].as_str().unwrap_or_default();
+                let why: String = why.chars().take(90).collect();
+                count(tally, format!("{what} refused {status}: {why}"));
+                std::thread::sleep(Duration::from_millis(100 + rng.below(200)));
+            }
+            None => {
+                count(tally, format!("{what} unanswered"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.below(100)));
+    }
+}
+
 /// Every refusal the planes audited (`cotal::audit` lines with `outcome="refused"`), recorded
 /// with its code for the checker's documented-codes rule: over HTTP an exchange refusal is a
 /// 401 whatever its cause (reference §3.5), so the code is read where the plane wrote it.
@@ -391,6 +447,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
     for k in 0..ACTORS {
         space.grant(&format!("cli{k}"), "alice", &[]);
     }
+    Flow::grant_manager(&space);
     let opts = ServerOptions {
         extra_config: node_config(&space),
         ..ServerOptions::default()
@@ -412,11 +469,36 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
     let tally: Tally = Mutex::new(BTreeMap::new());
     let mut faults = Vec::new();
 
+    // The first plane creates the stores, and the remote manager registers and activates
+    // through it before any fault; then the checker lifts the auth store's history limit and
+    // starts reading.
+    let mut first = start_plane(&space.root, &joined, 1);
+    let d = ready(&space.root, &mut first);
+    let flow = runtime.block_on(Flow::attach(space, d, urls[0].clone(), &joined));
+    let proof = runtime.block_on(async {
+        let (supervisor, _) = flow.prepared_and_registered().await;
+        drop(supervisor);
+        let activated = flow.granted(&flow.activate_request("activate000000000000001"));
+        activated["nextRegistrationProof"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    });
+    let space = &flow.space;
+
     let (planes, captured) = std::thread::scope(|s| {
-        let supervisor =
-            s.spawn(|| supervise(&space.root, &joined, seed, &stop, &chaos, &face, &history));
-        // The first plane creates the stores; then the checker lifts the auth store's history
-        // limit and starts reading.
+        let supervisor = s.spawn(|| {
+            supervise(
+                &space.root,
+                &joined,
+                seed,
+                first,
+                &stop,
+                &chaos,
+                &face,
+                &history,
+            )
+        });
         let deadline = Instant::now() + RECOVERY_TIMEOUT;
         while face.lock().unwrap().is_none() {
             assert!(Instant::now() < deadline, "the first plane never served");
@@ -439,6 +521,10 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
                 s.spawn(move || client(space, urls, k, seed, stop, face, history, tally))
             })
             .collect();
+        let manager = s.spawn(|| {
+            let seed = seed.wrapping_mul(1000).wrapping_add(900);
+            renewer(&flow, &proof, seed, &stop, &face, &tally)
+        });
 
         let mut plan = Plan::new(seed, 3);
         let until = Instant::now() + Duration::from_secs(seconds);
@@ -449,19 +535,27 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
             }
         }
 
-        // The heal: no more faults; the plane must serve again and a client get in.
+        // The heal: no more faults; the plane must serve again, a client get in and the
+        // manager renew.
         chaos.store(false, Ordering::Relaxed);
         let recovered = Instant::now() + RECOVERY_TIMEOUT;
-        let admitted = || tally.lock().unwrap().get("connect admitted").copied();
-        let before = admitted();
-        while face.lock().unwrap().is_none() || admitted() == before {
+        let progress = || {
+            let tally = tally.lock().unwrap();
+            (
+                tally.get("connect admitted").copied(),
+                tally.get("renew granted").copied(),
+            )
+        };
+        let before = progress();
+        while face.lock().unwrap().is_none() || progress().0 == before.0 || progress().1 == before.1
+        {
             if Instant::now() >= recovered {
                 let tally = tally.lock().unwrap().clone();
                 stop.store(true, Ordering::Relaxed);
                 panic!(
-                    "seed {seed}: after the last fault no client got in within \
-                     {RECOVERY_TIMEOUT:?} (plane up: {}; clients so far: {tally:?}); the newest \
-                     plane's log ends:\n{}",
+                    "seed {seed}: after the last fault no client got in or no renewal was \
+                     granted within {RECOVERY_TIMEOUT:?} (plane up: {}; clients so far: \
+                     {tally:?}); the newest plane's log ends:\n{}",
                     face.lock().unwrap().is_some(),
                     newest_log_tail(&space.root)
                 );
@@ -472,6 +566,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
         for c in clients {
             c.join().unwrap();
         }
+        manager.join().unwrap();
         let planes = supervisor.join().unwrap();
         done.store(true, Ordering::Relaxed);
         let captured = runtime.block_on(recorder).unwrap();

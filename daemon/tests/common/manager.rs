@@ -53,7 +53,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::signin::{post_to, Space};
-use super::{READY_TIMEOUT, SPACE};
+use super::{http, READY_TIMEOUT, SPACE};
 
 /// The manager instance and its lifecycle uid.
 pub const IID: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmm";
@@ -167,6 +167,16 @@ impl Flow {
     /// environment for the plane (e.g. its `RUST_LOG`).
     pub async fn with_up(extra: &[&str], env: &[(&str, &str)]) -> Flow {
         let mut space = Space::new();
+        Flow::grant_manager(&space);
+        let server = space.serve_broker();
+        let mut args = vec!["--server", server.as_str()];
+        args.extend_from_slice(extra);
+        let d = space.up_with(&args, env, None);
+        Flow::attach(space, d, server.clone(), &server).await
+    }
+
+    /// Grants `alice/cli` the `supervise` scope the manager route asks for.
+    pub fn grant_manager(space: &Space) {
         space.grant(
             "cli",
             "alice",
@@ -179,12 +189,14 @@ impl Flow {
                 "",
             ],
         );
-        let server = space.serve_broker();
-        let mut args = vec!["--server", server.as_str()];
-        args.extend_from_slice(extra);
-        let d = space.up_with(&args, env, None);
+    }
+
+    /// The fixture over a plane already serving (`d`, its discovery file) on servers the
+    /// caller runs: `server` is the one URL holders and the test's own connections use,
+    /// `admin_servers` the admin view's (a cluster's whole list).
+    pub async fn attach(space: Space, d: Value, server: String, admin_servers: &str) -> Flow {
         let owner = space.owner("alice");
-        let admin = space.admin(&server).await;
+        let admin = space.admin(admin_servers).await;
         let material = cotal_io_fs::trust::load_daemon(&space.root, &space_name()).unwrap();
         Flow {
             space,
@@ -264,6 +276,25 @@ impl Flow {
             self.d["cap"].as_str(),
             &json!({"idpToken": self.space.idp_token("alice"), "request": request}),
         )
+    }
+
+    /// [`Flow::ask`] at the face `(url, capability)` with `idp_token`; `None` when nothing
+    /// answered (the plane died mid-request).
+    pub fn ask_at(
+        &self,
+        face: &(String, String),
+        idp_token: &str,
+        request: &Value,
+    ) -> Option<(u16, Value)> {
+        let body = json!({"idpToken": idp_token, "request": request}).to_string();
+        let auth = format!("Bearer {}", face.1);
+        let headers = [
+            ("content-type", "application/json"),
+            ("authorization", auth.as_str()),
+        ];
+        let path = "/manager-service-authority";
+        let (status, _, text) = http(&face.0, "POST", path, &headers, &body).ok()?;
+        Some((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
     }
 
     /// [`Flow::ask`], which must answer 200.
