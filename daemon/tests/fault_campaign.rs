@@ -113,7 +113,7 @@ fn supervise(
     root: &Path,
     urls: &str,
     seed: u64,
-    first: Child,
+    first: (Child, u32),
     stop: &AtomicBool,
     chaos: &AtomicBool,
     face: &Face,
@@ -121,13 +121,15 @@ fn supervise(
 ) -> Planes {
     let mut rng = SplitMix64::new(seed);
     let mut planes = Planes::default();
-    let mut n = 0u32;
-    let mut first = Some(first);
+    let (child, mut n) = first;
+    let mut first = Some(child);
     while !stop.load(Ordering::Relaxed) {
-        n += 1;
         let mut child = match first.take() {
             Some(child) => child,
-            None => start_plane(root, urls, n),
+            None => {
+                n += 1;
+                start_plane(root, urls, n)
+            }
         };
         planes.started += 1;
         let kill_at = (chaos.load(Ordering::Relaxed) && rng.chance(PLANE_KILL_PER_MILLE))
@@ -198,6 +200,28 @@ fn start_plane(root: &Path, urls: &str, n: u32) -> Child {
         .stderr(log)
         .spawn()
         .unwrap()
+}
+
+/// The first plane of a fresh space on a fresh cluster, started again while it fails (as a
+/// supervisor would: a just-created R3 stream can refuse the first bind while its leader is
+/// elected): the serving child, its discovery file, and how many starts it took.
+fn first_plane(root: &Path, urls: &str) -> (Child, Value, u32) {
+    for n in 1..=10 {
+        let mut child = start_plane(root, urls, n);
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
+            if let Some(d) = discovery(root).filter(|d| d["pid"] == child.id()) {
+                return (child, d, n);
+            }
+            std::thread::sleep(POLL);
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    panic!(
+        "the first plane never served in 10 starts; the last one's log ends:\n{}",
+        newest_log_tail(root)
+    );
 }
 
 /// What the clients saw, by outcome.
@@ -472,8 +496,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
     // The first plane creates the stores, and the remote manager registers and activates
     // through it before any fault; then the checker lifts the auth store's history limit and
     // starts reading.
-    let mut first = start_plane(&space.root, &joined, 1);
-    let d = ready(&space.root, &mut first);
+    let (first, d, started) = first_plane(&space.root, &joined);
     let flow = runtime.block_on(Flow::attach(space, d, urls[0].clone(), &joined));
     let proof = runtime.block_on(async {
         let (supervisor, _) = flow.prepared_and_registered().await;
@@ -492,7 +515,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
                 &space.root,
                 &joined,
                 seed,
-                first,
+                (first, started),
                 &stop,
                 &chaos,
                 &face,

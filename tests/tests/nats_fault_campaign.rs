@@ -138,6 +138,21 @@ async fn connect(urls: &str, name: &SpaceName, deadline: Instant) -> Option<Spac
     None
 }
 
+/// Runs a setup step until it succeeds: a freshly created R3 stream takes a moment to elect
+/// its leader, and until then a publish finds no responders (`unavailable`).
+async fn settled<T>(what: &str, mut step: impl AsyncFnMut() -> Result<T, EpError>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match step().await {
+            Ok(done) => return done,
+            Err(e) if e.code == ErrorCode::Unavailable && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
+    }
+}
+
 /// Publishes the fixture surface and returns a spec naming it.
 async fn publish_surface(world: &mut NatsWorld<'_>) -> ServiceSpec {
     let doc = json!({
@@ -147,12 +162,15 @@ async fn publish_surface(world: &mut NatsWorld<'_>) -> ServiceSpec {
             "inputDigest": VOID, "outputDigest": VOID, "traits": [],
         }],
     });
-    let closure = world
-        .run(&mut Replay::new(Proc(move |cx: &mut Ctx<'_>| {
-            publish_cluster(cx, &doc)
-        })))
-        .await
-        .unwrap();
+    let closure = settled("publishing the fixture surface", async || {
+        let doc = doc.clone();
+        world
+            .run(&mut Replay::new(Proc(move |cx: &mut Ctx<'_>| {
+                publish_cluster(cx, &doc)
+            })))
+            .await
+    })
+    .await;
     let spec = json!({
         "endpoint": ENDPOINT, "owner": OWNER, "clusterDigests": [closure.to_prefixed()],
         "protocol": {"v": 1},
@@ -458,10 +476,12 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
         let term = Principal::parse(&format!("{OWNER}.term")).unwrap();
         for iid in INSTANCES {
             let gate = GateRef::new(name.clone(), endpoint(), InstanceId::parse(iid).unwrap());
-            world
-                .run(&mut ProvisionGate::machine(gate, term.clone()))
-                .await
-                .unwrap();
+            settled("provisioning a gate", async || {
+                world
+                    .run(&mut ProvisionGate::machine(gate.clone(), term.clone()))
+                    .await
+            })
+            .await;
         }
         drop(world);
 
