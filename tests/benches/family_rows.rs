@@ -32,8 +32,9 @@
 
 #[path = "support/replay.rs"]
 mod replay;
+#[path = "support/client.rs"]
+mod support_client;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cotal_core::barrier;
@@ -45,36 +46,23 @@ use cotal_core::machine::{script, Halt};
 use cotal_core::names::{ActorToken, CredentialId, InstanceId, OpId, SourceMember, SpaceName};
 use cotal_core::serving::RegisterServing;
 use cotal_core::EpError;
-use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, Space, SpaceOptions};
+use cotal_io_nats::{AuthorityClient, NatsWorld, Space, SpaceOptions};
 use cotal_tests::nats::operator::OperatorServer;
 use cotal_tests::nats::wall_clock;
 use nkeys::KeyPair;
 use replay::{run_recorded, History, Raw};
 use sha2::{Digest as _, Sha256};
+use support_client::{client, fail};
 
 /// The mints whose latencies make the mint figure: the last ones, at the family's full size.
 const TAIL: usize = 10;
 
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-async fn client(live: &OperatorServer, space: &str) -> Result<AuthorityClient, String> {
-    let signer = DataAccountSigner {
-        account: live.account.public_key(),
-        signer: Arc::new(KeyPair::from_seed(&live.signing.seed().map_err(fail)?).map_err(fail)?),
-    };
-    AuthorityClient::open(
-        &live.server.url(),
-        format!("bench-{space}"),
-        signer,
-        |_| Ok(UserNats::default()),
-        Duration::from_secs(900),
-        SpaceName::parse(space).map_err(fail)?,
-        SpaceOptions::default(),
-    )
-    .await
-    .map_err(|e| e.message)
+/// An unrestricted connection to `space`, creating its stores.
+async fn bench_client(live: &OperatorServer, space: &str) -> Result<AuthorityClient, String> {
+    let name = SpaceName::parse(space).map_err(fail)?;
+    let label = format!("bench-{space}");
+    let open = |_: &_| Ok(UserNats::default());
+    client(live, &name, &label, open, SpaceOptions::default()).await
 }
 
 /// The measured space, its mirror and the raw replayer of the mirror.
@@ -192,8 +180,8 @@ fn main() -> Result<(), String> {
 
 async fn bench(sizes: &[usize], gates: usize, min_rows: usize) -> Result<(), String> {
     let live = OperatorServer::start(wall_clock()).map_err(fail)?;
-    let measured = client(&live, "rowsa").await?;
-    let mirror = client(&live, "rowsb").await?;
+    let measured = bench_client(&live, "rowsa").await?;
+    let mirror = bench_client(&live, "rowsb").await?;
     let bound = measured.space().map_err(|e| e.message)?;
     let mirrored = mirror.space().map_err(|e| e.message)?;
     let raw = Raw::bind(

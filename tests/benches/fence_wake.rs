@@ -7,9 +7,12 @@
 //! Run with `cargo bench -p cotal-tests --bench fence_wake` (`FENCE_WAKES` sets the count,
 //! default 300). The `BENCH` line is the summary `scripts/bench.sh` collects.
 
-use std::sync::Arc;
+#[path = "support/client.rs"]
+mod bench_client;
+
 use std::time::{Duration, Instant};
 
+use bench_client::{client, fail};
 use cotal_core::gate::{Coordinates, EndpointGate, GateOp, Generation, ProcessEpoch};
 use cotal_core::host::AwaitHostFence;
 use cotal_core::issuance::GateRef;
@@ -18,42 +21,10 @@ use cotal_core::kv::{KvOutcome, KvRequest, Revision, Store};
 use cotal_core::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
 use cotal_core::plane_grants::auth_reader_watching;
 use cotal_io_nats::host::hold_fence_pushed;
-use cotal_io_nats::{AuthorityClient, DataAccountSigner, SpaceOptions, StoreSet};
+use cotal_io_nats::{AuthorityClient, SpaceOptions, StoreSet};
 use cotal_tests::nats::operator::OperatorServer;
 use cotal_tests::nats::wall_clock;
 use futures::StreamExt;
-use nkeys::KeyPair;
-
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-async fn client(
-    live: &OperatorServer,
-    label: &str,
-    grant: impl FnOnce(&cotal_core::profiles::ConnId) -> Result<UserNats, cotal_core::EpError>,
-    create: bool,
-) -> Result<AuthorityClient, String> {
-    let signer = DataAccountSigner {
-        account: live.account.public_key(),
-        signer: Arc::new(KeyPair::from_seed(&live.signing.seed().map_err(fail)?).map_err(fail)?),
-    };
-    AuthorityClient::open(
-        &live.server.url(),
-        label.to_owned(),
-        signer,
-        grant,
-        Duration::from_secs(900),
-        SpaceName::parse("bench").map_err(fail)?,
-        SpaceOptions {
-            create_missing: create,
-            stores: StoreSet::of(&[Store::Auth, Store::Records]),
-            ..SpaceOptions::default()
-        },
-    )
-    .await
-    .map_err(|e| e.message)
-}
 
 fn percentiles(mut samples: Vec<Duration>) -> [Duration; 3] {
     samples.sort();
@@ -89,13 +60,21 @@ async fn bench() -> Result<(), String> {
         InstanceId::parse("benchbenchbenchbenchbenchb").map_err(fail)?,
     );
     // The other writer: unrestricted, on its own connection (a successor, a barrier, a tool).
-    let writer = client(&live, "bench-writer", |_| Ok(UserNats::default()), true).await?;
+    let stores = |create_missing| SpaceOptions {
+        create_missing,
+        stores: StoreSet::of(&[Store::Auth, Store::Records]),
+        ..SpaceOptions::default()
+    };
+    let bench = SpaceName::parse("bench").map_err(fail)?;
+    let open = |_: &_| Ok(UserNats::default());
+    let writer = client(&live, &bench, "bench-writer", open, stores(true)).await?;
     let watched = gate.clone();
     let reader = client(
         &live,
+        &bench,
         "bench-reader",
         |conn| auth_reader_watching(&space, conn, &watched).map(Into::into),
-        false,
+        stores(false),
     )
     .await?;
     let floor_client = writer.space().map_err(|e| e.message)?.client().clone();

@@ -23,22 +23,23 @@
 //! Run with `cargo bench -p cotal-tests --bench registration` (`REGISTRATION_N` sets the count,
 //! default 200, after 10 unmeasured). Needs the pinned nats-server (`scripts/nats-server.sh`).
 
+#[path = "support/client.rs"]
+mod bench_client;
 #[path = "support/replay.rs"]
 mod replay;
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bench_client::{client, fail};
 use cotal_core::host::{auth_instance, confirm_registration, PrepareSelfAuthorized};
 use cotal_core::jwt::UserNats;
 use cotal_core::kv::Store;
 use cotal_core::machine::script;
 use cotal_core::names::{InstanceId, OpId, SpaceName};
 use cotal_core::plane_grants;
-use cotal_core::profiles::ConnId;
 use cotal_core::serving::RegisterServing;
 use cotal_core::EpError;
-use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, Space, SpaceOptions, StoreSet};
+use cotal_io_nats::{AuthorityClient, NatsWorld, Space, SpaceOptions, StoreSet};
 use cotal_tests::nats::operator::OperatorServer;
 use cotal_tests::nats::wall_clock;
 use nkeys::KeyPair;
@@ -49,42 +50,6 @@ const INSTANCE: &str = "benchbenchbenchbenchbenchb";
 /// The stores the registration connection binds, as `up` binds them.
 const STORES: [Store; 3] = [Store::Auth, Store::Records, Store::Contracts];
 
-fn fail(e: impl std::fmt::Display) -> String {
-    e.to_string()
-}
-
-async fn client(
-    live: &OperatorServer,
-    space: &SpaceName,
-    label: &str,
-    grant: impl FnOnce(&ConnId) -> Result<UserNats, EpError>,
-    setup: bool,
-) -> Result<AuthorityClient, String> {
-    let signer = DataAccountSigner {
-        account: live.account.public_key(),
-        signer: Arc::new(KeyPair::from_seed(&live.signing.seed().map_err(fail)?).map_err(fail)?),
-    };
-    AuthorityClient::open(
-        &live.server.url(),
-        label.to_owned(),
-        signer,
-        grant,
-        Duration::from_secs(900),
-        space.clone(),
-        SpaceOptions {
-            create_missing: setup,
-            stores: if setup {
-                StoreSet::ALL
-            } else {
-                StoreSet::of(&STORES)
-            },
-            ..SpaceOptions::default()
-        },
-    )
-    .await
-    .map_err(|e| e.message)
-}
-
 /// The registration connection of `space`: exactly `up`'s grants for the instance.
 async fn registration_client(
     live: &OperatorServer,
@@ -92,12 +57,16 @@ async fn registration_client(
 ) -> Result<AuthorityClient, String> {
     // The stores exist first, as the mint writer's boot ensure makes them before `up`
     // registers.
+    let ensure = SpaceOptions {
+        stores: StoreSet::ALL,
+        ..SpaceOptions::default()
+    };
     let ensure = client(
         live,
         space,
         "bench-ensure",
         |_| Ok(UserNats::default()),
-        true,
+        ensure,
     )
     .await?;
     ensure.close().await.map_err(|e| e.message)?;
@@ -107,7 +76,11 @@ async fn registration_client(
         space,
         "bench-registration",
         move |conn| plane_grants::auth_registration(&grant_space, conn, &instance).map(Into::into),
-        false,
+        SpaceOptions {
+            create_missing: false,
+            stores: StoreSet::of(&STORES),
+            ..SpaceOptions::default()
+        },
     )
     .await
 }

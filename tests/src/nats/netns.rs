@@ -14,7 +14,7 @@
 //! Needs root and iproute2 (`ip`); a missing one is an error that says so, never a skip.
 
 use super::server::{ClusterPlan, LaunchError, NatsServer, ServerOptions};
-use super::{locate, unique_name, HarnessError, NatsCluster, PORT_ATTEMPTS};
+use super::{locate, unique_name, HarnessError, NatsCluster};
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::process::Command;
@@ -53,39 +53,29 @@ impl NetnsCluster {
         let binary = locate(opts.binary.as_deref())?;
         let net = Network::create(size)?;
         let name = unique_name("netns");
-        let mut last = HarnessError::new("no start attempted");
-        // Fixed ports inside private namespaces: a retry only matters if a restarted test left
-        // a server behind in a namespace of the same name, which `Network::create` rules out.
-        for _ in 0..PORT_ATTEMPTS {
-            let mut nodes = Vec::with_capacity(size);
-            for i in 0..size {
-                let mut node = NatsServer::unstarted(
-                    binary.clone(),
-                    format!("{name}-n{i}"),
-                    opts.extra_config.clone(),
-                )?;
-                node.place(net.namespace(i)?.to_owned(), net.node_addr(i));
-                let routes = (0..size)
-                    .filter(|&j| j != i)
-                    .map(|j| SocketAddr::from((net.node_addr(j), ROUTE_PORT)))
-                    .collect();
-                let plan = ClusterPlan {
-                    name: name.clone(),
-                    port: ROUTE_PORT,
-                    routes,
-                };
-                node.set_ports(CLIENT_PORT, MONITOR_PORT, Some(plan));
-                nodes.push(node);
-            }
-            match NatsCluster::launch(nodes) {
-                Ok(cluster) => return Ok(Self { cluster, net }),
-                Err(LaunchError::PortTaken(e)) => last = e,
-                Err(LaunchError::Failed(e)) => return Err(e),
-            }
+        // Fixed ports in namespaces of its own: nothing else can hold them, so one launch.
+        let mut nodes = Vec::with_capacity(size);
+        for i in 0..size {
+            let mut node = NatsServer::unstarted(
+                binary.clone(),
+                format!("{name}-n{i}"),
+                opts.extra_config.clone(),
+            )?;
+            node.place(net.namespace(i)?.to_owned(), net.node_addr(i));
+            let routes = (0..size)
+                .filter(|&j| j != i)
+                .map(|j| SocketAddr::from((net.node_addr(j), ROUTE_PORT)))
+                .collect();
+            let plan = ClusterPlan {
+                name: name.clone(),
+                port: ROUTE_PORT,
+                routes,
+            };
+            node.set_ports(CLIENT_PORT, MONITOR_PORT, Some(plan));
+            nodes.push(node);
         }
-        Err(HarnessError::new(format!(
-            "the namespaced cluster did not start after {PORT_ATTEMPTS} attempts; last: {last}"
-        )))
+        let cluster = NatsCluster::launch(nodes).map_err(LaunchError::into_inner)?;
+        Ok(Self { cluster, net })
     }
 
     /// The routed cluster itself: kill, pause, restart nodes, wait for it to form.
