@@ -21,7 +21,7 @@ scripts/nats-server.sh
 
 echo "== iproute2 for the fault campaigns' namespaced cluster (installed when missing)"
 if ! command -v ip >/dev/null 2>&1; then
-  apt-get install -y -qq iproute2 >/dev/null
+  apt-get update -qq && apt-get install -y -qq iproute2 >/dev/null
 fi
 
 echo "== oidc-provider for the real-IdP test"
