@@ -65,6 +65,7 @@ pub mod gate;
 pub mod govern;
 pub mod host;
 pub mod issuance;
+pub mod issued;
 pub mod journal;
 pub mod jwt;
 pub mod kv;

@@ -439,6 +439,16 @@ impl Ctx<'_> {
         ReadOutcome::from_outcome(outcome).map_err(|other| impossible(&key, &other))
     }
 
+    /// A leader-served read of `key`'s first message.
+    pub fn get_first(&mut self, store: Store, key: impl Into<String>) -> Result<ReadOutcome, Halt> {
+        let key = key.into();
+        let outcome = self.kv(KvRequest::GetFirst {
+            store,
+            key: key.clone(),
+        })?;
+        ReadOutcome::from_outcome(outcome).map_err(|other| impossible(&key, &other))
+    }
+
     /// Every key under `prefix` that still has a message, markers included (sorted).
     pub fn keys(&mut self, store: Store, prefix: impl Into<String>) -> Result<KeysOutcome, Halt> {
         let prefix = prefix.into();

@@ -468,6 +468,16 @@ pub fn contract_stream(space: &SpaceName) -> String {
 }
 
 /// The JetStream stream backing a KV bucket.
+/// The issued-authority evidence store (SPEC §13.15).
+pub fn issued_bucket(space: &SpaceName) -> String {
+    format!("cotal_issued_{}", space.token())
+}
+
+/// The accepted-row store a connected client reads its issued generation from (SPEC §13.15).
+pub fn accepted_bucket(space: &SpaceName) -> String {
+    format!("cotal_accepted_{}", space.token())
+}
+
 pub fn kv_stream(bucket: &str) -> String {
     format!("KV_{bucket}")
 }

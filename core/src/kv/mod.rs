@@ -21,6 +21,12 @@ pub enum Store {
     Admission,
     /// `EPC_<space>`: content-addressed contract artifacts.
     Contracts,
+    /// `cotal_issued_<space>`: issued-authority evidence, attempt rows and the source index
+    /// (SPEC §13.15). Append-only per key: nothing on a key is ever removed.
+    Issued,
+    /// `cotal_accepted_<space>`: the accepted rows a connected client reads its generation
+    /// from (SPEC §13.15). Write-once per key.
+    Accepted,
 }
 
 /// A KV revision: the stream sequence of a key's last message. Revision 0 means "no message".
@@ -74,6 +80,9 @@ impl Entry {
 pub enum KvRequest {
     /// Leader-served read of a key's last message (F7, F8).
     Get { store: Store, key: String },
+    /// Leader-served read of a key's *first* message: the row that was created, whatever was
+    /// published on the key since (immutable rows of an append-only store, SPEC §13.15).
+    GetFirst { store: Store, key: String },
     /// Create-only write that, like the NATS KV client's `create`, also succeeds over a DEL or
     /// PURGE marker (it recreates the key).
     Create {
@@ -109,6 +118,7 @@ pub enum KvRequest {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum KvOp {
     Get,
+    GetFirst,
     Create,
     CreateStrict,
     Update,
@@ -139,6 +149,7 @@ impl KvRequest {
     pub fn op(&self) -> KvOp {
         match self {
             KvRequest::Get { .. } => KvOp::Get,
+            KvRequest::GetFirst { .. } => KvOp::GetFirst,
             KvRequest::Create { .. } => KvOp::Create,
             KvRequest::CreateStrict { .. } => KvOp::CreateStrict,
             KvRequest::Update { .. } => KvOp::Update,
@@ -150,6 +161,7 @@ impl KvRequest {
     pub fn store(&self) -> Store {
         match self {
             KvRequest::Get { store, .. }
+            | KvRequest::GetFirst { store, .. }
             | KvRequest::Create { store, .. }
             | KvRequest::CreateStrict { store, .. }
             | KvRequest::Update { store, .. }
@@ -162,6 +174,7 @@ impl KvRequest {
     pub fn key(&self) -> &str {
         match self {
             KvRequest::Get { key, .. }
+            | KvRequest::GetFirst { key, .. }
             | KvRequest::Create { key, .. }
             | KvRequest::CreateStrict { key, .. }
             | KvRequest::Update { key, .. }
@@ -172,14 +185,18 @@ impl KvRequest {
 
     /// True for requests that may change the store.
     pub fn is_write(&self) -> bool {
-        !matches!(self, KvRequest::Get { .. } | KvRequest::Keys { .. })
+        !matches!(
+            self,
+            KvRequest::Get { .. } | KvRequest::GetFirst { .. } | KvRequest::Keys { .. }
+        )
     }
 }
 
 /// How a driver answers a [`KvRequest`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvOutcome {
-    /// Answer to `Get`: the last message, or `None` when the subject has none.
+    /// Answer to `Get` (`GetFirst`): the last (first) message, or `None` when the subject has
+    /// none.
     Entry(Option<Entry>),
     /// Answer to a write that committed at this revision.
     Written(Revision),

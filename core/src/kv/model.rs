@@ -167,7 +167,12 @@ impl KvModel {
     }
 
     fn bucket(&mut self, store: Store) -> &mut Bucket {
-        let history = self.default_history;
+        // The issued store keeps every message of a key, as its real shape does (its immutable
+        // rows are read as the first message on their key).
+        let history = match store {
+            Store::Issued => usize::MAX,
+            _ => self.default_history,
+        };
         self.buckets
             .entry(store)
             .or_insert_with(|| Bucket::new(history))
@@ -243,6 +248,7 @@ impl KvModel {
     pub fn apply(&mut self, request: &KvRequest) -> KvOutcome {
         match request {
             KvRequest::Get { store, key } => KvOutcome::Entry(self.get(*store, key)),
+            KvRequest::GetFirst { store, key } => KvOutcome::Entry(self.get_first(*store, key)),
             KvRequest::Create { store, key, value } => {
                 let bucket = self.bucket(*store);
                 match bucket.last(key) {
@@ -290,6 +296,17 @@ impl KvModel {
     /// The last message of `key`, as a leader-served read sees it.
     pub fn get(&self, store: Store, key: &str) -> Option<Entry> {
         let message = self.buckets.get(&store)?.last(key)?;
+        Some(Entry {
+            key: key.to_owned(),
+            value: message.value.clone(),
+            revision: message.revision,
+            operation: message.operation,
+        })
+    }
+
+    /// The first retained message of `key`.
+    pub fn get_first(&self, store: Store, key: &str) -> Option<Entry> {
+        let message = self.buckets.get(&store)?.subjects.get(key)?.front()?;
         Some(Entry {
             key: key.to_owned(),
             value: message.value.clone(),

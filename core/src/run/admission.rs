@@ -18,7 +18,7 @@ use crate::names::{
 };
 use crate::wire::safe_uint;
 
-use super::issued::{closed, text, IssuedGeneration, IssuedRef, ShapeError, SubjectPermissions};
+use crate::issued::{closed, text, IssuedGeneration, IssuedRef, ShapeError, SubjectPermissions};
 
 /// The caller a run was admitted for: the issued triple with its generation, or an operator's
 /// principal (no generation).

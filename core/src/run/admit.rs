@@ -14,10 +14,10 @@ use crate::manager::{ManagerHost, Supervisor};
 use crate::names::{keys, EndpointName};
 
 use super::admission::{create_settled, Created, Provenance, RunAdmission, RunCaller};
-use super::issued::IssuedEvidence;
 use super::observed::{ObservedRunRequest, RunRequestOperation};
 use super::request::{RegisteredRun, RunAdmissionRequest};
 use super::subject::{parse_request_subject, RequestSubject, Route};
+use crate::issued::IssuedEvidence;
 use crate::kv::Revision;
 
 /// A run door's registered-manager check: the request's space and account are the host's, and

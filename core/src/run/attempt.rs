@@ -35,13 +35,13 @@ use crate::profiles::{
 use super::admission::{read_run_admission, AdmissionView};
 use super::admit::authenticate_registered_manager;
 use super::checkpoint::{pause_token, JournalCheckpoint};
-use super::issued::IssuedEvidence;
 use super::observed::ObservedRunRequest;
 use super::request::{AttemptBody, AttemptSpec, OperatorAnswers, OperatorSpec, RunAttemptRequest};
 use super::served::{
     authorize_served_caller, registered_run_command, Forwarded, ServedCall, ServedScope,
 };
 use super::status::observe_hosted_run;
+use crate::issued::IssuedEvidence;
 use crate::manager::door::RUN_ATTEMPT;
 use crate::manager::{ManagerHost, Supervisor};
 

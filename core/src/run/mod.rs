@@ -7,13 +7,16 @@ mod admission;
 mod admit;
 mod attempt;
 mod checkpoint;
-mod issued;
 mod observed;
 mod request;
 mod served;
 mod status;
 mod subject;
 
+pub use crate::issued::{
+    subject_matches, IssuedEvidence, IssuedGeneration, IssuedRef, SubjectAllow, SubjectPermission,
+    SubjectPermissions,
+};
 pub use admission::{
     read_run_admission, AdmissionView, Provenance, RevokeRun, RunAdmission, RunCaller,
     RunRevocation,
@@ -24,10 +27,6 @@ pub use attempt::{
     AuthorizedAttempt, IssueRunAttempt, PlainAttempt, RunAttempt, ServedAttempt, ServedInputs,
 };
 pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
-pub use issued::{
-    subject_matches, IssuedEvidence, IssuedGeneration, IssuedRef, SubjectAllow, SubjectPermission,
-    SubjectPermissions,
-};
 pub use observed::{
     EnvelopeFacts, ObservedRunRequest, ObservedRunRequests, RequestBind, RunRequestOperation,
     OBSERVED_RUN_REQUEST_WINDOW_MS,

@@ -20,9 +20,9 @@ use crate::machine::{Ctx, Halt};
 use crate::names::{keys, CommandToken, EndpointName, InstanceId, OwnerToken, SpaceName};
 use crate::service::{self, RecordRead, ServiceSpec};
 
-use super::issued::IssuedEvidence;
 use super::observed::{ObservedRunRequest, RunRequestOperation};
 use super::subject::{parse_request_subject, RequestSubject, Route};
+use crate::issued::IssuedEvidence;
 
 /// The detail kind of a served caller the host cannot bind to issued authority.
 pub const EP_UNBOUND_CALLER_AUTHORITY: &str = "EP_UNBOUND_CALLER_AUTHORITY";

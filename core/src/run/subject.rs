@@ -5,7 +5,7 @@
 
 use crate::names::{ActorToken, EndpointToken, InstanceId, LifecycleUid, OwnerToken};
 
-use super::issued::IssuedGeneration;
+use crate::issued::IssuedGeneration;
 
 /// The reserved authorization-mode tokens (including `exact`, SPEC Q-20) with their pinned
 /// target arity.

@@ -1,12 +1,11 @@
-//! The slice of SPEC §13.15 issued authority a run admission needs: the issued reference, the
-//! explicit permission ceiling, and whether a ceiling permits one concrete subject. The issued
-//! evidence store itself is not modelled here: an adapter resolves the caller's evidence and
-//! hands it in as [`IssuedEvidence`].
+//! What an issuance is (SPEC §13.15): the issued reference and the explicit permission ceiling,
+//! whether a ceiling permits one concrete subject, and the resolved evidence a consumer acts on.
 
 use std::fmt;
 
 use serde_json::{json, Map, Value};
 
+use crate::jwt::{Permission, Permissions};
 use crate::names::{ActorToken, LifecycleUid, OwnerToken, SpaceName};
 
 /// A refusal met while reading a stored or supplied issued shape; the caller decides the code.
@@ -214,6 +213,40 @@ impl SubjectPermission {
 }
 
 impl SubjectPermissions {
+    /// The ceiling a JWT's native `pub`/`sub` permissions grant: an empty allow list is
+    /// *unrestricted* subject to the denies (`all`), never "nothing". A `resp` permission or a
+    /// queue-qualified entry has semantics of its own, so it is refused rather than dropped.
+    pub fn from_native(native: &Permissions) -> Result<SubjectPermissions, ShapeError> {
+        if native.response.is_some() {
+            return Err("a response permission is not a ceiling entry".into());
+        }
+        let direction = |p: &Permission| -> Result<SubjectPermission, ShapeError> {
+            let checked = |list: &[String]| -> Result<Vec<String>, ShapeError> {
+                list.iter()
+                    .map(|s| match valid_subject(s, true) {
+                        true => Ok(s.clone()),
+                        false => Err(format!(
+                            "subject {s:?} is not a ceiling entry (queue-qualified forms are not)"
+                        )),
+                    })
+                    .collect()
+            };
+            let allow = checked(&p.allow)?;
+            Ok(SubjectPermission {
+                allow: if allow.is_empty() {
+                    SubjectAllow::All
+                } else {
+                    SubjectAllow::Patterns(allow)
+                },
+                deny: checked(&p.deny)?,
+            })
+        };
+        Ok(SubjectPermissions {
+            publish: direction(&native.publish)?,
+            subscribe: direction(&native.subscribe)?,
+        })
+    }
+
     pub fn to_value(&self) -> Value {
         json!({"publish": self.publish.to_value(), "subscribe": self.subscribe.to_value()})
     }
