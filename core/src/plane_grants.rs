@@ -31,8 +31,8 @@ use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::issuance::GateRef;
 use crate::jwt::Permissions;
 use crate::names::{
-    admission_bucket, auth_bucket, contract_stream, records_bucket, space_prefix, EndpointName,
-    InstanceId, SpaceName,
+    accepted_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket, records_bucket,
+    space_prefix, EndpointName, InstanceId, SpaceName,
 };
 use crate::profiles::{checked_permissions, inbox, registration_executor_rows, ConnId};
 
@@ -127,17 +127,32 @@ struct Names {
     rec: String,
     auth_stream: String,
     rec_stream: String,
+    admission: String,
     admission_stream: String,
+    issued: String,
+    issued_stream: String,
+    accepted: String,
+    accepted_stream: String,
     epc: String,
 }
 
 impl Names {
     fn new(space: &SpaceName) -> Names {
         let (auth, rec) = (auth_bucket(space), records_bucket(space));
+        let (admission, issued, accepted) = (
+            admission_bucket(space),
+            issued_bucket(space),
+            accepted_bucket(space),
+        );
         Names {
             auth_stream: format!("KV_{auth}"),
             rec_stream: format!("KV_{rec}"),
-            admission_stream: format!("KV_{}", admission_bucket(space)),
+            admission_stream: format!("KV_{admission}"),
+            issued_stream: format!("KV_{issued}"),
+            accepted_stream: format!("KV_{accepted}"),
+            admission,
+            issued,
+            accepted,
             epc: contract_stream(space),
             auth,
             rec,
@@ -207,23 +222,31 @@ fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
 /// | 15 | pub | `$KV.rec.uid.>` | uid reservations |
 /// | 16 | pub | `$JS.API.STREAM.CREATE.KV_cotal_admission_s` | **deviation**: admission store ensure |
 /// | 17 | pub | `$JS.API.STREAM.CREATE.EPC_s` | **deviation**: contract store ensure |
-/// | 18 | pub | `$JS.API.STREAM.INFO.KV_cotal_admission_s` | **deviation**: its create-or-verify |
-/// | 19 | pub | `$JS.API.STREAM.INFO.EPC_s` | **deviation**: its create-or-verify |
-/// | 20 | sub | `inbox` | replies |
+/// | 18 | pub | `$JS.API.STREAM.CREATE.KV_cotal_issued_s` | **deviation**: issued store ensure |
+/// | 19 | pub | `$JS.API.STREAM.CREATE.KV_cotal_accepted_s` | **deviation**: accepted store ensure |
+/// | 20 | pub | `$JS.API.STREAM.INFO.KV_cotal_admission_s` | **deviation**: its create-or-verify |
+/// | 21 | pub | `$JS.API.STREAM.INFO.EPC_s` | **deviation**: its create-or-verify |
+/// | 22 | pub | `$JS.API.STREAM.INFO.KV_cotal_issued_s` | **deviation**: its create-or-verify |
+/// | 23 | pub | `$JS.API.STREAM.INFO.KV_cotal_accepted_s` | **deviation**: its create-or-verify |
+/// | 24 | sub | `inbox` | replies |
 ///
-/// Deviation (rows 16–19): in the reference the mesh provisioning (`cotal up`) creates the
-/// admission and contract stores; this implementation has no provisioner, and the plane's own
-/// registration needs the contract store at boot, so the mint writer ensures both with the
-/// same create-or-verify it runs on its own stores. It holds no read or write on either: the
-/// rows create with the verified shape (F10) or prove an existing one, nothing more.
+/// Deviation (rows 16–23): in the reference the mesh provisioning (`cotal up`) creates the
+/// admission, contract and issued-authority stores; this implementation has no provisioner, and
+/// the plane's own registration needs the contract store at boot, so the mint writer ensures
+/// all four with the same create-or-verify it runs on its own stores. It holds no read or write
+/// on any of them: the rows create with the verified shape (F10) or prove an existing one.
 pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
     let mut publish = n.writer_rows();
     publish.extend([
         format!("$JS.API.STREAM.CREATE.{}", n.admission_stream),
         format!("$JS.API.STREAM.CREATE.{}", n.epc),
+        format!("$JS.API.STREAM.CREATE.{}", n.issued_stream),
+        format!("$JS.API.STREAM.CREATE.{}", n.accepted_stream),
         format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
         format!("$JS.API.STREAM.INFO.{}", n.epc),
+        format!("$JS.API.STREAM.INFO.{}", n.issued_stream),
+        format!("$JS.API.STREAM.INFO.{}", n.accepted_stream),
     ]);
     grant(publish, conn)
 }
@@ -310,12 +333,28 @@ fn scanner(stream: &str, conn: &ConnId) -> Result<Permissions, EpError> {
 /// | 18 | pub | `$KV.auth.renewclean.manager.>` | manager instance renewal cleanup intents |
 /// | 19 | pub | `$JS.API.STREAM.INFO.EPC_s` | contract store bind shape proof (F10) |
 /// | 20 | pub | `$JS.API.STREAM.MSG.GET.EPC_s` | leader-served artifact reads |
-/// | 21 | sub | `inbox` | replies |
+/// | 21 | pub | `$KV.cotal_issued_s.>` | **deviation**: the §13.15 issuer's evidence, attempt and source-index rows |
+/// | 22 | pub | `$KV.cotal_accepted_s.>` | **deviation**: the issuer's create-only accepted rows |
+/// | 23 | pub | `$JS.API.STREAM.INFO.KV_cotal_issued_s` | bind shape proof (F10); the source walk's listing |
+/// | 24 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_issued_s` | leader-served evidence and attempt reads (F79) |
+/// | 25 | pub | `$JS.API.STREAM.INFO.KV_cotal_accepted_s` | bind shape proof (F10) |
+/// | 26 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_accepted_s` | leader-served accepted-row reads |
+/// | 27 | pub | `$KV.cotal_admission_s.admission.v1.manager.*` | **deviation**: run admissions of the manager endpoint, create-only (F88) |
+/// | 28 | pub | `$JS.API.STREAM.INFO.KV_cotal_admission_s` | bind shape proof (F10) |
+/// | 29 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_admission_s` | leader-served admission reads |
+/// | 30 | sub | `inbox` | replies |
 ///
 /// Rows 18–20 were found by running the manager route on a real operator-mode server (test
 /// `manager_route_flow`): `activate` and `renewStandingBundle` write the cleanup intent
 /// `renewclean.manager.<iid>` before they release the family (reference §4.6), and
 /// `renewStandingBundle` reads the registered spec's closures from the contract store.
+///
+/// Deviation (rows 21–29): the reference opens a one-shot `issuer` session and a 60 s
+/// `run-admitter` credential pinned to one run for these writes. This plane's issuing
+/// connection is long-lived and plane-internal (never issued to a peer), so it carries the
+/// issuer profile itself, and its admission row is confined to the one endpoint whose runs it
+/// admits. The write-plus-raw-read pairing on the issued stream is the reference issuer's named
+/// residual, held here by no one but the plane.
 pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
     let mut publish = n.writer_rows();
@@ -325,6 +364,15 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
         format!("$KV.{}.renewclean.manager.>", n.auth),
         format!("$JS.API.STREAM.INFO.{}", n.epc),
         format!("$JS.API.STREAM.MSG.GET.{}", n.epc),
+        format!("$KV.{}.>", n.issued),
+        format!("$KV.{}.>", n.accepted),
+        format!("$JS.API.STREAM.INFO.{}", n.issued_stream),
+        format!("$JS.API.STREAM.MSG.GET.{}", n.issued_stream),
+        format!("$JS.API.STREAM.INFO.{}", n.accepted_stream),
+        format!("$JS.API.STREAM.MSG.GET.{}", n.accepted_stream),
+        format!("$KV.{}.admission.v1.manager.*", n.admission),
+        format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
+        format!("$JS.API.STREAM.MSG.GET.{}", n.admission_stream),
     ]);
     grant(publish, conn)
 }
@@ -533,8 +581,12 @@ mod tests {
         want.extend([
             "$JS.API.STREAM.CREATE.KV_cotal_admission_prod",
             "$JS.API.STREAM.CREATE.EPC_prod",
+            "$JS.API.STREAM.CREATE.KV_cotal_issued_prod",
+            "$JS.API.STREAM.CREATE.KV_cotal_accepted_prod",
             "$JS.API.STREAM.INFO.KV_cotal_admission_prod",
             "$JS.API.STREAM.INFO.EPC_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_issued_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_accepted_prod",
         ]);
         rows(auth_mint(&space(), &conn()).unwrap(), &want);
     }
@@ -562,6 +614,15 @@ mod tests {
             "$KV.cotal_auth_prod.renewclean.manager.>",
             "$JS.API.STREAM.INFO.EPC_prod",
             "$JS.API.STREAM.MSG.GET.EPC_prod",
+            "$KV.cotal_issued_prod.>",
+            "$KV.cotal_accepted_prod.>",
+            "$JS.API.STREAM.INFO.KV_cotal_issued_prod",
+            "$JS.API.STREAM.MSG.GET.KV_cotal_issued_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_accepted_prod",
+            "$JS.API.STREAM.MSG.GET.KV_cotal_accepted_prod",
+            "$KV.cotal_admission_prod.admission.v1.manager.*",
+            "$JS.API.STREAM.INFO.KV_cotal_admission_prod",
+            "$JS.API.STREAM.MSG.GET.KV_cotal_admission_prod",
         ]);
         rows(remote_manager_issuer(&space(), &conn()).unwrap(), &want);
     }

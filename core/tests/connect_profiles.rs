@@ -346,6 +346,70 @@ mod connect {
         assert_eq!(p.permissions.subscribe.allow, s(&[INBOX]));
     }
 
+    fn manager_caller_binding(issued: bool) -> ManagerCallerBinding {
+        use cotal_core::issued::{AcceptedToken, IssuedGeneration};
+        ManagerCallerBinding {
+            view: view(),
+            lifecycle_uid: uid(),
+            instance: cotal_core::names::InstanceId::parse("iiiiiiiiiiiiiiiiiiiiiiiiii").unwrap(),
+            issued: issued.then(|| CallerIssuance {
+                generation: IssuedGeneration::parse("0123456789abcdef0123456789abcdef").unwrap(),
+                accepted: AcceptedToken::for_connection(NONCE),
+            }),
+        }
+    }
+
+    /// F77: an issued `manager-caller` connection's request, describe and reply rows all ride
+    /// `ep.v1` with the generation beside the caller triple, pinned to the one instance, plus
+    /// the per-key read of its own accepted row and nothing else on that store.
+    #[test]
+    fn f77_an_issued_manager_caller_rides_the_v1_rail_with_its_generation() {
+        let p = manager_caller(&manager_caller_binding(true)).unwrap();
+        assert_eq!(p.name, "manager-caller");
+        let c = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.alice.zyxwvutsrqponmlkjihgfedcba.0123456789abcdef0123456789abcdef";
+        let i = "cotal.prod.ep.v1.inst.manager.iiiiiiiiiiiiiiiiiiiiiiiiii";
+        let token = cotal_core::issued::AcceptedToken::for_connection(NONCE);
+        assert_eq!(
+            p.permissions.publish.allow,
+            vec![
+                format!("cotal.prod.ep.v1.one.*.describe.{c}.*"),
+                "$JS.API.DIRECT.GET.EPC_prod.cotal.prod.epc.>".to_owned(),
+                format!(
+                    "$JS.API.DIRECT.GET.KV_cotal_accepted_prod.$KV.cotal_accepted_prod.accepted.v1.{token}"
+                ),
+                format!("{i}.status.{c}.*"),
+                format!("{i}.ps.{c}.*"),
+                format!("{i}.inspect.{c}.*"),
+                format!("{i}.models.{c}.*"),
+                format!("{i}.run-start.{c}.*"),
+                format!("{i}.run-resume.{c}.*"),
+                format!("{i}.run-answer.self.{c}.*"),
+            ]
+        );
+        assert_eq!(
+            p.permissions.subscribe.allow,
+            vec![
+                INBOX.to_owned(),
+                format!("cotal.prod.ep.v1.reply.*.*.*.{c}.*")
+            ]
+        );
+        assert!(p.permissions.publish.deny.is_empty());
+    }
+
+    /// A managed row's `manager-caller` view is no issuance: it keeps the legacy rail, so a
+    /// `run-start` (which needs the binding, F81) cannot be published on the versioned one.
+    #[test]
+    fn f81_an_unissued_manager_caller_holds_no_v1_row() {
+        let p = manager_caller(&manager_caller_binding(false)).unwrap();
+        let rows = [p.permissions.publish.allow, p.permissions.subscribe.allow].concat();
+        assert!(rows
+            .iter()
+            .all(|r| !r.contains(".ep.v1.") && !r.contains("accepted")));
+        assert!(rows.contains(&format!(
+            "cotal.prod.ep.inst.manager.iiiiiiiiiiiiiiiiiiiiiiiiii.run-start.u_aaaaaaaaaaaaaaaaaaaaaaaaaa.alice.{UID}.*"
+        )));
+    }
+
     /// `provision.ts` `deployerPermissions` at the privileged tier (the user-mode view of
     /// `permissions.ts`), with `instrumentEpRows` and an untargeted `launch`.
     #[test]

@@ -1,21 +1,21 @@
 //! The JetStream shape of each per-space store (spec-fence-rules §2.1, F7, F10): the stream
 //! config the adapter creates, and the checks every bind runs against the live `STREAM.INFO`.
 //!
-//! | setting | auth | records | admission | contracts (`EPC_`) |
-//! | --- | --- | --- | --- | --- |
-//! | subjects | `$KV.<bucket>.>` only | same | same | `cotal.<space>.epc.>` only |
-//! | retention / storage | Limits / File | same | same | same |
-//! | `max_age` | 0 (none) | 0 | 0 | 0 |
-//! | `max_msgs` / `max_bytes` | unlimited | unlimited | unlimited | unlimited |
-//! | per-subject history | [`AUTH_HISTORY`] (not verified) | 1 | 1 | 1 |
-//! | discard | new (KV) | new (KV) | new, per subject | new, per subject |
-//! | `allow_direct` | **false** (F7) | true | false | true |
-//! | `allow_rollup_hdrs` | false | false | false | false |
-//! | `deny_delete` | true | true | true | true |
-//! | `deny_purge` | true (not verified) | true (not verified) | true | true |
-//! | per-message TTL | off (not verified) | off | off | off |
-//! | mirror / sources / transform | none | none | none | none |
-//! | replicas | as configured | as configured | as configured | as configured |
+//! | setting | auth | records | admission | contracts (`EPC_`) | issued | accepted |
+//! | --- | --- | --- | --- | --- | --- | --- |
+//! | subjects | `$KV.<bucket>.>` only | same | same | `cotal.<space>.epc.>` only | `$KV.<bucket>.>` only | same |
+//! | retention / storage | Limits / File | same | same | same | same | same |
+//! | `max_age` | 0 (none) | 0 | 0 | 0 | 0 | 0 |
+//! | `max_msgs` / `max_bytes` | unlimited | unlimited | unlimited | unlimited | unlimited | unlimited |
+//! | per-subject history | [`AUTH_HISTORY`] (not verified) | 1 | 1 | 1 | unlimited (-1) | 1 |
+//! | discard | new (KV) | new (KV) | new, per subject | new, per subject | new (KV) | new, per subject |
+//! | `allow_direct` | **false** (F7) | true | false | true | **false** | true |
+//! | `allow_rollup_hdrs` | false | false | false | false | false | false |
+//! | `deny_delete` | true | true | true | true | true | true |
+//! | `deny_purge` | true (not verified) | true (not verified) | true | true | true | true |
+//! | per-message TTL | off (not verified) | off | off | off | off | off |
+//! | mirror / sources / transform | none | none | none | none | none | none |
+//! | replicas | as configured | as configured | as configured | as configured | as configured | as configured |
 //!
 //! Why each verified setting matters:
 //! * **subjects, transform**: the adapter addresses keys as exact subjects of one stream; a second
@@ -31,6 +31,13 @@
 //! * **history 1 + discard-new-per-subject** on admission and contracts: one message per subject,
 //!   the broker refuses a second one (10077), so a shadow append can never displace a row.
 //! * **records history 1**: stated by §2.1 (SPEC §13.6).
+//! * **issued: unlimited history, no purge** (SPEC §13.15): the attempt row advances by CAS, so
+//!   a one-message cap is not an option; instead nothing on a key is ever removed and every
+//!   immutable row is read as the *first* message on its key, so a later write there is inert.
+//!   No Direct Get: every read is a leader-served fence.
+//! * **accepted: history 1 + discard-new-per-subject, Direct Get on**: a row is written once at
+//!   release and never advanced; a client reads exactly its own row through a per-key
+//!   `DIRECT.GET` grant, which only a Direct Get subject can express.
 //! * **primary, not sealed, sync persistence**: a mirror or a sourced copy is not the
 //!   authoritative primary (F8); a sealed stream refuses every write; ADR-56 async persistence
 //!   acknowledges before the write is durable (never for fences).
@@ -49,8 +56,8 @@ use async_nats::jetstream::stream::{
 };
 use cotal_core::kv::Store;
 use cotal_core::names::{
-    admission_bucket, auth_bucket, contract_stream, kv_stream, records_bucket, space_prefix,
-    SpaceName,
+    accepted_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket, kv_stream,
+    records_bucket, space_prefix, SpaceName,
 };
 use cotal_core::EpError;
 use serde_json::json;
@@ -114,6 +121,8 @@ impl StoreLayout {
             Store::Auth => kv(auth_bucket(space)),
             Store::Records => kv(records_bucket(space)),
             Store::Admission => kv(admission_bucket(space)),
+            Store::Issued => kv(issued_bucket(space)),
+            Store::Accepted => kv(accepted_bucket(space)),
             Store::Contracts => StoreLayout {
                 store,
                 name: contract_stream(space),
@@ -169,11 +178,19 @@ fn profile(store: Store) -> Profile {
             verify_deny_purge: true,
             verify_no_ttl: true,
         },
-        Store::Contracts => Profile {
+        Store::Contracts | Store::Accepted => Profile {
             history: 1,
             verify_history: true,
             allow_direct: true,
             discard_new_per_subject: true,
+            verify_deny_purge: true,
+            verify_no_ttl: true,
+        },
+        Store::Issued => Profile {
+            history: -1,
+            verify_history: true,
+            allow_direct: false,
+            discard_new_per_subject: false,
             verify_deny_purge: true,
             verify_no_ttl: true,
         },

@@ -5,9 +5,10 @@
 //!
 //! | operation | round trips |
 //! | --- | --- |
-//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (4 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
+//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (6 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
 //! | [`Space::verify_shapes`] | 1 `STREAM.INFO` per bound store |
 //! | `Get` | 1 `STREAM.MSG.GET` (`last_by_subj`, leader-served) |
+//! | `GetFirst` | 1 `STREAM.MSG.GET` (`next_by_subj` from sequence 1, leader-served) |
 //! | `CreateStrict`, `Update`, `Delete` | 1 publish + ack |
 //! | `Create` | 1 on an empty subject; over an existing message +1 leader read, and over a DEL/PURGE marker +1 pinned publish (3) |
 //! | `Keys` | 1 `STREAM.INFO` with `subjects_filter` per page of subjects |
@@ -85,7 +86,7 @@ pub enum SendPhase {
 /// crash the server at exactly these points; production drivers install none.
 pub type SendHook = Box<dyn FnMut(SendPhase, &KvRequest) -> BoxFuture<'static, ()> + Send>;
 
-/// Which of a space's four stores a [`Space`] binds. A restricted connection binds only the
+/// Which of a space's six stores a [`Space`] binds. A restricted connection binds only the
 /// stores its grant covers: binding proves each store's shape with `STREAM.INFO` (F10), which
 /// a grant without that row cannot do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -94,15 +95,19 @@ pub struct StoreSet {
     records: bool,
     admission: bool,
     contracts: bool,
+    issued: bool,
+    accepted: bool,
 }
 
 impl StoreSet {
-    /// All four stores: the unrestricted plane and the mint writer's boot ensure.
+    /// All six stores: the unrestricted plane and the mint writer's boot ensure.
     pub const ALL: StoreSet = StoreSet {
         auth: true,
         records: true,
         admission: true,
         contracts: true,
+        issued: true,
+        accepted: true,
     };
 
     /// Exactly `stores` (repeats are harmless).
@@ -113,6 +118,8 @@ impl StoreSet {
             records: has(Store::Records),
             admission: has(Store::Admission),
             contracts: has(Store::Contracts),
+            issued: has(Store::Issued),
+            accepted: has(Store::Accepted),
         }
     }
 
@@ -122,6 +129,8 @@ impl StoreSet {
             Store::Records => self.records,
             Store::Admission => self.admission,
             Store::Contracts => self.contracts,
+            Store::Issued => self.issued,
+            Store::Accepted => self.accepted,
         }
     }
 }
@@ -196,6 +205,8 @@ pub struct Space {
     records: Bound,
     admission: Bound,
     contracts: Bound,
+    issued: Bound,
+    accepted: Bound,
     round_trips: AtomicU64,
     /// Wakes host-fence waiters on this space's own gate writes ([`crate::host`]); shared by
     /// the successive bindings of one [`AuthorityClient`](crate::authority::AuthorityClient).
@@ -321,6 +332,8 @@ impl Space {
         let records = bind(Store::Records).await?;
         let admission = bind(Store::Admission).await?;
         let contracts = bind(Store::Contracts).await?;
+        let issued = bind(Store::Issued).await?;
+        let accepted = bind(Store::Accepted).await?;
         Ok(Space {
             client,
             js,
@@ -330,6 +343,8 @@ impl Space {
             records,
             admission,
             contracts,
+            issued,
+            accepted,
             round_trips,
             gate_writes,
         })
@@ -408,8 +423,15 @@ impl Space {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn all(&self) -> [&Bound; 4] {
-        [&self.auth, &self.records, &self.admission, &self.contracts]
+    fn all(&self) -> [&Bound; 6] {
+        [
+            &self.auth,
+            &self.records,
+            &self.admission,
+            &self.contracts,
+            &self.issued,
+            &self.accepted,
+        ]
     }
 
     fn bound(&self, store: Store) -> &Bound {
@@ -418,6 +440,8 @@ impl Space {
             Store::Records => &self.records,
             Store::Admission => &self.admission,
             Store::Contracts => &self.contracts,
+            Store::Issued => &self.issued,
+            Store::Accepted => &self.accepted,
         }
     }
 
@@ -464,6 +488,10 @@ impl Space {
         }
         match request {
             KvRequest::Get { key, .. } => match self.get(bound, key).await {
+                Ok(entry) => KvOutcome::Entry(entry),
+                Err(why) => KvOutcome::Unavailable(why),
+            },
+            KvRequest::GetFirst { key, .. } => match self.first_from(bound, key, 1).await {
                 Ok(entry) => KvOutcome::Entry(entry),
                 Err(why) => KvOutcome::Unavailable(why),
             },

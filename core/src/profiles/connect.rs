@@ -48,8 +48,9 @@ use super::{
 };
 use crate::actors::row::{check_channel, is_role};
 use crate::error::EpError;
+use crate::issued::{AcceptedToken, IssuedGeneration};
 use crate::jwt::{Permission, Permissions, UnixSeconds};
-use crate::names::{LifecycleUid, Principal, SpaceName};
+use crate::names::{InstanceId, LifecycleUid, Principal, SpaceName};
 
 // ---- Profile names (the JWT `name` label of the profile) -----------------------------------
 
@@ -59,13 +60,14 @@ pub const PURGER: &str = "purger";
 pub const CHANNEL_PURGER: &str = "channel-purger";
 pub const CHANNEL_WRITER: &str = "channel-writer";
 pub const DEPLOYER: &str = "deployer";
+pub const MANAGER_CALLER: &str = "manager-caller";
 
 /// The view that is never a connect profile (reference §10.1: "it can never be a connect
 /// profile"): the manager-service authority is issued over its own door, with its proofs.
 const MANAGER_SERVICE: &str = "manager-service";
 /// Views the reference defines whose issuance re-checks an authority at mint (a manager
 /// instance, a redeemed session, a transfer); their credentials are not built here.
-const ISSUED_VIEWS: [&str; 3] = ["manager-caller", "session-caller", "transfer-writer"];
+const ISSUED_VIEWS: [&str; 3] = [MANAGER_CALLER, "session-caller", "transfer-writer"];
 
 /// The read ACL an agent row with an empty `allowSubscribe` is minted (reference `agent` arm:
 /// "Defaults to `[\"general\"]`").
@@ -649,6 +651,90 @@ pub fn deployer(b: &DeployerBinding) -> Result<Profile, EpError> {
     let mut subscribe = vec![inbox(&v.conn_nonce)];
     subscribe.extend(ep_subscribe);
     assemble_view(DEPLOYER, v, publish, subscribe)
+}
+
+// ---- manager-caller -------------------------------------------------------------------------
+
+/// What a `manager-caller` connection may ask its one manager instance: the privileged
+/// instrument's reads and the run verbs a signed-in user drives (`run-answer` rides the `self`
+/// target, as `cotal run answer` sends it). No creating, terminal or cross-owner command: the
+/// view calls an instance the exchange and the callout both found to be the caller's own.
+const MANAGER_CALLER_COMMANDS: [(&str, Target); 7] = [
+    ("status", Target::None),
+    ("ps", Target::None),
+    ("inspect", Target::None),
+    ("models", Target::None),
+    ("run-start", Target::None),
+    ("run-resume", Target::None),
+    ("run-answer", Target::SelfMode),
+];
+
+/// The issuance a `manager-caller` connection carries (SPEC §13.15): the issuer's generation and
+/// the token of the connection's accepted row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallerIssuance {
+    pub generation: IssuedGeneration,
+    pub accepted: AcceptedToken,
+}
+
+/// What the `manager-caller` view binds: the bearer's holder and lifecycle, the manager instance
+/// its `act.managerInstanceId` names, and — for an interactive row — the issuance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerCallerBinding {
+    pub view: ViewBinding,
+    pub lifecycle_uid: LifecycleUid,
+    pub instance: InstanceId,
+    /// `None` keeps the legacy rail (a managed row's view).
+    pub issued: Option<CallerIssuance>,
+}
+
+/// `manager-caller` (view `manager-caller`, no required scope): a signed-in user's calls to the
+/// one remote manager instance its bearer names, on the `ep.v1` rail with the issued generation
+/// pinned beside the caller triple when the connection is an issuance.
+///
+/// `c` = the caller triple, `c'` = `c.<generation>` when issued, else `c`; `ep'` = `ep.v1` when
+/// issued, else `ep`.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `P.ep'.one.*.describe.c'.*`, `$JS.API.DIRECT.GET.EPC_s.P.epc.>` | resolve and fetch the contract, on the same rail as every request |
+/// | 2 | pub | when issued: `$JS.API.DIRECT.GET.KV_cotal_accepted_s.$KV.cotal_accepted_s.accepted.v1.<token>` | the client learns its generation from the issuer's row, nothing else on that store |
+/// | 3 | pub | `P.ep'.inst.manager.<iid>.{status,ps,inspect,models,run-start,run-resume}.c'.*`, `P.ep'.inst.manager.<iid>.run-answer.self.c'.*` | the instrument reads and the run verbs, pinned to the instance |
+/// | 4 | sub | `inbox`, `P.ep'.reply.*.*.*.c'.*` | replies |
+///
+/// Keeps F77: the request-publish and reply-subscribe rows carry the generation, so the
+/// credential publishes under exactly the generation its evidence names, and a legacy
+/// credential cannot publish on the versioned rail at all. The reference's own row set for this
+/// view is not in the notes; this is its nearest real form (the instrument reads plus the run
+/// verbs `cotal run` sends), and it holds no `$JS` write, no `$KV` row and no other instance.
+pub fn manager_caller(b: &ManagerCallerBinding) -> Result<Profile, EpError> {
+    let v = &b.view;
+    let sp = Space::new(&v.space);
+    let c = caller(&v.principal, &b.lifecycle_uid);
+    let (rail, c) = match &b.issued {
+        Some(i) => ("ep.v1", format!("{c}.{}", i.generation)),
+        None => ("ep", c.to_string()),
+    };
+    let p = &sp.p;
+    let mut publish = vec![format!("{p}.{rail}.one.*.{DESCRIBE}.{c}.*"), sp.epc_fetch()];
+    if let Some(i) = &b.issued {
+        publish.push(i.accepted.read_grant(&v.space));
+    }
+    for (command, target) in MANAGER_CALLER_COMMANDS {
+        let authz = match target {
+            Target::SelfMode => ".self",
+            _ => "",
+        };
+        publish.push(format!(
+            "{p}.{rail}.inst.{MANAGER_ENDPOINT}.{}.{command}{authz}.{c}.*",
+            b.instance
+        ));
+    }
+    let subscribe = vec![
+        inbox(&v.conn_nonce),
+        format!("{p}.{rail}.reply.*.*.*.{c}.*"),
+    ];
+    assemble_view(MANAGER_CALLER, v, publish, subscribe)
 }
 
 // ---- the view dispatch ----------------------------------------------------------------------

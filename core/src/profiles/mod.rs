@@ -38,9 +38,10 @@ use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity}
 use crate::names::str_newtype;
 mod connect;
 pub use connect::{
-    admin, agent, channel_purger, channel_writer, deployer, purger, view_profile, AgentBinding,
-    ConnectTtl, ConnectView, ConnectViewBinding, DeployerBinding, ViewBinding, ADMIN, AGENT,
-    CHANNEL_PURGER, CHANNEL_WRITER, CONNECT_TTL_MAX_SECS, DEPLOYER, PURGER,
+    admin, agent, channel_purger, channel_writer, deployer, manager_caller, purger, view_profile,
+    AgentBinding, CallerIssuance, ConnectTtl, ConnectView, ConnectViewBinding, DeployerBinding,
+    ManagerCallerBinding, ViewBinding, ADMIN, AGENT, CHANNEL_PURGER, CHANNEL_WRITER,
+    CONNECT_TTL_MAX_SECS, DEPLOYER, MANAGER_CALLER, PURGER,
 };
 
 use crate::names::{

@@ -656,6 +656,8 @@ impl Start<'_> {
             Store::Records,
             Store::Admission,
             Store::Contracts,
+            Store::Issued,
+            Store::Accepted,
         ];
         let mint = {
             let space = space.clone();
@@ -691,7 +693,17 @@ impl Start<'_> {
             self.open(
                 PlaneConnection::RemoteManagerIssuer,
                 move |conn| plane_grants::remote_manager_issuer(&space, conn),
-                self.options(&[Store::Auth, Store::Records, Store::Contracts], false),
+                self.options(
+                    &[
+                        Store::Auth,
+                        Store::Records,
+                        Store::Contracts,
+                        Store::Issued,
+                        Store::Accepted,
+                        Store::Admission,
+                    ],
+                    false,
+                ),
             )
             .await?
         };
