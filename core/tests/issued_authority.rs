@@ -578,3 +578,104 @@ fn the_native_ceiling_reads_an_empty_allow_as_unrestricted_and_refuses_what_it_c
     };
     assert!(SubjectPermissions::from_native(&resp).is_err());
 }
+
+mod manager_caller {
+    use super::*;
+    use cotal_core::issued::IssueManagerCaller;
+    use cotal_core::jwt::UnixSeconds;
+    use cotal_core::names::InstanceId;
+    use cotal_core::profiles::{ConnId, ConnectTtl, ManagerCallerBinding, ViewBinding};
+
+    const NONCE: &str = "nonce-abcdefghijklmnopqrstu";
+    const IID: &str = "iiiiiiiiiiiiiiiiiiiiiiiiii";
+
+    fn binding(actor: &str, instance: &str) -> ManagerCallerBinding {
+        ManagerCallerBinding {
+            view: ViewBinding {
+                space: space(),
+                principal: Principal::new(owner(), ActorToken::parse(actor).unwrap()),
+                conn_nonce: ConnId::parse(NONCE).unwrap(),
+                ttl: ConnectTtl::until(UnixSeconds(NOW), UnixSeconds(NOW + 900)).unwrap(),
+            },
+            lifecycle_uid: uid(UID),
+            instance: InstanceId::parse(instance).unwrap(),
+            issued: None,
+        }
+    }
+
+    fn connect(actor: &str, instance: &str, generation: &str) -> IssueManagerCaller {
+        IssueManagerCaller {
+            binding: binding(actor, instance),
+            fresh_generation: IssuedGeneration::parse(generation).unwrap(),
+        }
+    }
+
+    /// The callout's first connect under a nonce issues: the signed set is the evidence's
+    /// ceiling, the caller's ledger row its one source, and the accepted row names it.
+    #[test]
+    fn f78_a_first_connect_issues_the_signed_set_against_the_actor_ledger_row() {
+        let mut w = world();
+        let profile = run(&mut w, connect("cli", IID, GEN)).unwrap();
+        let resolved = run(&mut w, resolve(GEN)).unwrap();
+        assert_eq!(
+            resolved.permissions,
+            SubjectPermissions::from_native(&profile.permissions).unwrap()
+        );
+        let start = format!(
+            "cotal.s1.ep.v1.inst.manager.{IID}.run-start.{OWNER}.cli.{UID}.{GEN}.n0nce0123456789abcdefgh"
+        );
+        assert!(resolved.permissions.publish.permits(&start));
+        let legacy = format!(
+            "cotal.s1.ep.inst.manager.{IID}.run-start.{OWNER}.cli.{UID}.n0nce0123456789abcdefgh"
+        );
+        assert!(
+            !resolved.permissions.publish.permits(&legacy),
+            "F81: no legacy run-start"
+        );
+        assert_eq!(
+            run(
+                &mut w,
+                ReadAccepted {
+                    token: AcceptedToken::for_connection(NONCE)
+                }
+            )
+            .unwrap(),
+            Some(reference(GEN))
+        );
+    }
+
+    /// F80: a reconnect under the same nonce renews the recorded generation (the fresh one is
+    /// unused) and writes nothing; a changed ceiling refuses and never re-issues in place.
+    #[test]
+    fn f80_a_reconnect_renews_the_same_generation_only_for_the_same_ceiling() {
+        let mut w = world();
+        let first = run(&mut w, connect("cli", IID, GEN)).unwrap();
+        let before = w.kv.last_sequence(Store::Issued);
+        let again = run(&mut w, connect("cli", IID, GEN2)).unwrap();
+        assert_eq!(
+            first.permissions, again.permissions,
+            "the recorded generation"
+        );
+        assert_eq!(
+            w.kv.last_sequence(Store::Issued),
+            before,
+            "a renewal writes nothing"
+        );
+        refusal(
+            run(&mut w, connect("cli", "jjjjjjjjjjjjjjjjjjjjjjjjjj", GEN2)),
+            ErrorCode::FailedPrecondition,
+            "different ceiling",
+        );
+    }
+
+    #[test]
+    fn an_accepted_row_naming_another_caller_refuses_the_connect() {
+        let mut w = world();
+        run(&mut w, connect("cli", IID, GEN)).unwrap();
+        refusal(
+            run(&mut w, connect("other", IID, GEN2)),
+            ErrorCode::PermissionDenied,
+            "reconnect under a new nonce",
+        );
+    }
+}

@@ -7,10 +7,12 @@
 //! issuance only after [`ResolveIssued`]: evidence present, attempt `active`, unexpired, every
 //! source live, and the attempt unmoved across the check.
 
+mod caller;
 mod ceiling;
 mod rows;
 mod store;
 
+pub use caller::IssueManagerCaller;
 pub(crate) use ceiling::{closed, text, ShapeError};
 pub use ceiling::{
     subject_matches, IssuedEvidence, IssuedGeneration, IssuedRef, SubjectAllow, SubjectPermission,
