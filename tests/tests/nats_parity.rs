@@ -77,6 +77,12 @@ fn delete(store: Store, key: &str, expected: u64) -> Step {
         expected: Revision(expected),
     })
 }
+fn first(store: Store, key: &str) -> Step {
+    Step::Req(KvRequest::GetFirst {
+        store,
+        key: key.into(),
+    })
+}
 fn keys(store: Store, prefix: &str) -> Step {
     Step::Req(KvRequest::Keys {
         store,
@@ -84,13 +90,14 @@ fn keys(store: Store, prefix: &str) -> Step {
     })
 }
 
-use Store::{Admission, Auth, Contracts, Records};
+use Store::{Accepted, Admission, Auth, Contracts, Issued, Records};
 
 /// Messages per subject each real store keeps (the model of each store is built with it).
 fn history_of(store: Store) -> usize {
     match store {
         Auth => AUTH_HISTORY as usize,
-        Records | Admission | Contracts => 1,
+        Records | Admission | Contracts | Accepted => 1,
+        Issued => usize::MAX,
     }
 }
 
@@ -231,6 +238,23 @@ fn scenarios() -> Vec<(&'static str, Vec<Step>)> {
                 keys(Admission, "admission.v1."),
             ],
         ),
+        (
+            "issued_keeps_every_message_and_accepted_is_write_once",
+            vec![
+                first(Issued, "v1.o.a.u.g"),
+                strict(Issued, "v1.o.a.u.g", "{\"e\":1}"),
+                strict(Issued, "attempt.v1.o.a.u.g", "{\"s\":\"prepared\"}"),
+                update(Issued, "attempt.v1.o.a.u.g", "{\"s\":\"active\"}", 2),
+                update(Issued, "attempt.v1.o.a.u.g", "{\"s\":\"revoked\"}", 3),
+                first(Issued, "attempt.v1.o.a.u.g"),
+                get(Issued, "attempt.v1.o.a.u.g"),
+                first(Issued, "v1.o.a.u.g"),
+                strict(Accepted, "accepted.v1.t", "{\"r\":1}"),
+                strict(Accepted, "accepted.v1.t", "{\"r\":2}"),
+                create(Accepted, "accepted.v1.t", "{\"r\":2}"),
+                first(Accepted, "accepted.v1.t"),
+            ],
+        ),
     ]
 }
 
@@ -240,7 +264,7 @@ struct Models(BTreeMap<Store, KvModel>);
 impl Models {
     fn new() -> Models {
         Models(
-            [Auth, Records, Admission, Contracts]
+            [Auth, Records, Admission, Contracts, Issued, Accepted]
                 .into_iter()
                 .map(|s| (s, KvModel::with_history(history_of(s))))
                 .collect(),
@@ -410,6 +434,16 @@ fn the_scenarios_pin_the_documented_semantics() {
         listed[7],
         KvOutcome::Keys(vec!["p.a".into(), "p.ab".into()])
     );
+    let issued = run("issued_keeps_every_message_and_accepted_is_write_once");
+    assert_eq!(issued[0], KvOutcome::Entry(None));
+    let first_attempt = |o: &KvOutcome| match o {
+        KvOutcome::Entry(Some(e)) => e.value.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(first_attempt(&issued[5]), b"{\"s\":\"prepared\"}".to_vec());
+    assert_eq!(first_attempt(&issued[6]), b"{\"s\":\"revoked\"}".to_vec());
+    assert_eq!(issued[9], KvOutcome::CasLost, "write-once");
+    assert_eq!(issued[10], KvOutcome::CasLost, "write-once");
 }
 
 // ---- the adapter's own contract --------------------------------------------------------------
@@ -419,18 +453,18 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
     let server = NatsServer::start(ServerOptions::default()).unwrap();
     let rt = runtime();
     rt.block_on(async {
-        // A fresh space: 4 STREAM.INFO + 4 STREAM.CREATE; a second bind reuses: 4 STREAM.INFO.
+        // A fresh space: 6 STREAM.INFO + 6 STREAM.CREATE; a second bind reuses: 6 STREAM.INFO.
         let name = fresh_space("shape");
         let space = Space::connect(&server.url(), name.clone(), options())
             .await
             .unwrap();
-        assert_eq!(space.round_trips(), 8);
+        assert_eq!(space.round_trips(), 12);
         let again = Space::connect(&server.url(), name.clone(), options())
             .await
             .unwrap();
-        assert_eq!(again.round_trips(), 4);
+        assert_eq!(again.round_trips(), 6);
         again.verify_shapes().await.unwrap();
-        assert_eq!(again.round_trips(), 8);
+        assert_eq!(again.round_trips(), 12);
 
         let client = async_nats::connect(server.url()).await.unwrap();
         let js = jetstream::new(client);
@@ -449,7 +483,7 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
 
         // One wrong setting per store, each refused by name; an R1 space bound as R3 too.
         type Tweak = fn(&mut jetstream::stream::Config);
-        let cases: [(Store, &str, Tweak); 7] = [
+        let cases: [(Store, &str, Tweak); 10] = [
             (Auth, "allow_direct", |c| c.allow_direct = true),
             (Auth, "max_age", |c| c.max_age = Duration::from_secs(3600)),
             (Auth, "max_bytes", |c| c.max_bytes = 1 << 20),
@@ -465,6 +499,15 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
                 c.deny_purge = false;
             }),
             (Contracts, "deny_purge", |c| c.deny_purge = false),
+            // The issued store keeps every message: a capped history would drop the first
+            // message immutable rows are read as.
+            (Issued, "max_msgs_per_subject", |c| {
+                c.max_messages_per_subject = 8
+            }),
+            (Issued, "allow_direct", |c| c.allow_direct = true),
+            (Accepted, "discard_new_per_subject", |c| {
+                c.discard_new_per_subject = false
+            }),
         ];
         for (store, setting, tweak) in cases {
             let bad = fresh_space("bad");
@@ -548,8 +591,9 @@ fn each_request_costs_its_documented_round_trips() {
         expect(strict(Auth, "k", "5"), 1).await;
         expect(keys(Auth, ""), 1).await;
         expect(get(Auth, "absent"), 1).await;
-        // No hidden rebinds: the bind's 8 plus exactly the requests' own.
-        assert_eq!(space.round_trips(), 8 + 13);
+        expect(first(Auth, "k"), 1).await;
+        // No hidden rebinds: the bind's 12 plus exactly the requests' own.
+        assert_eq!(space.round_trips(), 12 + 14);
     });
 }
 

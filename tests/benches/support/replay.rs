@@ -136,6 +136,13 @@ impl Raw {
                     _ => false,
                 }
             }
+            KvRequest::GetFirst { store, key } => {
+                let seq = self.first(*store, key).await?;
+                match recorded {
+                    KvOutcome::Entry(entry) => seq == entry.as_ref().map(|e| e.revision.0),
+                    _ => false,
+                }
+            }
             KvRequest::Keys { store, prefix } => {
                 let listed = self.keys(*store, prefix).await?;
                 matches!(recorded, KvOutcome::Keys(keys) if keys.len() == listed)
@@ -184,6 +191,22 @@ impl Raw {
             Ok(m) => Ok(Some((m.sequence, m.headers.get("KV-Operation").is_none()))),
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(format!("the raw read of {subject} failed: {e}")),
+        }
+    }
+
+    /// The sequence of the first message on `key`'s subject, if any.
+    async fn first(&mut self, store: Store, key: &str) -> Result<Option<u64>, String> {
+        let bound = Self::bound(&self.stores, store)?;
+        let subject = format!("{}{key}", bound.subject_prefix);
+        self.round_trips += 1;
+        match bound
+            .stream
+            .get_first_raw_message_by_subject(&subject, 1)
+            .await
+        {
+            Ok(m) => Ok(Some(m.sequence)),
+            Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
+            Err(e) => Err(format!("the raw first read of {subject} failed: {e}")),
         }
     }
 

@@ -1997,6 +1997,7 @@ fn brief_request(r: &KvRequest) -> String {
     let short = |key: &str| -> String { key.chars().take(72).collect() };
     match r {
         KvRequest::Get { store, key } => format!("get {store:?} {}", short(key)),
+        KvRequest::GetFirst { store, key } => format!("get-first {store:?} {}", short(key)),
         KvRequest::Create { store, key, value } => {
             format!("create {store:?} {}{}", short(key), brief_value(key, value))
         }
