@@ -127,6 +127,21 @@ pub struct AdmissionOutcome {
     pub created: bool,
 }
 
+impl AdmissionOutcome {
+    /// The route's answer to `request`: `{v:1, kind:"manager-run-admission", requestId, runId,
+    /// revision, admission}`.
+    pub fn to_result(&self, request: &RunAdmissionRequest) -> serde_json::Value {
+        serde_json::json!({
+            "v": 1,
+            "kind": "manager-run-admission",
+            "requestId": request.registered.envelope.request_id.as_str(),
+            "runId": request.run_id.as_str(),
+            "revision": self.revision.0,
+            "admission": self.admission.to_value(),
+        })
+    }
+}
+
 /// Phase two of §5.3, after the adapter consumed the observation and resolved the evidence:
 /// 1. the host observed a caller publish this exact run-start and it was not consumed yet
 ///    (`observed`), else `permission-denied` "…did not observe this run-start request…";
