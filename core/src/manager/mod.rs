@@ -5,7 +5,9 @@
 //! - [`proof`]: the deterministic registration proof and the host-secret HMAC
 //!   current-registration proof;
 //! - [`host`]: the host's facts and the authenticated holder;
-//! - [`door`]: the one registered-manager check every operation calls.
+//! - [`door`]: the one registered-manager check every operation calls;
+//! - [`select`]: which manager instance a `manager-caller` bearer addresses, chosen at the
+//!   exchange and re-checked at the callout.
 //!
 //! **Byte compatibility.** Both proofs hash a `JSON.stringify` text whose key order is fixed by the
 //! reference, so a proof minted by a TypeScript host verifies here and vice versa. The identities
@@ -17,6 +19,7 @@ pub mod envelope;
 pub mod host;
 pub mod proof;
 pub mod request;
+pub mod select;
 pub mod tokens;
 
 pub use door::{check_registered, Door, DoorWording, GateRule, Knock, Presented};
@@ -30,6 +33,10 @@ pub use proof::{
 pub use request::{
     managed_retirement_op_id, ManagerAuthorityRequest, ManagerCall, ManagerOperation, RenewalFence,
     Retirement, RetirementTarget, RunFence, SessionGrant,
+};
+pub use select::{
+    AuthorizeManagerCaller, ManagerCallerVerdict, SelectManagerInstance, Verdict,
+    MANAGER_GATE_PREFIX,
 };
 pub use tokens::{AccountKey, RegistrationProof, RequestId, UserKey};
 
