@@ -13,17 +13,19 @@ use cotal_core::jwt::UnixSeconds;
 use cotal_core::lifecycle::AuthorizeConnectCredential;
 use cotal_core::machine::Replay;
 use cotal_core::names::{Principal, SpaceName};
+use cotal_core::actors::RowSpace;
 use cotal_core::profiles::{
     agent, view_profile, AgentBinding, ConnId, ConnectTtl, ConnectView, ConnectViewBinding,
-    ViewBinding,
+    ManagerCallerBinding, ViewBinding,
 };
 use cotal_io_fs::FileActors;
-use cotal_io_http::bearer::BearerIssuer;
+use cotal_io_http::bearer::{BearerIssuer, BearerView};
 use cotal_io_nats::callout::{Authorize, AuthorizeFuture};
 use cotal_io_nats::NatsWorld;
 use tokio::sync::watch;
 
 use super::connections::PlaneLink;
+use super::manager_caller::ManagerCallers;
 use super::metrics::PlaneMetrics;
 use super::Readiness;
 use crate::audit;
@@ -36,6 +38,7 @@ pub(super) struct ConnectAuthorizer {
     pub(super) space: SpaceName,
     pub(super) bearers: BearerIssuer,
     pub(super) ledger: FileActors,
+    pub(super) callers: ManagerCallers,
     pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
     pub(super) metrics: Arc<PlaneMetrics>,
@@ -83,7 +86,28 @@ impl ConnectAuthorizer {
             ))
         })?;
         let ttl = ConnectTtl::until(UnixSeconds(now), bearer.expires_at)?;
+        let view_binding = ViewBinding {
+            space: self.space.clone(),
+            principal: principal.clone(),
+            conn_nonce,
+            ttl,
+        };
         let profile = match act.view {
+            Some(BearerView::ManagerCaller) => {
+                let instance = act.manager_instance_id.clone().ok_or_else(|| {
+                    EpError::permission_denied("a manager-caller bearer names no manager instance")
+                })?;
+                self.callers.authorize(&act.owner, &instance).await?;
+                let binding = ManagerCallerBinding {
+                    view: view_binding,
+                    lifecycle_uid: uid,
+                    instance,
+                    issued: None,
+                };
+                self.callers
+                    .profile(binding, held.space == RowSpace::Interactive)
+                    .await?
+            }
             None => agent(&AgentBinding {
                 space: self.space.clone(),
                 principal: principal.clone(),
@@ -92,18 +116,13 @@ impl ConnectAuthorizer {
                 allow_publish: held.row.allow_publish.clone(),
                 role: held.row.role.clone(),
                 scope,
-                conn_nonce,
+                conn_nonce: view_binding.conn_nonce,
                 ttl,
             })?,
             Some(view) => view_profile(
                 ConnectView::parse(view.as_str())?,
                 &ConnectViewBinding {
-                    view: ViewBinding {
-                        space: self.space.clone(),
-                        principal: principal.clone(),
-                        conn_nonce,
-                        ttl,
-                    },
+                    view: view_binding,
                     lifecycle_uid: uid,
                     scope,
                 },

@@ -10,7 +10,7 @@ use cotal_core::actors::authorize::{authorize_agent_exchange, authorize_human_gr
 use cotal_core::actors::ActorRow;
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::jwt::UnixSeconds;
-use cotal_core::names::{ActorToken, LifecycleUid, Principal, SpaceName};
+use cotal_core::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::{BearerAct, BearerIssuer, BearerView};
@@ -19,6 +19,7 @@ use cotal_io_http::face::{Answer, Door, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
 use serde_json::json;
 
+use super::manager_caller::ManagerCallers;
 use super::metrics::PlaneMetrics;
 use super::roots::MintRoots;
 use crate::audit;
@@ -31,6 +32,7 @@ pub(super) struct Exchange {
     ledger: FileActors,
     bearers: BearerIssuer,
     roots: MintRoots,
+    callers: ManagerCallers,
     metrics: Arc<PlaneMetrics>,
 }
 
@@ -51,6 +53,7 @@ impl Exchange {
         ledger: FileActors,
         bearers: BearerIssuer,
         roots: MintRoots,
+        callers: ManagerCallers,
         metrics: Arc<PlaneMetrics>,
     ) -> Exchange {
         Exchange {
@@ -60,6 +63,7 @@ impl Exchange {
             ledger,
             bearers,
             roots,
+            callers,
             metrics,
         }
     }
@@ -111,6 +115,7 @@ impl Exchange {
             actor,
             ttl_secs,
             view,
+            manager_instance_id,
             ..
         } = request
         else {
@@ -132,6 +137,15 @@ impl Exchange {
             .material
             .owner_for_idp_subject(&identity.subject)
             .map_err(Refusal::anonymous)?;
+        // The reference selects the manager instance right after deriving the owner.
+        let instance = match view {
+            Some(BearerView::ManagerCaller) => Some(
+                self.select(owner.owner(), manager_instance_id.as_deref())
+                    .await
+                    .map_err(Refusal::anonymous)?,
+            ),
+            _ => None,
+        };
         let actor = ActorToken::parse(&actor)
             .map_err(|e| Refusal::anonymous(EpError::permission_denied(e.message)))?;
         let principal = Principal::new(owner.owner().clone(), actor.clone());
@@ -155,6 +169,7 @@ impl Exchange {
         act.scope = Some(grant.row.scope.clone());
         act.parent = grant.row.parent.clone();
         act.view = view;
+        act.manager_instance_id = instance;
         self.mint(
             principal,
             &grant.row,
@@ -175,7 +190,7 @@ impl Exchange {
             secret,
             ttl_secs,
             manager_caller,
-            ..
+            manager_instance_id,
         } = request
         else {
             return Err(Refusal::anonymous(EpError::internal(
@@ -193,9 +208,14 @@ impl Exchange {
                  lifecycle-bound)"
             )))
         })?;
-        if manager_caller {
-            return Err(refuse(unserved_view(BearerView::ManagerCaller)));
-        }
+        let instance = match manager_caller {
+            true => Some(
+                self.select(&row.owner, manager_instance_id.as_deref())
+                    .await
+                    .map_err(refuse)?,
+            ),
+            false => None,
+        };
         let ttl = exchange::ttl_within(ttl_secs, AGENT_BEARER_TTL_SECS).ok_or_else(|| {
             refuse(EpError::bad_request(format!(
                 "ttlSec must be at least 1 (agent bearers live at most {AGENT_BEARER_TTL_SECS} s)"
@@ -204,7 +224,24 @@ impl Exchange {
         let mut act = BearerAct::new(row.owner.clone(), row.actor.clone());
         act.scope = Some(row.scope.clone());
         act.parent = row.parent.clone();
+        if instance.is_some() {
+            act.view = Some(BearerView::ManagerCaller);
+            act.manager_instance_id = instance;
+        }
         self.mint(principal, &row, uid, act, ttl, now).await
+    }
+
+    /// §3.10 for a `manager-caller` bearer: the requested instance (its grammar checked
+    /// first), or the owner's one live remote manager.
+    async fn select(&self, owner: &OwnerToken, requested: Option<&str>) -> Result<InstanceId, EpError> {
+        let requested = requested
+            .map(|id| {
+                InstanceId::parse(id).map_err(|e| {
+                    EpError::bad_request(format!("managerInstanceId is malformed: {}", e.message))
+                })
+            })
+            .transpose()?;
+        self.callers.select(owner, requested).await
     }
 
     /// Ensures the incarnation's root credential **before** signing (the bearer names it, and the
@@ -252,9 +289,7 @@ fn served_view(name: &str) -> Result<BearerView, EpError> {
             "manager-service is never a connect profile; managers are served by POST \
              /manager-service-authority",
         )),
-        BearerView::ManagerCaller | BearerView::SessionCaller | BearerView::TransferWriter => {
-            Err(unserved_view(view))
-        }
+        BearerView::SessionCaller | BearerView::TransferWriter => Err(unserved_view(view)),
         _ => Ok(view),
     }
 }

@@ -27,6 +27,7 @@ mod connections;
 mod exchange;
 mod faces;
 mod kill_point;
+mod manager_caller;
 mod manager_route;
 mod metrics;
 mod rail;
@@ -547,6 +548,11 @@ fn doors(
             ledger.clone(),
             faces::bearer_issuer(material, &inputs.space)?,
             roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
+            manager_caller::ManagerCallers {
+                space: inputs.space.clone(),
+                connections: connections::PlaneLink::to(connections),
+                ledger: ledger.clone(),
+            },
             Arc::clone(metrics),
         ),
         manager: manager_route::ManagerRoute {
@@ -596,6 +602,11 @@ async fn serve_callout(
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
+        callers: manager_caller::ManagerCallers {
+            space: inputs.space.clone(),
+            connections: connections::PlaneLink::to(connections),
+            ledger: ledger.clone(),
+        },
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,
