@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use cotal_core::actors::authorize::authorize_connect;
+use cotal_core::actors::RowSpace;
 use cotal_core::callout::{Admit, ConnectRequest};
 use cotal_core::error::EpError;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::lifecycle::AuthorizeConnectCredential;
 use cotal_core::machine::Replay;
 use cotal_core::names::{Principal, SpaceName};
-use cotal_core::actors::RowSpace;
 use cotal_core::profiles::{
     agent, view_profile, AgentBinding, ConnId, ConnectTtl, ConnectView, ConnectViewBinding,
     ManagerCallerBinding, ViewBinding,

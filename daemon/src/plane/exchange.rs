@@ -233,7 +233,11 @@ impl Exchange {
 
     /// §3.10 for a `manager-caller` bearer: the requested instance (its grammar checked
     /// first), or the owner's one live remote manager.
-    async fn select(&self, owner: &OwnerToken, requested: Option<&str>) -> Result<InstanceId, EpError> {
+    async fn select(
+        &self,
+        owner: &OwnerToken,
+        requested: Option<&str>,
+    ) -> Result<InstanceId, EpError> {
         let requested = requested
             .map(|id| {
                 InstanceId::parse(id).map_err(|e| {

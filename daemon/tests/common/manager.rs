@@ -43,7 +43,7 @@ use cotal_core::names::{EndpointName, InstanceId, OpId, OwnerToken, SpaceName};
 use cotal_core::plane_grants;
 use cotal_core::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use cotal_core::run::{write_run_status, HostedRunStatus, RunState};
-use cotal_core::service::ServiceSpec;
+use cotal_core::service::{ServiceSpec, WriteStatus};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_nats::async_nats::{self, jetstream, Client, ConnectOptions};
 use cotal_io_nats::liveness::Oracle;
@@ -607,6 +607,28 @@ impl Flow {
             )
         });
         drive(&mut Replay::new(write), &self.admin.space().unwrap())
+            .await
+            .unwrap();
+    }
+
+    /// STAND-IN (the manager process reports its own converged status over its `epr` rail; no
+    /// manager runs here): the admin connection writes the instance's `ready` status at the
+    /// epoch and spec revision its registration committed, through the core's status fence,
+    /// which makes the instance a manager-caller candidate (reference §3.10).
+    pub async fn report_ready(&self, registered: &Registered) {
+        let status = WriteStatus {
+            gate: manager_gate(),
+            endpoint: EndpointName::parse("manager").unwrap(),
+            instance: InstanceId::parse(IID).unwrap(),
+            epoch: registered.process_epoch,
+            status: json!({
+                "epoch": registered.process_epoch.0, "state": "ready",
+                "observedSpecRevision": registered.registration_revision.0,
+            }),
+            expected_status_revision: None,
+            supervisor: false,
+        };
+        drive(&mut Replay::new(status), &self.admin.space().unwrap())
             .await
             .unwrap();
     }
