@@ -26,14 +26,14 @@ use crate::audit;
 
 /// What the exchange needs, built once per plane.
 pub(super) struct Exchange {
-    space: SpaceName,
-    material: DaemonMaterial,
-    idp: Arc<IdpKeys>,
-    ledger: FileActors,
-    bearers: BearerIssuer,
-    roots: MintRoots,
-    callers: ManagerCallers,
-    metrics: Arc<PlaneMetrics>,
+    pub(super) space: SpaceName,
+    pub(super) material: DaemonMaterial,
+    pub(super) idp: Arc<IdpKeys>,
+    pub(super) ledger: FileActors,
+    pub(super) bearers: BearerIssuer,
+    pub(super) roots: MintRoots,
+    pub(super) callers: ManagerCallers,
+    pub(super) metrics: Arc<PlaneMetrics>,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -46,28 +46,6 @@ impl std::fmt::Debug for Exchange {
 }
 
 impl Exchange {
-    pub(super) fn new(
-        space: SpaceName,
-        material: DaemonMaterial,
-        idp: Arc<IdpKeys>,
-        ledger: FileActors,
-        bearers: BearerIssuer,
-        roots: MintRoots,
-        callers: ManagerCallers,
-        metrics: Arc<PlaneMetrics>,
-    ) -> Exchange {
-        Exchange {
-            space,
-            material,
-            idp,
-            ledger,
-            bearers,
-            roots,
-            callers,
-            metrics,
-        }
-    }
-
     /// Answers one guarded `/exchange` request.
     pub(super) async fn answer(&self, request: &DoorRequest) -> Answer {
         let parsed = match exchange::parse(request.face, &request.body) {

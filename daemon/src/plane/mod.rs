@@ -541,20 +541,20 @@ fn doors(
         },
     };
     Ok(faces::PlaneDoors {
-        exchange: exchange::Exchange::new(
-            inputs.space.clone(),
-            material.clone(),
-            Arc::clone(&idp),
-            ledger.clone(),
-            faces::bearer_issuer(material, &inputs.space)?,
-            roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
-            manager_caller::ManagerCallers {
+        exchange: exchange::Exchange {
+            space: inputs.space.clone(),
+            material: material.clone(),
+            idp: Arc::clone(&idp),
+            ledger: ledger.clone(),
+            bearers: faces::bearer_issuer(material, &inputs.space)?,
+            roots: roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
+            callers: manager_caller::ManagerCallers {
                 space: inputs.space.clone(),
                 connections: connections::PlaneLink::to(connections),
                 ledger: ledger.clone(),
             },
-            Arc::clone(metrics),
-        ),
+            metrics: Arc::clone(metrics),
+        },
         manager: manager_route::ManagerRoute {
             space: inputs.space.clone(),
             material: material.clone(),
