@@ -19,6 +19,8 @@
 //! * [`liveness`] — [`liveness::Oracle`]: holder liveness from the servers' own connection
 //!   listings and verified eviction by the system account's kick, the production prober and
 //!   evictor.
+//! * [`observed`] — [`RunRequestObserver`]: the issuing host's one-shot observations of the
+//!   served run requests (SPEC §14.8), exact at each take by a round trip through the server.
 
 pub mod authority;
 pub mod callout;
@@ -26,11 +28,13 @@ pub mod driver;
 pub mod durables;
 pub mod host;
 pub mod liveness;
+pub mod observed;
 pub mod shape;
 pub mod space;
 
 pub use authority::{AuthorityClient, DataAccountSigner};
 pub use driver::{drive, Evictor, NatsWorld, PlaneProber, Prober};
+pub use observed::RunRequestObserver;
 pub use shape::{Replicas, StoreLayout};
 pub use space::{SendHook, SendPhase, Space, SpaceOptions, StoreSet};
 

@@ -28,8 +28,8 @@ pub use attempt::{
 };
 pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
 pub use observed::{
-    EnvelopeFacts, ObservedRunRequest, ObservedRunRequests, RequestBind, RunRequestOperation,
-    OBSERVED_RUN_REQUEST_WINDOW_MS,
+    served_run_request_subjects, EnvelopeFacts, ObservedRunRequest, ObservedRunRequests,
+    RequestBind, RunRequestOperation, OBSERVED_RUN_REQUEST_WINDOW_MS,
 };
 pub use request::{
     parse_run_admission_request, parse_run_attempt_request, AttemptBody, AttemptSpec,

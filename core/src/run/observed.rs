@@ -1,17 +1,26 @@
 //! Observed run requests (SPEC §14.8, reference-auth-service §5.1): what the issuing host saw
 //! callers publish on the served run request subjects, so a registered manager can only forward
 //! a request the broker really carried — and each forward only once. Pure and clock-free: the
-//! NATS adapter records what its subscription delivers and passes `now` in.
+//! NATS adapter subscribes to [`served_run_request_subjects`], hands each delivery to
+//! [`ObservedRunRequest::parse`], records what parses and passes `now` in.
 
 use std::collections::{BTreeMap, VecDeque};
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::canon::Digest;
 use crate::gate::ProcessEpoch;
 use crate::journal::RunId;
-use crate::names::InstanceId;
+use crate::names::{space_prefix, InstanceId, SpaceName};
 use crate::wire::safe_uint;
+
+use super::subject::parse_request_subject;
+
+/// The endpoint whose run commands are observed.
+const RUN_ENDPOINT: &str = "manager";
+
+/// The served run commands: what a caller publishes to start, resume or answer a run.
+const RUN_COMMANDS: [&str; 3] = ["run-start", "run-resume", "run-answer"];
 
 /// How long an observation stays takeable: 5 minutes.
 pub const OBSERVED_RUN_REQUEST_WINDOW_MS: u64 = 5 * 60 * 1000;
@@ -57,7 +66,100 @@ pub struct EnvelopeFacts {
     pub bind: Option<RequestBind>,
 }
 
+/// The subscription patterns of the served run requests of `space`: the `manager` endpoint's
+/// `run-start`, `run-resume` and `run-answer` on the legacy and the `v1` rail, every route and
+/// every target form, and no other command. Per rail and command, two patterns:
+/// `…ep[.v1].*.manager.<cmd>.>` holds the class routes (`one`, `all`; the route token is
+/// wildcarded since NATS has no alternation, and a token that is no route is dropped by
+/// [`ObservedRunRequest::parse`]), and `…ep[.v1].inst.manager.*.<cmd>.>` the instance route,
+/// whose instance id sits between the endpoint and the command. The trailing `>` spans the
+/// optional target, the caller, the `v1` generation and the nonce. No valid request subject
+/// matches two patterns, so none is recorded twice.
+pub fn served_run_request_subjects(space: &SpaceName) -> Vec<String> {
+    let p = space_prefix(space);
+    let mut patterns = Vec::with_capacity(RUN_COMMANDS.len() * 4);
+    for rail in ["ep", "ep.v1"] {
+        for command in RUN_COMMANDS {
+            patterns.push(format!("{p}.{rail}.*.{RUN_ENDPOINT}.{command}.>"));
+            patterns.push(format!("{p}.{rail}.inst.{RUN_ENDPOINT}.*.{command}.>"));
+        }
+    }
+    patterns
+}
+
+/// The endpoint request envelope's `id` grammar (§13.3): 1..64 of `[A-Za-z0-9_-]`.
+fn is_request_id(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn text(value: Option<&Value>) -> Option<&str> {
+    value.and_then(Value::as_str)
+}
+
 impl ObservedRunRequest {
+    /// What a delivery on a served run request subject of `space` asked for, or `None` when it
+    /// is not one a manager would take as a run request: the subject must be a request-plane
+    /// subject of this space's `manager` endpoint and one of the three run commands (any rail,
+    /// route or target), and `payload` an endpoint request envelope that agrees with it (`v` 1,
+    /// a well-formed `id`, `op.endpoint`/`op.command` naming the subject's, `from.id` the
+    /// subject's `<owner>.<actor>`). The operation comes from `args`: a valid `runId` for a
+    /// resume and an answer, and for an answer a string `stepKey`, an optional boolean `amend`
+    /// (false when absent) and `endpoint` (the subject's when absent or null). What is kept of
+    /// the envelope is `{class, op, bind}`, the fields the served-caller check compares; the
+    /// caller's own identity is the subject's, already checked against `from.id`.
+    pub fn parse(space: &SpaceName, subject: &str, payload: &[u8]) -> Option<ObservedRunRequest> {
+        let s = parse_request_subject(subject)?;
+        if s.space != space.token()
+            || s.endpoint.as_str() != RUN_ENDPOINT
+            || !RUN_COMMANDS.contains(&s.command.as_str())
+        {
+            return None;
+        }
+        let Ok(Value::Object(envelope)) = serde_json::from_slice::<Value>(payload) else {
+            return None;
+        };
+        let op = envelope.get("op").and_then(Value::as_object);
+        let sender = format!("{}.{}", s.owner, s.actor);
+        let agrees = envelope.get("v").and_then(safe_uint) == Some(1)
+            && text(envelope.get("id")).is_some_and(is_request_id)
+            && text(op.and_then(|o| o.get("endpoint"))) == Some(s.endpoint.as_str())
+            && text(op.and_then(|o| o.get("command"))) == Some(s.command.as_str())
+            && text(envelope.get("from").and_then(|f| f.get("id"))) == Some(sender.as_str());
+        if !agrees {
+            return None;
+        }
+        let args = envelope.get("args");
+        let arg = |key: &str| args.and_then(|a| a.get(key));
+        let run_id = || RunId::parse(text(arg("runId"))?).ok();
+        let operation = match s.command.as_str() {
+            "run-start" => RunRequestOperation::Start,
+            "run-resume" => RunRequestOperation::Resume { run_id: run_id()? },
+            "run-answer" => RunRequestOperation::Answer {
+                endpoint: match arg("endpoint") {
+                    None | Some(Value::Null) => s.endpoint.as_str().to_owned(),
+                    Some(e) => e.as_str()?.to_owned(),
+                },
+                run_id: run_id()?,
+                step_key: text(arg("stepKey"))?.to_owned(),
+                amend: match arg("amend") {
+                    None => false,
+                    Some(a) => a.as_bool()?,
+                },
+            },
+            _ => return None,
+        };
+        let kept: Map<String, Value> = ["class", "op", "bind"]
+            .into_iter()
+            .filter_map(|k| Some((k.to_owned(), envelope.get(k)?.clone())))
+            .collect();
+        Some(ObservedRunRequest {
+            operation,
+            envelope: Value::Object(kept),
+        })
+    }
+
     /// The envelope's `{class, op: {inputDigest, outputDigest}, bind?: {instanceId, epoch}}`, or
     /// `None` when any of them is missing or malformed (a request no registered manager runs).
     pub fn facts(&self) -> Option<EnvelopeFacts> {

@@ -1,0 +1,210 @@
+//! The issuing host's observation of the served run requests (SPEC §14.8, reference-auth-service
+//! §5.1): [`RunRequestObserver`] subscribes read-only to
+//! [`served_run_request_subjects`] on the host's connection and records what
+//! [`ObservedRunRequest::parse`] accepts into the core's [`ObservedRunRequests`].
+//!
+//! **Exactness.** A take must see every request the broker delivered to this connection before
+//! the manager's forward arrived. In async-nats 0.51, `Client::flush` only writes the outgoing
+//! buffer to the socket; it waits for no reply from the server, so it proves nothing about what
+//! has been read. The observer makes a real round trip instead ([`round_trip`]): it publishes
+//! to a fresh inbox of its own connection and waits for that message to come back. The server
+//! writes a connection's deliveries in order, and the client hands each delivery to its
+//! subscriber channel before reading the next, so once the echo is in, every earlier delivery
+//! sits in a subscriber channel, and the take drains those channels before it looks. The
+//! connection must therefore be allowed to publish and subscribe on its own inbox prefix; an
+//! echo the server refuses never comes back, and the round trip fails after
+//! [`ROUND_TRIP_WAIT`]. The order holds per connection: on a cluster where the caller, the
+//! manager and this connection sit on different servers, a request still on a route to this
+//! connection's server is not covered, and its forward is refused.
+//!
+//! **Draining.** Between takes a background task keeps reading the subscriptions, so the
+//! client's bounded subscriber channels do not fill up over time (a full channel drops
+//! deliveries as a slow consumer; a single burst larger than the channel capacity is dropped
+//! regardless, so the connection should keep async-nats' default capacity). The task and
+//! [`RunRequestObserver::take`] share the subscribers behind one fair async mutex; the task
+//! waits at most [`DRAIN_WAIT`] for a delivery while holding it, so a take queued behind it
+//! gets the subscribers within about that long.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::{Client, Message, Subscriber};
+use cotal_core::names::SpaceName;
+use cotal_core::run::{served_run_request_subjects, ObservedRunRequest, ObservedRunRequests};
+use cotal_core::EpError;
+use futures::future::select_all;
+use futures::{FutureExt as _, StreamExt as _};
+use tokio::task::JoinHandle;
+use tokio::time::timeout;
+use tracing::warn;
+
+/// The longest the background task holds the subscribers while waiting for a delivery.
+pub const DRAIN_WAIT: Duration = Duration::from_millis(25);
+
+/// How long a round trip through the server may take before it counts as failed.
+pub const ROUND_TRIP_WAIT: Duration = Duration::from_secs(2);
+
+/// Records the run requests callers publish on the served run request subjects of one space,
+/// so that the host issues for a forwarded request only if the broker really carried it, and
+/// only once (SPEC §14.8: a forward is issued only for a request the host observed, once).
+/// Never replies to anything it reads. Dropping it stops the background task and unsubscribes.
+pub struct RunRequestObserver {
+    shared: Arc<Shared>,
+    drainer: JoinHandle<()>,
+}
+
+struct Shared {
+    client: Client,
+    space: SpaceName,
+    /// Closed subscriptions (the connection is gone for good) are removed; the task ends when
+    /// none is left.
+    subscribers: tokio::sync::Mutex<Vec<Subscriber>>,
+    seen: Mutex<ObservedRunRequests>,
+}
+
+impl fmt::Debug for RunRequestObserver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunRequestObserver")
+            .field("space", &self.shared.space)
+            .field("held", &self.shared.seen().len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunRequestObserver {
+    /// Subscribes to every served run request pattern of `space` on `client` and returns once
+    /// the server has registered all of them (a round trip after the subscriptions, which the
+    /// server processes in order), so a request published after this returns is observed.
+    /// `unavailable` when a subscription or the round trip fails.
+    pub async fn start(client: Client, space: SpaceName) -> Result<RunRequestObserver, EpError> {
+        let mut subscribers = Vec::new();
+        for pattern in served_run_request_subjects(&space) {
+            let subscriber = client
+                .subscribe(pattern.clone())
+                .await
+                .map_err(|e| EpError::unavailable(format!("cannot subscribe to {pattern}: {e}")))?;
+            subscribers.push(subscriber);
+        }
+        round_trip(&client).await.map_err(|why| {
+            EpError::unavailable(format!(
+                "the served run request subscriptions are not confirmed by the server: {why}"
+            ))
+        })?;
+        let shared = Arc::new(Shared {
+            client,
+            space,
+            subscribers: tokio::sync::Mutex::new(subscribers),
+            seen: Mutex::new(ObservedRunRequests::new()),
+        });
+        let drainer = tokio::spawn(drain_in_background(Arc::clone(&shared)));
+        Ok(RunRequestObserver { shared, drainer })
+    }
+
+    /// Consumes the observation of exactly `subject`: first a round trip through the server and
+    /// a drain of every delivery it proves has arrived, then the unexpired observation, removed
+    /// so no second forward finds it. A failed round trip is logged and the take goes on with
+    /// what has arrived: what is recorded was observed, so the answer is never a request the
+    /// broker did not carry; at worst a request still in flight is missed and the forward
+    /// refused.
+    pub async fn take(&self, subject: &str) -> Option<ObservedRunRequest> {
+        if let Err(why) = round_trip(&self.shared.client).await {
+            warn!(space = %self.shared.space, subject, "observed run request take without a confirmed round trip: {why}");
+        }
+        let mut subscribers = self.shared.subscribers.lock().await;
+        // Unconstrained: tokio's cooperative budget would otherwise report a channel with
+        // deliveries in it as pending after enough reads, and the drain would stop short.
+        tokio::task::coop::unconstrained(async { self.shared.drain_ready(&mut subscribers) }).await;
+        self.shared.seen().take(subject, unix_millis())
+    }
+}
+
+impl Drop for RunRequestObserver {
+    fn drop(&mut self) {
+        self.drainer.abort();
+    }
+}
+
+impl Shared {
+    fn seen(&self) -> std::sync::MutexGuard<'_, ObservedRunRequests> {
+        self.seen.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn record(&self, message: &Message) {
+        let subject = message.subject.as_str();
+        if let Some(request) = ObservedRunRequest::parse(&self.space, subject, &message.payload) {
+            self.seen().record(subject, request, unix_millis());
+        }
+    }
+
+    /// Records every delivery already in a subscriber channel, without waiting; drops the
+    /// subscriptions that have closed.
+    fn drain_ready(&self, subscribers: &mut Vec<Subscriber>) {
+        subscribers.retain_mut(|subscriber| loop {
+            match subscriber.next().now_or_never() {
+                Some(Some(message)) => self.record(&message),
+                Some(None) => break false,
+                None => break true,
+            }
+        });
+    }
+}
+
+/// Reads the subscriptions until every one has closed, holding them for at most [`DRAIN_WAIT`]
+/// per wait so a take queued on the (fair) mutex gets them next.
+async fn drain_in_background(shared: Arc<Shared>) {
+    loop {
+        let mut subscribers = shared.subscribers.lock().await;
+        if subscribers.is_empty() {
+            return;
+        }
+        let next = select_all(subscribers.iter_mut().map(|s| s.next()));
+        // The futures not chosen borrow the subscribers: dropped here, before a removal.
+        let outcome = timeout(DRAIN_WAIT, next)
+            .await
+            .map(|(message, index, _)| (message, index));
+        match outcome {
+            Ok((Some(message), _)) => {
+                shared.record(&message);
+                // Catch up on a burst within this one hold of the subscribers.
+                shared.drain_ready(&mut subscribers);
+            }
+            Ok((None, closed)) => {
+                subscribers.swap_remove(closed);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+/// One message out to a fresh inbox of this connection and back. Everything the server wrote
+/// to the connection before the echo has been handed to its subscriber channels once the echo
+/// is read.
+async fn round_trip(client: &Client) -> Result<(), String> {
+    let inbox = client.new_inbox();
+    let mut echo = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| format!("cannot subscribe to the echo inbox: {e}"))?;
+    client
+        .publish(inbox, bytes::Bytes::new())
+        .await
+        .map_err(|e| format!("cannot publish the echo: {e}"))?;
+    client
+        .flush()
+        .await
+        .map_err(|e| format!("cannot send the echo: {e}"))?;
+    match timeout(ROUND_TRIP_WAIT, echo.next()).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err("the connection closed before the echo came back".to_owned()),
+        Err(_) => Err(format!(
+            "the echo did not come back within {ROUND_TRIP_WAIT:?}"
+        )),
+    }
+}
+
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
