@@ -24,6 +24,7 @@ use common::manager::*;
 use common::signin::{connect, post};
 use common::SPACE;
 use cotal_core::issued::AcceptedToken;
+use cotal_core::registration::Registered;
 use cotal_io_nats::async_nats::Client;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -31,8 +32,12 @@ use tokio::sync::mpsc;
 /// The bearer of a `manager-caller` exchange, or the refusal (every refused exchange is a 401,
 /// reference §3.11).
 fn exchange(flow: &Flow, instance: Option<&str>) -> (u16, Value) {
+    exchange_as(flow, "cli", instance)
+}
+
+fn exchange_as(flow: &Flow, actor: &str, instance: Option<&str>) -> (u16, Value) {
     let mut body = json!({
-        "idpToken": flow.space.idp_token("alice"), "actor": "cli", "view": "manager-caller",
+        "idpToken": flow.space.idp_token("alice"), "actor": actor, "view": "manager-caller",
     });
     if let Some(i) = instance {
         body["managerInstanceId"] = json!(i);
@@ -92,29 +97,56 @@ async fn violation(
         .flatten()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn manager_caller_selects_the_live_instance_and_connects_as_an_issuance() {
-    let flow = Flow::new().await;
-    let (status, body) = exchange(&flow, None);
+/// prepare → contract → registration, checking the selection's refusals on the way, then the
+/// manager's `ready` report: the instance is the owner's one live candidate. Returns the
+/// supervisor's connection (held open, as a running manager's) and the registration.
+async fn live_manager(flow: &Flow) -> (Holder, Registered) {
+    let (status, body) = exchange(flow, None);
     assert_eq!(status, 401, "{body}");
     assert!(
         error(&body).contains("found no manager candidate"),
         "{body}"
     );
-
-    let (supervisor, closure) = {
-        let prepared = flow.granted(&flow.envelope("prepare", "prepare00000000000000001"));
-        let (jwt, _) = flow.credential(&prepared, "supervisor", &flow.keys[0]);
-        let supervisor = flow.connect(&jwt, &flow.keys[0]).await;
-        let closure = flow.publish_contract(&supervisor).await;
-        (supervisor, closure)
-    };
+    let prepared = flow.granted(&flow.envelope("prepare", "prepare00000000000000001"));
+    let (jwt, _) = flow.credential(&prepared, "supervisor", &flow.keys[0]);
+    let supervisor = flow.connect(&jwt, &flow.keys[0]).await;
+    let closure = flow.publish_contract(&supervisor).await;
     flow.provision().await;
     let registered = flow.register(&closure, 1).await;
-    let (status, body) = exchange(&flow, Some(IID));
+    let (status, body) = exchange(flow, Some(IID));
     assert_eq!(status, 401, "{body}");
     assert!(error(&body).contains("is not registered"), "{body}");
     flow.report_ready(&registered).await;
+    (supervisor, registered)
+}
+
+/// A `manager-caller` bearer for `alice/<actor>`, and its connection under `nonce` with the
+/// generation its accepted row names and the caller triple.
+async fn issued_caller(
+    flow: &Flow,
+    actor: &str,
+    nonce: &str,
+) -> (Client, mpsc::UnboundedReceiver<String>, String, String) {
+    let (status, body) = exchange_as(flow, actor, None);
+    assert_eq!(status, 200, "{body}");
+    let token = body["token"].as_str().unwrap();
+    let (client, errors) = connect(&flow.space, &flow.server, token, nonce)
+        .await
+        .unwrap();
+    let r = accepted(&client, nonce).await["ref"].clone();
+    let caller = format!("{}.{actor}.{}", flow.owner, r["uid"].as_str().unwrap());
+    (
+        client,
+        errors,
+        r["generation"].as_str().unwrap().to_owned(),
+        caller,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manager_caller_selects_the_live_instance_and_connects_as_an_issuance() {
+    let flow = Flow::new().await;
+    let (supervisor, _) = live_manager(&flow).await;
 
     let (status, body) = exchange(&flow, Some("nnnnnnnnnnnnnnnnnnnnnnnnnn"));
     assert_eq!(status, 401, "{body}");
@@ -184,4 +216,198 @@ async fn manager_caller_selects_the_live_instance_and_connects_as_an_issuance() 
     let fresh_generation = accepted(&fresh, fresh_nonce).await["ref"]["generation"].clone();
     assert_ne!(fresh_generation, json!(generation), "F77: never reused");
     drop(supervisor);
+}
+
+/// A run request envelope as `cotal run` sends it: the caller's `from.id`, the manager's
+/// `op` naming `command` (the contract digests are the test manager's, which declares no run
+/// command, so only an admission, which does not compare them, may use it).
+fn envelope(from: &str, command: &str, args: Value) -> Vec<u8> {
+    json!({
+        "v": 1, "id": "req-0001", "class": "ephemeral", "replyExpected": true,
+        "op": {"endpoint": "manager", "command": command, "inputDigest": VOID, "outputDigest": VOID},
+        "from": {"id": from},
+        "args": args,
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// The registered-manager fields every run request carries, for `kind`.
+fn run_request(flow: &Flow, kind: &str, rid: &str, proof: &str, epoch: u64) -> Value {
+    let mut raw = flow.renewal("x", rid, proof, epoch);
+    let o = raw.as_object_mut().unwrap();
+    o.remove("operation");
+    o.insert("kind".into(), json!(kind));
+    raw
+}
+
+fn admission(flow: &Flow, proof: &str, epoch: u64, run: &str, subject: &str) -> Value {
+    let mut raw = run_request(
+        flow,
+        "manager-run-admission",
+        "admit000000000000000001",
+        proof,
+        epoch,
+    );
+    raw["run"] = json!({"runId": run, "subject": subject});
+    raw
+}
+
+fn attempt(flow: &Flow, proof: &str, epoch: u64, run: &str, n: u64) -> Value {
+    let mut raw = run_request(
+        flow,
+        "manager-run-attempt",
+        "attempt00000000000000001",
+        proof,
+        epoch,
+    );
+    raw["attempt"] = json!({
+        "runId": run, "takeoverId": TAKEOVER, "epoch": n, "fencingToken": n,
+        "driverId": flow.driver.public_key(), "mediatorId": flow.mediator.public_key(),
+    });
+    raw
+}
+
+/// §11.5 remote-run-admission and remote-run-attempt-route on the running daemon: the issued
+/// caller publishes its `run-start` on the v1 rail, the plane observes it, and the registered
+/// manager's forward is admitted with the caller's issuance as provenance and ceiling; the
+/// refusals write nothing; then attempts for the admitted run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
+    let flow = Flow::new().await;
+    let (_supervisor, registered) = live_manager(&flow).await;
+    let epoch = registered.process_epoch.0;
+    let proof = flow.current_proof().await;
+    // The run's caller is a second interactive actor of alice's, so its grant can be revoked
+    // while the manager's own (`alice/cli`, which authenticates the route) stays.
+    flow.space.grant(
+        "runner",
+        "alice",
+        &[
+            "--scope",
+            "",
+            "--allow-subscribe",
+            "",
+            "--allow-publish",
+            "",
+        ],
+    );
+    let nonce = "runnonce000000000000000001";
+    let (client, _errors, generation, caller) = issued_caller(&flow, "runner", nonce).await;
+    let from = format!("{}.runner", flow.owner);
+    let run = "run-00112233445566778899aabbccddeeff";
+    let start = |n: u32| {
+        format!(
+            "cotal.{SPACE}.ep.v1.inst.manager.{IID}.run-start.{caller}.{generation}.startnonce{n:012}0000"
+        )
+    };
+    let publish = |subject: String| {
+        let client = client.clone();
+        let payload = envelope(&from, "run-start", json!({}));
+        async move {
+            client.publish(subject, payload.into()).await.unwrap();
+            client.flush().await.unwrap();
+        }
+    };
+
+    // A forward the plane never observed is refused, and writes nothing.
+    flow.refused(
+        &admission(&flow, &proof, epoch, run, &start(1)),
+        "did not observe",
+    );
+    publish(start(1)).await;
+    let admitted = flow.granted(&admission(&flow, &proof, epoch, run, &start(1)));
+    assert_eq!(admitted["kind"], "manager-run-admission");
+    assert_eq!(admitted["runId"], run);
+    let a = &admitted["admission"];
+    assert_eq!(a["caller"]["generation"], generation.as_str());
+    assert_eq!(a["provenance"]["kind"], "issued");
+    assert_eq!(a["provenance"]["ref"]["generation"], generation.as_str());
+    assert!(a["ceiling"]["publish"]["allow"]["patterns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p.as_str().unwrap().contains(".run-start.")));
+    // The observation is consumed once: the same forward again is not observed.
+    flow.refused(
+        &admission(&flow, &proof, epoch, run, &start(1)),
+        "did not observe",
+    );
+    // The caller publishing the same request again makes an exact retry: the same admission.
+    publish(start(1)).await;
+    let again = flow.granted(&admission(&flow, &proof, epoch, run, &start(1)));
+    assert_eq!(again["revision"], admitted["revision"]);
+    assert_eq!(again["admission"]["admittedAt"], a["admittedAt"]);
+
+    // Forged generation, legacy rail, foreign space: refused before or at resolution. The
+    // caller's own credential cannot even publish a generation it was not issued, so the forged
+    // request comes from the test's unrestricted admin connection.
+    let forged = start(2).replace(&generation, "ffffffffffffffffffffffffffffffff");
+    let admin = flow.admin.space().unwrap().client().clone();
+    admin
+        .publish(
+            forged.clone(),
+            envelope(&from, "run-start", json!({})).into(),
+        )
+        .await
+        .unwrap();
+    admin.flush().await.unwrap();
+    let other_run = "run-ffeeddccbbaa99887766554433221100";
+    flow.refused(
+        &admission(&flow, &proof, epoch, other_run, &forged),
+        "no issued evidence",
+    );
+    let legacy = format!(
+        "cotal.{SPACE}.ep.inst.manager.{IID}.run-start.{caller}.startnonce0000000000030000"
+    );
+    flow.refused(
+        &admission(&flow, &proof, epoch, other_run, &legacy),
+        "served v1 run-start subject",
+    );
+    let foreign = start(4).replace(&format!("cotal.{SPACE}."), "cotal.elsewhere.");
+    flow.refused(
+        &admission(&flow, &proof, epoch, other_run, &foreign),
+        "served v1 run-start subject",
+    );
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    flow.refused(
+        &admission(&flow, &wrong, epoch, other_run, &start(5)),
+        "does not match the current registration",
+    );
+    flow.refused(
+        &admission(&flow, &proof, epoch + 1, other_run, &start(5)),
+        "stale",
+    );
+
+    // Attempts: the first is 1/1 with no run record; any other pair is refused.
+    let first = flow.granted(&attempt(&flow, &proof, epoch, run, 1));
+    assert_eq!(first["kind"], "manager-run-attempt");
+    let (driver, _) = flow.credential(&first, "driver", &flow.driver);
+    let (mediator, _) = flow.credential(&first, "mediator", &flow.mediator);
+    flow.connect(&driver, &flow.driver).await;
+    flow.connect(&mediator, &flow.mediator).await;
+    flow.refused(
+        &attempt(&flow, &proof, epoch, run, 9),
+        "next recorded epoch",
+    );
+    flow.refused(
+        &attempt(&flow, &proof, epoch, other_run, 1),
+        "no admission record",
+    );
+
+    // A revoked grant kills the issuance's source: the next admission is refused as dead.
+    publish(start(6)).await;
+    flow.space.authd(&[
+        "actor",
+        "revoke",
+        "runner",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        "alice",
+    ]);
+    flow.refused(
+        &admission(&flow, &proof, epoch, other_run, &start(6)),
+        "no longer live",
+    );
 }

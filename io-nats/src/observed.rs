@@ -55,12 +55,17 @@ pub struct RunRequestObserver {
 }
 
 struct Shared {
-    client: Client,
     space: SpaceName,
-    /// Closed subscriptions (the connection is gone for good) are removed; the task ends when
-    /// none is left.
-    subscribers: tokio::sync::Mutex<Vec<Subscriber>>,
+    /// The connection observed on and its subscriptions, replaced together by
+    /// [`RunRequestObserver::rebind`]. Closed subscriptions (the connection is gone for good)
+    /// are removed.
+    conn: tokio::sync::Mutex<Observing>,
     seen: Mutex<ObservedRunRequests>,
+}
+
+struct Observing {
+    client: Client,
+    subscribers: Vec<Subscriber>,
 }
 
 impl fmt::Debug for RunRequestObserver {
@@ -78,27 +83,34 @@ impl RunRequestObserver {
     /// server processes in order), so a request published after this returns is observed.
     /// `unavailable` when a subscription or the round trip fails.
     pub async fn start(client: Client, space: SpaceName) -> Result<RunRequestObserver, EpError> {
-        let mut subscribers = Vec::new();
-        for pattern in served_run_request_subjects(&space) {
-            let subscriber = client
-                .subscribe(pattern.clone())
-                .await
-                .map_err(|e| EpError::unavailable(format!("cannot subscribe to {pattern}: {e}")))?;
-            subscribers.push(subscriber);
-        }
-        round_trip(&client).await.map_err(|why| {
-            EpError::unavailable(format!(
-                "the served run request subscriptions are not confirmed by the server: {why}"
-            ))
-        })?;
+        let subscribers = subscribe_all(&client, &space).await?;
         let shared = Arc::new(Shared {
-            client,
             space,
-            subscribers: tokio::sync::Mutex::new(subscribers),
+            conn: tokio::sync::Mutex::new(Observing {
+                client,
+                subscribers,
+            }),
             seen: Mutex::new(ObservedRunRequests::new()),
         });
         let drainer = tokio::spawn(drain_in_background(Arc::clone(&shared)));
         Ok(RunRequestObserver { shared, drainer })
+    }
+
+    /// Moves the observation to `client` (a renewed connection of the same identity), keeping
+    /// every observation held: the new subscriptions are confirmed by the server first, then
+    /// the old ones are drained one last time and dropped. The caller keeps the old connection
+    /// open until this returns, so no request published meanwhile falls between the two. A
+    /// request delivered on both connections is recorded twice, which is the same as its caller
+    /// publishing it again.
+    pub async fn rebind(&self, client: Client) -> Result<(), EpError> {
+        let subscribers = subscribe_all(&client, &self.shared.space).await?;
+        let mut conn = self.shared.conn.lock().await;
+        self.shared.drain_ready(&mut conn.subscribers);
+        *conn = Observing {
+            client,
+            subscribers,
+        };
+        Ok(())
     }
 
     /// Consumes the observation of exactly `subject`: first a round trip through the server and
@@ -108,13 +120,15 @@ impl RunRequestObserver {
     /// broker did not carry; at worst a request still in flight is missed and the forward
     /// refused.
     pub async fn take(&self, subject: &str) -> Option<ObservedRunRequest> {
-        if let Err(why) = round_trip(&self.shared.client).await {
+        let client = self.shared.conn.lock().await.client.clone();
+        if let Err(why) = round_trip(&client).await {
             warn!(space = %self.shared.space, subject, "observed run request take without a confirmed round trip: {why}");
         }
-        let mut subscribers = self.shared.subscribers.lock().await;
+        let mut conn = self.shared.conn.lock().await;
         // Unconstrained: tokio's cooperative budget would otherwise report a channel with
         // deliveries in it as pending after enough reads, and the drain would stop short.
-        tokio::task::coop::unconstrained(async { self.shared.drain_ready(&mut subscribers) }).await;
+        tokio::task::coop::unconstrained(async { self.shared.drain_ready(&mut conn.subscribers) })
+            .await;
         self.shared.seen().take(subject, unix_millis())
     }
 }
@@ -150,13 +164,36 @@ impl Shared {
     }
 }
 
-/// Reads the subscriptions until every one has closed, holding them for at most [`DRAIN_WAIT`]
-/// per wait so a take queued on the (fair) mutex gets them next.
+/// Subscribes to every served run request pattern of `space` on `client`, confirmed by a round
+/// trip (the server processes a connection's subscriptions in order).
+async fn subscribe_all(client: &Client, space: &SpaceName) -> Result<Vec<Subscriber>, EpError> {
+    let mut subscribers = Vec::new();
+    for pattern in served_run_request_subjects(space) {
+        let subscriber = client
+            .subscribe(pattern.clone())
+            .await
+            .map_err(|e| EpError::unavailable(format!("cannot subscribe to {pattern}: {e}")))?;
+        subscribers.push(subscriber);
+    }
+    round_trip(client).await.map_err(|why| {
+        EpError::unavailable(format!(
+            "the served run request subscriptions are not confirmed by the server: {why}"
+        ))
+    })?;
+    Ok(subscribers)
+}
+
+/// Reads the subscriptions, holding them for at most [`DRAIN_WAIT`] per wait so a take queued
+/// on the (fair) mutex gets them next; with none left (the connection closed) it waits for a
+/// rebind.
 async fn drain_in_background(shared: Arc<Shared>) {
     loop {
-        let mut subscribers = shared.subscribers.lock().await;
+        let mut conn = shared.conn.lock().await;
+        let subscribers = &mut conn.subscribers;
         if subscribers.is_empty() {
-            return;
+            drop(conn);
+            tokio::time::sleep(DRAIN_WAIT).await;
+            continue;
         }
         let next = select_all(subscribers.iter_mut().map(|s| s.next()));
         // The futures not chosen borrow the subscribers: dropped here, before a removal.
@@ -167,7 +204,7 @@ async fn drain_in_background(shared: Arc<Shared>) {
             Ok((Some(message), _)) => {
                 shared.record(&message);
                 // Catch up on a burst within this one hold of the subscribers.
-                shared.drain_ready(&mut subscribers);
+                shared.drain_ready(subscribers);
             }
             Ok((None, closed)) => {
                 subscribers.swap_remove(closed);

@@ -8,8 +8,9 @@
 //! `renewStandingBundle`, `renewRunDriver`, `session`, `retire`: `core::renewal`), run on the
 //! plane's remote-manager issuer connection, and managed-agent enrollment and retirement
 //! preparation (`core::enrollment`, under the alias lock, the agent's mailboxes real JetStream
-//! consumers). Refused as `unimplemented`: the kinds the
-//! reference leaves to a host platform, and the ones this plane does not serve yet.
+//! consumers), and run admission and attempts (`core::run`, see [`super::runs`]). Refused as
+//! `unimplemented`: the kinds the reference leaves to a host platform, and the ones this plane
+//! does not serve yet.
 
 use std::sync::Arc;
 
@@ -35,6 +36,7 @@ use serde_json::Value;
 
 use super::connections::PlaneLink;
 use super::metrics::PlaneMetrics;
+use super::runs::Runs;
 use crate::audit;
 
 const NEEDS: &str = "manager-service authority needs { idpToken, request }";
@@ -51,6 +53,8 @@ pub(super) struct ManagerRoute {
     pub(super) connections: PlaneLink,
     /// Agents' mailboxes, created and removed as real JetStream consumers.
     pub(super) durables: Arc<NatsDurables>,
+    /// Run admission and attempts.
+    pub(super) runs: Runs,
     pub(super) metrics: Arc<PlaneMetrics>,
 }
 
@@ -175,11 +179,17 @@ impl ManagerRoute {
                 let body = json_of(&result.to_json()).map_err(refuse)?;
                 Ok((caller, body))
             }
+            "manager-run-admission" => {
+                let body = self.runs.admit(self.host(), holder, request).await;
+                Ok((caller.clone(), body.map_err(refuse)?))
+            }
+            "manager-run-attempt" => {
+                let body = self.runs.attempt(self.host(), holder, request).await;
+                Ok((caller.clone(), body.map_err(refuse)?))
+            }
             k @ ("manager-retained-agent-validation"
             | "manager-goal-index-scan"
             | "manager-admin-authorization"
-            | "manager-run-admission"
-            | "manager-run-attempt"
             | "manager-service-maintenance") => Err(refuse(unimplemented(&format!(
                 "{k} is not served by this plane yet"
             )))),

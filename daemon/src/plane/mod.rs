@@ -35,6 +35,7 @@ mod register;
 mod retire_doors;
 mod retirement;
 mod roots;
+mod runs;
 mod verify_door;
 
 use std::path::PathBuf;
@@ -56,6 +57,7 @@ use cotal_io_nats::authority::DataAccountSigner;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::host::hold_fence_pushed;
+use cotal_io_nats::observed::RunRequestObserver;
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
@@ -273,6 +275,13 @@ impl Plane {
                 return Err(why);
             }
         };
+        let observed = match observe_run_requests(&inputs.space, &connections).await {
+            Ok(observed) => observed,
+            Err(why) => {
+                release(Some(rail), &retirements, Some(callout), connections).await;
+                return Err(why);
+            }
+        };
         let public_exchange = Arc::new(std::sync::OnceLock::new());
         let doors = doors(
             inputs,
@@ -281,6 +290,7 @@ impl Plane {
             ledger(),
             &metrics,
             &public_exchange,
+            observed,
         );
         let faces = match doors {
             Ok(doors) => PlaneFaces::new(
@@ -505,6 +515,52 @@ async fn start_rail(
     .await
 }
 
+/// Subscribes the issuing connection to the served run request subjects (SPEC 14.8), confirmed
+/// by the server before anything reports ready, and keeps the observation on that connection
+/// across its renewals: each renewed connection is subscribed before the one it replaces is let
+/// go. The follower holds the plane's connections weakly and ends with them.
+async fn observe_run_requests(
+    space: &SpaceName,
+    connections: &Arc<Connections>,
+) -> Result<Arc<RunRequestObserver>, String> {
+    let mut swaps = connections.issuer.swaps();
+    let mut held = connections.issuer.space().map_err(|e| e.message)?;
+    let observer = RunRequestObserver::start(held.client().clone(), space.clone())
+        .await
+        .map(Arc::new)
+        .map_err(|e| e.message)?;
+    let link = connections::PlaneLink::to(connections);
+    let follower = Arc::clone(&observer);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(RENEWAL_FOLLOW_POLL).await;
+            let Ok(connections) = link.get() else { return };
+            if connections.issuer.swaps() == swaps {
+                continue;
+            }
+            let (now, fresh) = (connections.issuer.swaps(), connections.issuer.space());
+            drop(connections);
+            let Ok(fresh) = fresh else { return };
+            match follower.rebind(fresh.client().clone()).await {
+                // Only now may the replaced connection go: the binding held keeps it open.
+                Ok(()) => {
+                    swaps = now;
+                    drop(std::mem::replace(&mut held, fresh));
+                }
+                Err(e) => warn!(
+                    "moving the run request observation to the renewed issuing connection \
+                     failed ({}); retrying",
+                    e.message
+                ),
+            }
+        }
+    });
+    Ok(observer)
+}
+
+/// How often the run request observation checks whether its connection was renewed.
+const RENEWAL_FOLLOW_POLL: Duration = Duration::from_millis(100);
+
 /// The plane's doors: the exchange (its root credentials minted on the mint connection) and
 /// the manager-service authority route (on the issuer connection), sharing one cache of the
 /// pinned IdP's keys.
@@ -515,6 +571,7 @@ fn doors(
     ledger: cotal_io_fs::FileActors,
     metrics: &Arc<PlaneMetrics>,
     public_exchange: &Arc<std::sync::OnceLock<String>>,
+    observed: Arc<RunRequestObserver>,
 ) -> Result<faces::PlaneDoors, String> {
     let material = &inputs.material;
     let pin = material.idp();
@@ -572,6 +629,13 @@ fn doors(
                 },
                 auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
             )),
+            runs: runs::Runs {
+                space: inputs.space.clone(),
+                material: material.clone(),
+                ledger: ledger.clone(),
+                connections: connections::PlaneLink::to(connections),
+                observed,
+            },
             metrics: Arc::clone(metrics),
         },
         retire: retire_doors::RetireDoors {

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use cotal_core::error::EpError;
+use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::issued::{IssuedEvidence, IssuedRef, ResolveIssued};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::machine::{Replay, Script};
@@ -103,7 +103,9 @@ impl Runs {
         let observed = self.observed.take(authorized.subject()).await;
         let evidence = match parse_request_subject(authorized.subject()) {
             Some(subject) => self.evidence(&subject).await,
-            None => Err(EpError::internal("an authorized run-start subject stopped parsing")),
+            None => Err(EpError::internal(
+                "an authorized run-start subject stopped parsing",
+            )),
         };
         let outcome = self
             .on_issuer(AdmitRun {
@@ -147,7 +149,8 @@ impl Runs {
                 let inputs = self
                     .served_inputs(answering.call().served(), answering.call().subject())
                     .await;
-                let checkpoint = Err(EpError::unimplemented(
+                let checkpoint = Err(EpError::new(
+                    ErrorCode::Unimplemented,
                     "reading the run journal's pause is not served by this plane yet",
                 ));
                 self.on_issuer(answering.issue(inputs, checkpoint)).await?
