@@ -297,7 +297,7 @@ fn parse_record(run: &RunId, message: &JournalMessage) -> Result<Record, EpError
     uint("at")?;
     match map.get("kind").and_then(Value::as_str) {
         Some("activation") => {
-            closed(&map, &ACTIVATION_FIELDS).map_err(bad)?;
+            closed(&map, &ACTIVATION_FIELDS).map_err(|why| bad(format!("it {why}")))?;
             let holder = map.get("holder").and_then(Value::as_str).unwrap_or("");
             RunHolder::parse(holder).map_err(|e| bad(format!("its holder: {}", e.message)))?;
             if uint("fencingToken")? < 1 {
@@ -312,7 +312,7 @@ fn parse_record(run: &RunId, message: &JournalMessage) -> Result<Record, EpError
             })
         }
         Some("step") => {
-            closed(&map, &STEP_FIELDS).map_err(bad)?;
+            closed(&map, &STEP_FIELDS).map_err(|why| bad(format!("it {why}")))?;
             let entry = match map.get("entry") {
                 Some(Value::Object(entry)) => entry,
                 _ => return Err(bad("its entry is missing or not an object".into())),
@@ -331,7 +331,7 @@ fn parse_record(run: &RunId, message: &JournalMessage) -> Result<Record, EpError
 fn closed(map: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
     match wire::unknown_member(map, allowed) {
         Some(field) => Err(format!(
-            "it carries the unknown field {field:?}; journal records are closed"
+            "carries the unknown field {field:?}; journal records are closed"
         )),
         None => Ok(()),
     }
