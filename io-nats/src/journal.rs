@@ -17,11 +17,9 @@
 //! [`journal_checkpoint_rows`]: cotal_core::run::journal_checkpoint_rows
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
-use async_nats::jetstream::{self, Context};
-use async_nats::Client;
+use async_nats::jetstream::Context;
 use cotal_core::journal::RunId;
 use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, SpaceName};
@@ -43,12 +41,11 @@ pub struct RunJournals {
 }
 
 impl RunJournals {
-    /// Journals of `space` read on `client`; `timeout` bounds each read.
-    pub fn new(client: Client, space: SpaceName, timeout: Duration) -> Self {
+    /// Journals of `space` read on `js`, whose timeout bounds each read. (A JetStream context
+    /// is built inside a Tokio runtime, so the caller builds it where it runs.)
+    pub fn new(js: Context, space: SpaceName) -> Self {
         RunJournals {
-            js: jetstream::ContextBuilder::new()
-                .timeout(timeout)
-                .build(client),
+            js,
             space,
             round_trips: AtomicU64::new(0),
         }
