@@ -189,6 +189,17 @@ fn an_ask_reads_at_its_current_attempts_token() {
         journal_pause(&run, ASK_STEP, &messages(&[ACTIVATION, ASK_BEGIN, &odd])).unwrap(),
         Some(JournalPause::Open(token(ASK_TOKEN)))
     );
+    // The attempt token names nothing once the latest record carries no request id.
+    let anonymous = ASK_RETRIED.replace(&format!(r#""requestId":"{ASK_TOKEN}","attempt":0,"#), "");
+    refused(
+        journal_pause(
+            &run,
+            ASK_STEP,
+            &messages(&[ACTIVATION, ASK_BEGIN, &anonymous]),
+        ),
+        ErrorCode::FailedPrecondition,
+        "carries no request id",
+    );
 }
 
 /// "absent step → has no open checkpoint": no record under the key is `None`, and so is an

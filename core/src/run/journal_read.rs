@@ -237,14 +237,15 @@ pub fn journal_pause(
              held step's pause token",
         ));
     }
-    let token = match latest.kind.as_str() {
-        "ask" => at_step
-            .iter()
-            .rev()
-            .find_map(|s| s.ask_token.as_deref())
-            .or(latest.request_id.as_deref()),
-        _ => latest.request_id.as_deref(),
-    };
+    // As the language names it: no token without the latest record's request id, even for
+    // an ask whose attempt token an earlier record carries.
+    let token = latest.request_id.as_deref().map(|request_id| {
+        let ask_token = || at_step.iter().rev().find_map(|s| s.ask_token.as_deref());
+        match latest.kind.as_str() {
+            "ask" => ask_token().unwrap_or(request_id),
+            _ => request_id,
+        }
+    });
     let Some(token) = token else {
         return Err(refuse(if latest.pending {
             "that step is pending but carries no request id, so the checkpoint it is waiting \
