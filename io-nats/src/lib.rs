@@ -14,6 +14,9 @@
 //!   [`authority::connect_with_creds`] for the callout connection.
 //! * [`callout`] — the auth callout service: [`callout::serve`] answers the broker's sealed
 //!   authorization requests through an [`callout::Authorize`] implementation.
+//! * [`journal`] — [`RunJournals`]: a run's journal walked leader-served off its one subject,
+//!   and [`journal::read_journal_checkpoint`], the checkpoint an answering run operator
+//!   settles (the journal's pause at the step, combined with the pause's status record);
 //! * [`driver`] — the async driver: any core machine run against a [`Space`], evictions and
 //!   liveness probes answered by injectable async closures (fail-closed by default);
 //! * [`liveness`] — [`liveness::Oracle`]: holder liveness from the servers' own connection
@@ -27,6 +30,7 @@ pub mod callout;
 pub mod driver;
 pub mod durables;
 pub mod host;
+pub mod journal;
 pub mod liveness;
 pub mod observed;
 pub mod shape;
@@ -34,6 +38,7 @@ pub mod space;
 
 pub use authority::{AuthorityClient, DataAccountSigner};
 pub use driver::{drive, Evictor, NatsWorld, PlaneProber, Prober};
+pub use journal::RunJournals;
 pub use observed::RunRequestObserver;
 pub use shape::{Replicas, StoreLayout};
 pub use space::{SendHook, SendPhase, Space, SpaceOptions, StoreSet};

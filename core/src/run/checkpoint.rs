@@ -1,8 +1,9 @@
 //! The pause an answering run operator settles (reference-auth-service §5.5 item 4, SPEC §14.8).
 //! Its token comes from the run's own journal, never from the request: every manager instance's
 //! pauses share one token namespace, so a token the manager named could be another run's. The
-//! journal is a JetStream stream core does not model, so the adapter reads the checkpoint the
-//! journal records at the step (and whether it settled) and hands it in as [`JournalCheckpoint`].
+//! journal is a JetStream stream core does not model: the adapter reads the run's journal
+//! subject and [`super::ReadJournalCheckpoint`] folds it to the step's pause and reads the
+//! pause's status record, handing the result in as [`JournalCheckpoint`].
 
 use std::fmt;
 
@@ -39,8 +40,10 @@ impl fmt::Display for AnswerId {
 pub enum CheckpointState {
     /// Open: no answer settled it yet.
     Waiting,
-    /// Settled; `answer_id` names the accepted answer when one was.
+    /// Settled by a resume; `answer_id` names the accepted answer when the resume named one.
     Resumed { answer_id: Option<AnswerId> },
+    /// Settled by its deadline: an expiry accepts no answer, so there is nothing to amend.
+    Expired,
 }
 
 /// The latest checkpoint the run's journal records at one step, as the adapter read it.
@@ -88,6 +91,7 @@ pub fn pause_token(
                 None => "the journal records no checkpoint there",
                 Some(CheckpointState::Waiting) => "it is still waiting, so answer it instead",
                 Some(CheckpointState::Resumed { .. }) => "it settled without an accepted answer",
+                Some(CheckpointState::Expired) => "it expired, and an expiry accepts no answer",
             }
         ))),
     }

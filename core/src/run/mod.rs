@@ -1,12 +1,13 @@
 //! Workflow runs (SPEC §14, reference-auth-service §5): the hosted run status record and the run
 //! check of a run-driver renewal, run admission and revocation, the run request parsers, the
-//! observed run requests, the served-caller check, the journal checkpoint an answer settles,
-//! and the admission and attempt machines.
+//! observed run requests, the served-caller check, the journal checkpoint an answer settles and
+//! its reader, and the admission and attempt machines.
 
 mod admission;
 mod admit;
 mod attempt;
 mod checkpoint;
+mod journal_read;
 mod observed;
 mod request;
 mod served;
@@ -27,6 +28,10 @@ pub use attempt::{
     AuthorizedAttempt, IssueRunAttempt, PlainAttempt, RunAttempt, ServedAttempt, ServedInputs,
 };
 pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
+pub use journal_read::{
+    checkpoint_status_key, journal_checkpoint_rows, journal_pause, journal_stream, journal_subject,
+    JournalMessage, JournalPause, ReadJournalCheckpoint, MAX_JOURNAL_RECORDS,
+};
 pub use observed::{
     served_run_request_subjects, EnvelopeFacts, ObservedRunRequest, ObservedRunRequests,
     RequestBind, RunRequestOperation, OBSERVED_RUN_REQUEST_WINDOW_MS,
