@@ -35,7 +35,7 @@ use crate::names::{
     space_prefix, EndpointName, InstanceId, SpaceName,
 };
 use crate::profiles::{checked_permissions, inbox, registration_executor_rows, ConnId};
-use crate::run::served_run_request_subjects;
+use crate::run::{journal_stream, served_run_request_subjects};
 
 /// Lifetime of every self-minted plane credential: 15 minutes, re-minted at half-life. A
 /// bounded in-memory credential that ends with the process, never a persisted long one
@@ -343,9 +343,10 @@ fn scanner(stream: &str, conn: &ConnId) -> Result<Permissions, EpError> {
 /// | 27 | pub | `$KV.cotal_admission_s.admission.v1.manager.*` | **deviation**: run admissions of the manager endpoint, create-only (F88) |
 /// | 28 | pub | `$JS.API.STREAM.INFO.KV_cotal_admission_s` | bind shape proof (F10) |
 /// | 29 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_admission_s` | leader-served admission reads |
-/// | 30 | pub | `inbox` | **deviation**: the run request observer's echo through the server, which proves every earlier delivery has been read before a take (`io-nats::observed`) |
-/// | 31 | sub | `inbox` | replies, and the echo |
-/// | 32 | sub | the twelve served run request patterns (`run::served_run_request_subjects`) | SPEC 14.8: the issuing host observes the `run-start`, `run-resume` and `run-answer` requests a forward may name; read only, it never replies |
+/// | 30 | pub | `$JS.API.STREAM.MSG.GET.WFJ_s` | leader-served walk of a run's journal for the pause an answering operator settles (§5.5 item 4; `run::journal_checkpoint_rows`, whose records row is row 8) |
+/// | 31 | pub | `inbox` | **deviation**: the run request observer's echo through the server, which proves every earlier delivery has been read before a take (`io-nats::observed`) |
+/// | 32 | sub | `inbox` | replies, and the echo |
+/// | 33 | sub | the twelve served run request patterns (`run::served_run_request_subjects`) | SPEC 14.8: the issuing host observes the `run-start`, `run-resume` and `run-answer` requests a forward may name; read only, it never replies |
 ///
 /// Rows 18–20 were found by running the manager route on a real operator-mode server (test
 /// `manager_route_flow`): `activate` and `renewStandingBundle` write the cleanup intent
@@ -376,6 +377,7 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
         format!("$KV.{}.admission.v1.manager.*", n.admission),
         format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
         format!("$JS.API.STREAM.MSG.GET.{}", n.admission_stream),
+        format!("$JS.API.STREAM.MSG.GET.{}", journal_stream(space)),
         inbox(conn),
     ]);
     let mut subscribe = vec![inbox(conn)];
@@ -629,6 +631,7 @@ mod tests {
             "$KV.cotal_admission_prod.admission.v1.manager.*",
             "$JS.API.STREAM.INFO.KV_cotal_admission_prod",
             "$JS.API.STREAM.MSG.GET.KV_cotal_admission_prod",
+            "$JS.API.STREAM.MSG.GET.WFJ_prod",
         ]);
         let p = remote_manager_issuer(&space(), &conn()).unwrap();
         let inbox = format!("_INBOX_{CONN}.>");

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::error::EpError;
 use cotal_core::issued::{IssuedEvidence, IssuedRef, ResolveIssued};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::machine::{Replay, Script};
@@ -15,13 +15,15 @@ use cotal_core::manager::{ManagerHost, Supervisor};
 use cotal_core::names::{EndpointName, SpaceName};
 use cotal_core::run::{
     parse_request_subject, parse_run_admission_request, parse_run_attempt_request, sign_attempt,
-    AdmitRun, AuthorizeRunAdmission, AuthorizeRunAttempt, AuthorizedAttempt, RequestSubject,
-    ServedInputs,
+    AdmitRun, AuthorizeRunAdmission, AuthorizeRunAttempt, AuthorizedAttempt, JournalCheckpoint,
+    OperatorAnswers, RequestSubject, ServedInputs,
 };
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
+use cotal_io_nats::async_nats::jetstream;
+use cotal_io_nats::journal::read_journal_checkpoint;
 use cotal_io_nats::observed::RunRequestObserver;
-use cotal_io_nats::NatsWorld;
+use cotal_io_nats::{NatsWorld, RunJournals};
 use serde_json::Value;
 
 use super::connections::PlaneLink;
@@ -149,10 +151,7 @@ impl Runs {
                 let inputs = self
                     .served_inputs(answering.call().served(), answering.call().subject())
                     .await;
-                let checkpoint = Err(EpError::new(
-                    ErrorCode::Unimplemented,
-                    "reading the run journal's pause is not served by this plane yet",
-                ));
+                let checkpoint = self.checkpoint(answering.answers()).await;
                 self.on_issuer(answering.issue(inputs, checkpoint)).await?
             }
         };
@@ -163,6 +162,17 @@ impl Runs {
             self.material.data_signing_key(),
             UnixSeconds(crate::clock::now_secs()),
         )
+    }
+
+    /// The pause an answer settles, read from the run's own journal and the pause's status
+    /// record on the issuing connection — never from the request.
+    async fn checkpoint(
+        &self,
+        answers: &OperatorAnswers,
+    ) -> Result<Option<JournalCheckpoint>, EpError> {
+        let bound = self.connections.get()?.issuer.space()?;
+        let journals = RunJournals::new(jetstream::new(bound.client().clone()), self.space.clone());
+        read_journal_checkpoint(&journals, &bound, &Self::endpoint()?, answers).await
     }
 
     /// The one observation of a served subject and its caller's evidence.
