@@ -17,6 +17,9 @@
 )]
 
 mod common;
+/// The reference's journal and checkpoint-status bytes for run [`RUN`].
+#[path = "../../core/tests/journal_fixtures/mod.rs"]
+mod journal;
 
 use std::time::Duration;
 
@@ -24,8 +27,11 @@ use common::manager::*;
 use common::signin::{connect, post};
 use common::SPACE;
 use cotal_core::issued::AcceptedToken;
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::registration::Registered;
+use cotal_core::run::RunState;
 use cotal_io_nats::async_nats::Client;
+use nkeys::KeyPair;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
@@ -268,6 +274,61 @@ fn attempt(flow: &Flow, proof: &str, epoch: u64, run: &str, n: u64) -> Value {
     raw
 }
 
+/// STAND-IN (the run driver journals its run; none runs here): the admin connection creates
+/// the space's journal stream, appends the reference's activation and a checkpoint's begin and
+/// bind for [`RUN`] (each fenced on the subject's last sequence, as a driver appends), and
+/// writes the pause's `waiting` status row.
+async fn journal_with_waiting_checkpoint(flow: &Flow) {
+    use cotal_io_nats::async_nats::header::HeaderMap;
+    use cotal_io_nats::async_nats::jetstream::stream::{Config, RetentionPolicy, StorageType};
+    let client = flow.admin.space().unwrap().client().clone();
+    let js = cotal_io_nats::async_nats::jetstream::new(client);
+    js.create_stream(Config {
+        name: format!("WFJ_{SPACE}"),
+        subjects: vec![format!("cotal.{SPACE}.wfj.*")],
+        retention: RetentionPolicy::Limits,
+        storage: StorageType::File,
+        allow_direct: false,
+        ..Config::default()
+    })
+    .await
+    .unwrap();
+    let mut head = 0;
+    for record in [
+        journal::ACTIVATION,
+        journal::CHECKPOINT_BEGIN,
+        journal::CHECKPOINT_BOUND,
+    ] {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            "Nats-Expected-Last-Subject-Sequence",
+            head.to_string().as_str(),
+        );
+        head = js
+            .publish_with_headers(
+                format!("cotal.{SPACE}.wfj.{RUN}"),
+                headers,
+                record.as_bytes().to_vec().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+            .sequence;
+    }
+    let written = flow
+        .admin
+        .space()
+        .unwrap()
+        .execute(&KvRequest::CreateStrict {
+            store: Store::Records,
+            key: format!("cp.manager.{}.status", journal::TOKEN),
+            value: journal::STATUS_WAITING.as_bytes().to_vec(),
+        })
+        .await;
+    assert!(matches!(written, KvOutcome::Written(_)), "{written:?}");
+}
+
 /// §11.5 remote-run-admission and remote-run-attempt-route on the running daemon: the issued
 /// caller publishes its `run-start` on the v1 rail, the plane observes it, and the registered
 /// manager's forward is admitted with the caller's issuance as provenance and ceiling; the
@@ -295,7 +356,7 @@ async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
     let nonce = "runnonce000000000000000001";
     let (client, _errors, generation, caller) = issued_caller(&flow, "runner", nonce).await;
     let from = format!("{}.runner", flow.owner);
-    let run = "run-00112233445566778899aabbccddeeff";
+    let run = RUN;
     let start = |n: u32| {
         format!(
             "cotal.{SPACE}.ep.v1.inst.manager.{IID}.run-start.{caller}.{generation}.startnonce{n:012}0000"
@@ -394,6 +455,80 @@ async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
         &attempt(&flow, &proof, epoch, other_run, 1),
         "no admission record",
     );
+    let fence = |n: u64| RunFence {
+        holder: format!("{}.{TAKEOVER}", flow.keys[0].public_key()),
+        epoch: n,
+        token: n,
+    };
+    flow.record_run_status(run, RunState::Running, &fence(1))
+        .await;
+    flow.refused(
+        &attempt(&flow, &proof, epoch, run, 1),
+        "next recorded epoch",
+    );
+    flow.granted(&attempt(&flow, &proof, epoch, run, 2));
+
+    // A caller-requested resume rides the v1 rail; the plane observed it, once.
+    let resume = format!(
+        "cotal.{SPACE}.ep.v1.inst.manager.{IID}.run-resume.{caller}.{generation}.resumenonce00000000001"
+    );
+    let mut served = attempt(&flow, &proof, epoch, run, 2);
+    served["attempt"]["served"] = json!(resume);
+    flow.refused(&served, "did not observe");
+    client
+        .publish(
+            resume.clone(),
+            envelope(&from, "run-resume", json!({"runId": run})).into(),
+        )
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let resumed = flow.granted(&served);
+    flow.credential(&resumed, "driver", &flow.driver);
+
+    // A read operator, and an answering one whose pause is read from the run's own journal.
+    let operator = KeyPair::new_user();
+    let mut read = run_request(
+        &flow,
+        "manager-run-attempt",
+        "operator000000000000001",
+        &proof,
+        epoch,
+    );
+    read["operator"] = json!({"id": operator.public_key(), "takeoverId": TAKEOVER});
+    let granted = flow.granted(&read);
+    let (jwt, _) = flow.credential(&granted, "operator", &operator);
+    flow.connect(&jwt, &operator).await;
+    journal_with_waiting_checkpoint(&flow).await;
+    let answer = format!(
+        "cotal.{SPACE}.ep.v1.inst.manager.{IID}.run-answer.self.{caller}.{generation}.answernonce00000000001"
+    );
+    let answering = |step: &str| {
+        let mut raw = read.clone();
+        raw["operator"]["answers"] = json!({"runId": run, "stepKey": step});
+        raw["operator"]["served"] = json!(answer);
+        raw
+    };
+    flow.refused(&answering("/checkpoint:other#0"), "has no open checkpoint");
+    client
+        .publish(
+            answer.clone(),
+            envelope(
+                &from,
+                "run-answer",
+                json!({"runId": run, "stepKey": journal::STEP}),
+            )
+            .into(),
+        )
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    let answered = flow.granted(&answering(journal::STEP));
+    flow.credential(&answered, "operator", &operator);
+
+    flow.record_run_status(run, RunState::Completed, &fence(2))
+        .await;
+    flow.refused(&attempt(&flow, &proof, epoch, run, 3), "terminal run");
 
     // A revoked grant kills the issuance's source: the next admission is refused as dead.
     publish(start(6)).await;

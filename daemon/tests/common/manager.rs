@@ -12,8 +12,8 @@
 //!   static name authority binding `manager` to the owner: no plane door runs or authorizes a
 //!   remote manager's registration, and nothing on a real server holds the operator's
 //!   provisioning authority for the single-label name `manager`;
-//! * the hosted run a `renewRunDriver` renews is written by the admin connection: this plane
-//!   does not serve `manager-run-admission`/`manager-run-attempt` yet.
+//! * a hosted run's status record is written by the admin connection: it is the run driver's
+//!   write, and no driver runs here.
 #![allow(
     dead_code,
     clippy::unwrap_used,
@@ -59,7 +59,14 @@ use super::{http, READY_TIMEOUT, SPACE};
 pub const IID: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmm";
 pub const UID: &str = "llllllllllllllllllllllllll";
 /// The manager's registered commands.
-pub const COMMANDS: [&str; 3] = ["spawn", "status", "turn"];
+pub const COMMANDS: [&str; 6] = [
+    "spawn",
+    "status",
+    "turn",
+    "run-start",
+    "run-resume",
+    "run-answer",
+];
 pub const VOID: &str = "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d";
 pub const RUN: &str = "run-0123456789abcdef0123456789abcdef";
 pub const TAKEOVER: &str = "00112233aabbccdd";
@@ -584,28 +591,42 @@ impl Flow {
         registered.unwrap_or_else(|e| panic!("the manager's registration failed: {e}"))
     }
 
-    /// STAND-IN (this plane does not serve `manager-run-admission`/`manager-run-attempt` yet):
-    /// the admin connection records run [`RUN`] running on this instance under `fence`, as an
-    /// attempt's activation would.
+    /// STAND-IN (the run driver writes its run's status; no driver runs here): the admin
+    /// connection records run [`RUN`] running on this instance under `fence`, as an attempt's
+    /// activation would.
     pub async fn record_run(&self, fence: &RunFence) {
+        self.record_run_status(RUN, RunState::Running, fence).await;
+    }
+
+    /// STAND-IN (as [`Flow::record_run`]): run `run`'s status `state` under `fence`, pinned to
+    /// the status it replaces.
+    pub async fn record_run_status(&self, run: &str, state: RunState, fence: &RunFence) {
         let status = HostedRunStatus {
             observed_spec_revision: 1,
-            state: RunState::Running,
+            state,
             holder: RunHolder::parse(&fence.holder).unwrap(),
             epoch: RunEpoch(fence.epoch),
             fencing_token: FencingToken(fence.token),
             journal_high: 3,
             at: now_secs() * 1000,
         };
-        let write = script(move |cx| {
-            write_run_status(
-                cx,
-                &EndpointName::parse("manager").unwrap(),
-                &RunId::parse(RUN).unwrap(),
-                &status,
-                None,
-            )
-        });
+        let run = RunId::parse(run).unwrap();
+        let endpoint = EndpointName::parse("manager").unwrap();
+        let key = cotal_core::names::keys::run_status(&endpoint, &run);
+        let before = match self
+            .admin
+            .space()
+            .unwrap()
+            .execute(&KvRequest::Get {
+                store: Store::Records,
+                key,
+            })
+            .await
+        {
+            KvOutcome::Entry(entry) => entry.map(|e| e.revision),
+            other => panic!("the run status read failed: {other:?}"),
+        };
+        let write = script(move |cx| write_run_status(cx, &endpoint, &run, &status, before));
         drive(&mut Replay::new(write), &self.admin.space().unwrap())
             .await
             .unwrap();
