@@ -163,6 +163,7 @@ async fn manager_caller_selects_the_live_instance_and_connects_as_an_issuance() 
     let act = &claims(&token)["act"];
     assert_eq!(act["view"], "manager-caller");
     assert_eq!(act["managerInstanceId"], IID, "the one live instance");
+    assert_eq!(body["managerInstanceId"], IID, "echoed to the caller");
 
     let nonce = "mcnonce0000000000000000001";
     let (client, mut errors) = connect(&flow.space, &flow.server, &token, nonce)
@@ -525,6 +526,25 @@ async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
     client.flush().await.unwrap();
     let answered = flow.granted(&answering(journal::STEP));
     flow.credential(&answered, "operator", &operator);
+
+    // The route's refusals of an attempt (§11.5 remote-run-attempt-route), each a 403.
+    let mut both = attempt(&flow, &proof, epoch, run, 3);
+    both["operator"] = read["operator"].clone();
+    flow.refused(&both, "exactly one");
+    let mut unscoped = attempt(&flow, &proof, epoch, run, 3);
+    unscoped["actor"] = json!("runner");
+    flow.refused(&unscoped, "supervise");
+    let mut foreign_account = attempt(&flow, &proof, epoch, run, 3);
+    foreign_account["accountPublicKey"] = json!(KeyPair::new_account().public_key());
+    flow.refused(&foreign_account, "host-assigned space and account");
+    let mut foreign_instance = attempt(&flow, &proof, epoch, run, 3);
+    foreign_instance["instanceId"] = json!("nnnnnnnnnnnnnnnnnnnnnnnnnn");
+    flow.refused(&foreign_instance, "no open registration gate");
+    flow.refused(
+        &attempt(&flow, &wrong, epoch, run, 3),
+        "does not match the current registration",
+    );
+    flow.refused(&attempt(&flow, &proof, epoch + 1, run, 3), "stale");
 
     flow.record_run_status(run, RunState::Completed, &fence(2))
         .await;

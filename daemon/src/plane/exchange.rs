@@ -69,11 +69,15 @@ impl Exchange {
                     &minted.row,
                     audit::At::default(),
                 );
-                Answer::ok(json!({
+                let mut body = json!({
                     "token": minted.token,
                     "owner": minted.principal.owner().as_str(),
                     "exp": minted.exp,
-                }))
+                });
+                if let (Some(instance), Some(o)) = (&minted.instance, body.as_object_mut()) {
+                    o.insert("managerInstanceId".into(), json!(instance.as_str()));
+                }
+                Answer::ok(body)
             }
             Err(refusal) => {
                 self.metrics.decided("exchange", Some(refusal.error.code));
@@ -245,6 +249,7 @@ impl Exchange {
             .map_err(refuse)?;
         act.lifecycle_uid = Some(uid.clone());
         act.credential_id = Some(credential.clone());
+        let instance = act.manager_instance_id.clone();
         let issued = self
             .bearers
             .issue(&act, Some(ttl), UnixSeconds(now))
@@ -254,6 +259,7 @@ impl Exchange {
             principal: row.principal(),
             token: issued.token,
             exp: issued.expires_at.0,
+            instance,
         })
     }
 }
@@ -289,6 +295,8 @@ struct Minted {
     row: String,
     token: String,
     exp: u64,
+    /// The manager instance a `manager-caller` bearer is pinned to, echoed to the caller.
+    instance: Option<InstanceId>,
 }
 
 /// A refused exchange: the error, and who and what the audit line names (a caller that never
