@@ -497,48 +497,6 @@ fn serve_mint_finalize_releases_at_the_grant_and_refuses_a_frozen_gate() {
 
 // ---- ambiguity for real ----------------------------------------------------------------------
 
-/// The pid of a harness server, found by its config path in the process table (the harness
-/// does not expose it; SIGSTOP needs it).
-fn server_pid(server: &NatsServer) -> rustix::process::Pid {
-    let config = server.dir().join("nats.conf");
-    let needle = config.to_string_lossy().into_owned();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&cmdline).contains(&needle) {
-            return rustix::process::Pid::from_raw(pid).unwrap();
-        }
-    }
-    panic!("no process runs {needle}");
-}
-
-/// Waits until every thread of `pid` has stopped: a group stop completes asynchronously, and a
-/// thread still running could read the publish the test means to lose.
-async fn await_stopped(pid: rustix::process::Pid) {
-    let tasks = format!("/proc/{}/task", pid.as_raw_nonzero());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let all_stopped = std::fs::read_dir(&tasks).unwrap().flatten().all(|t| {
-            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
-            // The state follows the parenthesised command name.
-            let state = stat
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next());
-            matches!(state, Some("T" | "t"))
-        });
-        if all_stopped {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the server did not stop");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-}
-
 /// Waits until `client` is connected again after a server restart or a cut connection.
 async fn reconnected(client: &Client) {
     let deadline = Instant::now() + Duration::from_secs(15);
@@ -667,9 +625,10 @@ fn losing_hook(
             }
             match (loss, phase) {
                 (Loss::NotApplied, SendPhase::Before) => {
-                    let pid = server_pid(&server.lock().unwrap());
-                    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
-                    await_stopped(pid).await;
+                    let server = server.clone();
+                    tokio::task::spawn_blocking(move || server.lock().unwrap().pause().unwrap())
+                        .await
+                        .unwrap();
                 }
                 (Loss::AppliedAckLost, SendPhase::Before) => {
                     proxy.unwrap().swallow.store(true, Ordering::SeqCst);

@@ -244,9 +244,39 @@ impl NatsServer {
     }
 
     /// Freezes the process (SIGSTOP): its sockets stay open and nothing answers, as on a host
-    /// that hangs. A server that is not running is left alone.
+    /// that hangs. Returns once every thread has stopped: a group stop completes
+    /// asynchronously, and a thread still running could read what the caller means to lose. A
+    /// server that is not running is left alone.
     pub fn pause(&self) -> Result<(), HarnessError> {
-        self.signal(Signal::STOP)
+        self.signal(Signal::STOP)?;
+        let Some(child) = &self.child else {
+            return Ok(());
+        };
+        let tasks = format!("/proc/{}/task", child.id());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let threads = std::fs::read_dir(&tasks)
+                .map_err(|e| HarnessError::new(format!("cannot list {tasks}: {e}")))?;
+            let all_stopped = threads.flatten().all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                // The state follows the parenthesised command name.
+                let state = stat
+                    .rsplit(')')
+                    .next()
+                    .and_then(|r| r.split_whitespace().next());
+                matches!(state, Some("T" | "t"))
+            });
+            if all_stopped {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= deadline {
+                return Err(HarnessError::new(format!(
+                    "nats-server {} did not stop within 5 s of SIGSTOP",
+                    self.name
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 
     /// Lets a paused process run again (SIGCONT).
