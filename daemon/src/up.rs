@@ -98,6 +98,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         identity,
         port: args.port,
         public: args.public.clone(),
+        standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
     };
     match serve(&inputs).instrument(span).await {
         Ok(outcome) => {

@@ -61,6 +61,7 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
         identity: state::load_or_create(root, &space).unwrap(),
         port: 0,
         public: None,
+        standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
     };
     (inputs, server)
 }

@@ -108,6 +108,10 @@ pub struct PlaneInputs {
     pub port: u16,
     /// The public face, when opened (validated by `check_public_face`).
     pub public: Option<PublicFaceSettings>,
+    /// The lifetime of the standing credentials the manager route issues, within [5, 86400]
+    /// seconds by construction. Only a trusted host sets it (reference §2.3 step 0): no CLI flag
+    /// and no request field reaches it, so `up` passes [`StandingTtl::DEFAULT`].
+    pub standing_ttl: StandingTtl,
 }
 
 /// Whether the plane serves (reference §2.8).
@@ -590,7 +594,7 @@ fn doors(
             .ok_or("the trust root's data account is not an account key")?,
         signer: Arc::new(material.data_signing_key().clone()),
         proof_secret: ProofSecret::new(signing_seed),
-        standing_ttl: StandingTtl::DEFAULT,
+        standing_ttl: inputs.standing_ttl,
         agents: AgentOnboarding {
             sentinel_creds: material.sentinel_creds().to_owned(),
             // Known once the public face is bound: the route fills it in (`public_exchange`).
