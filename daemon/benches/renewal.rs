@@ -609,6 +609,13 @@ async fn bench(n: usize) {
         ms(f50 + t50 + v50 + g50),
         ms(h50),
     );
+    // What a route that did no work of its own could reach on this transport: the goal is only
+    // reachable where the floor dwarfs a loopback HTTP exchange.
+    println!(
+        "renew ceiling with no route work at all: floor / (floor + transport + verify + grant \
+         read) at p50 = {:.2}",
+        f50.as_secs_f64() / (f50 + t50 + v50 + g50).as_secs_f64(),
+    );
     println!(
         "renew mean as the daemon's own latency histogram saw it (route to reply, no TCP): \
          {served_renew_ms:.2} ms; the daemon's CPU per HTTP renew {:.2} ms (idle: {:.1} ms/s)",
