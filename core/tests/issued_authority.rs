@@ -22,8 +22,10 @@ use cotal_core::issued::{
 use cotal_core::jwt::{Permission, Permissions, ResponsePermission};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
 use cotal_core::kv::{KvOp, Store};
-use cotal_core::lifecycle::AgentGate;
-use cotal_core::names::{keys, ActorToken, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
+use cotal_core::lifecycle::{AgentGate, LifecycleHead};
+use cotal_core::names::{
+    keys, ActorToken, LifecycleUid, ManagerInstance, OpId, OwnerToken, Principal, SpaceName,
+};
 use cotal_core::{EpError, ErrorCode};
 
 const OWNER: &str = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -113,10 +115,25 @@ fn grant_at(world: &ModelWorld, at: &str) {
     ));
 }
 
-/// A world whose ledger grants the issued actor at [`UID`].
+/// The actor's lifecycle head, active at `at` (what its first exchange's activation writes).
+fn head_at(at: &str) -> LifecycleHead {
+    LifecycleHead::activated(
+        owner(),
+        actor(),
+        uid(at),
+        ManagerInstance::parse("auth-service:s1").unwrap(),
+    )
+}
+
+/// A world whose ledger grants the issued actor at [`UID`], its lifecycle active there.
 fn world() -> ModelWorld {
-    let w = ModelWorld::new(KvModel::new());
+    let mut w = ModelWorld::new(KvModel::new());
     grant_at(&w, UID);
+    w.kv.put(
+        Store::Records,
+        &keys::lifecycle_head(&owner(), &actor()),
+        &head_at(UID).to_bytes(),
+    );
     w
 }
 
@@ -363,6 +380,25 @@ fn f79_a_revoked_or_regranted_actor_row_is_a_dead_source() {
     );
     grant_at(&w, UID);
     run(&mut w, resolve(GEN)).unwrap();
+}
+
+/// Retiring an interactive lifecycle leaves its grant row until a re-grant: the head, retiring
+/// or retired at the uid, is what ends an issuance on that incarnation.
+#[test]
+fn f79_a_retired_lifecycle_is_a_dead_actor_ledger_source() {
+    let mut w = world();
+    run(&mut w, issue(GEN)).unwrap();
+    let retiring = head_at(UID).retiring(&OpId::mint([9; 20])).unwrap();
+    w.kv.put(
+        Store::Records,
+        &keys::lifecycle_head(&owner(), &actor()),
+        &retiring.to_bytes(),
+    );
+    refusal(
+        run(&mut w, resolve(GEN)),
+        ErrorCode::PermissionDenied,
+        "no longer live",
+    );
 }
 
 #[test]

@@ -550,19 +550,60 @@ async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
         .await;
     flow.refused(&attempt(&flow, &proof, epoch, run, 3), "terminal run");
 
-    // A revoked grant kills the issuance's source: the next admission is refused as dead.
-    publish(start(6)).await;
+    // Retiring the caller's lifecycle ends its issuance, though its grant row stays until a
+    // re-grant: the next admission is refused as dead (F79).
+    publish(start(7)).await;
+    let uid = caller.rsplit('.').next().unwrap();
+    let (status, retired) = common::signin::post_to(
+        flow.d["url"].as_str().unwrap(),
+        "/interactive-lifecycle/retire",
+        flow.d["cap"].as_str(),
+        &json!({"owner": flow.owner, "actor": "runner", "lifecycleUid": uid}),
+    );
+    assert_eq!(status, 200, "{retired}");
+    flow.refused(
+        &admission(&flow, &proof, epoch, other_run, &start(7)),
+        "no longer live",
+    );
+
+    // A revoked grant kills the issuance's source: the next admission is refused as dead. The
+    // retirement kicked `runner`'s connection, so a second caller of alice's shows it.
+    flow.space.grant(
+        "runner2",
+        "alice",
+        &[
+            "--scope",
+            "",
+            "--allow-subscribe",
+            "",
+            "--allow-publish",
+            "",
+        ],
+    );
+    let (second, _, generation2, caller2) =
+        issued_caller(&flow, "runner2", "runnonce000000000000000002").await;
+    let start2 = format!(
+        "cotal.{SPACE}.ep.v1.inst.manager.{IID}.run-start.{caller2}.{generation2}.startnonce0000000000080000"
+    );
+    second
+        .publish(
+            start2.clone(),
+            envelope(&format!("{}.runner2", flow.owner), "run-start", json!({})).into(),
+        )
+        .await
+        .unwrap();
+    second.flush().await.unwrap();
     flow.space.authd(&[
         "actor",
         "revoke",
-        "runner",
+        "runner2",
         "--space",
         SPACE,
         "--idp-subject",
         "alice",
     ]);
     flow.refused(
-        &admission(&flow, &proof, epoch, other_run, &start(6)),
+        &admission(&flow, &proof, epoch, other_run, &start2),
         "no longer live",
     );
 }

@@ -22,9 +22,10 @@ use cotal_core::issued::{
     RetireIssued, SubjectAllow, SubjectPermission, SubjectPermissions,
 };
 use cotal_core::kv::model::KvModel;
-use cotal_core::kv::{KvOutcome, KvRequest, Store};
-use cotal_core::machine::{Effect, Replay, Script};
-use cotal_core::names::{ActorToken, LifecycleUid, OwnerToken, SpaceName};
+use cotal_core::kv::{KvOutcome, KvRequest, Store, WriteOutcome};
+use cotal_core::lifecycle::LifecycleHead;
+use cotal_core::machine::{script, Effect, Replay, Script};
+use cotal_core::names::{keys, ActorToken, LifecycleUid, ManagerInstance, OwnerToken, SpaceName};
 use cotal_core::{EpError, ErrorCode};
 use cotal_io_nats::async_nats::connection::State;
 use cotal_io_nats::{NatsWorld, SendPhase, Space, SpaceOptions};
@@ -132,8 +133,28 @@ impl Runner for OnServer<'_> {
     }
 }
 
+/// The actor's lifecycle head, active at [`UID`], as its first exchange writes it: an
+/// actor-ledger source is live only while the incarnation is.
+fn activate(r: &mut impl Runner) {
+    let head = LifecycleHead::activated(
+        OwnerToken::parse(OWNER).unwrap(),
+        ActorToken::parse("cli").unwrap(),
+        LifecycleUid::parse(UID).unwrap(),
+        ManagerInstance::parse("auth-service:iss").unwrap(),
+    );
+    let key = keys::lifecycle_head(&head.owner().clone(), &head.actor().clone());
+    let bytes = head.to_bytes();
+    let written = r
+        .go(script(move |cx| {
+            cx.create_strict(Store::Records, key.clone(), bytes.clone())
+        }))
+        .unwrap();
+    assert!(matches!(written, WriteOutcome::Written(_)), "{written:?}");
+}
+
 /// The scenario both worlds run, asserting each outcome.
 fn scenario(r: &mut impl Runner) {
+    activate(r);
     assert_eq!(r.go(issue(GEN, true)).unwrap(), reference(GEN));
     refused(r.go(issue(GEN, false)), ErrorCode::Conflict, "never reused");
     assert_eq!(
@@ -255,6 +276,7 @@ fn the_append_only_store_refuses_a_purge_and_a_later_message_on_evidence_is_iner
         rt: &rt,
         world: NatsWorld::new(&space).with_actors(Arc::new(ledger())),
     };
+    activate(&mut real);
     real.go(issue(GEN, true)).unwrap();
     let client = space.client().clone();
     let key = evidence_key(&reference(GEN));
@@ -314,6 +336,10 @@ fn lost_activation_ack(crash_after_flush: bool) {
         ))
         .unwrap();
     let space = Arc::new(space);
+    activate(&mut OnServer {
+        rt: &rt,
+        world: NatsWorld::new(&space),
+    });
     let mut world = NatsWorld::new(&space).with_actors(Arc::new(ledger()));
     let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
     let target = attempt_key(&reference(GEN));

@@ -13,7 +13,7 @@ use crate::error::EpError;
 use crate::gate::GateState;
 use crate::kv::settle::{settle_write, Heard, Settled, Verdict, AMBIGUOUS_WRITE_ATTEMPTS};
 use crate::kv::{Entry, KvRequest, ReadOutcome, Revision, Store, WriteOutcome};
-use crate::lifecycle::rows::read_gate;
+use crate::lifecycle::rows::{read_gate, read_head};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::Principal;
 
@@ -329,17 +329,26 @@ impl Script for RetireIssued {
     }
 }
 
-/// Whether one source is live, as only this plane can attest: an actor-ledger row at exactly
-/// that lifecycle uid (either row space), or a lifecycle gate that exists and is not retired.
+/// Whether one source is live, as only this plane can attest:
+/// * an actor-ledger row: the ledger holds a row for that owner and actor at exactly that
+///   lifecycle uid (either row space), **and** the lifecycle head is active at that uid. The
+///   reference checks the row alone; the head is read too because retiring an interactive
+///   lifecycle leaves its grant row in place until a re-grant, and an issuance on a retired
+///   incarnation must not outlive it (F79: a lifecycle terminal ends every issuance on it).
+/// * a static incarnation's credentials: its lifecycle gate exists and is not retired.
+///
 /// A failed read refuses; a foreign coordinate refuses.
 fn source_is_live(cx: &mut Ctx<'_>, source: &IssuedSource) -> Result<bool, Halt> {
     match source.kind() {
         SourceKind::ActorLedger { owner, actor, uid } => {
             match cx.actors(ActorsRequest::FindUnified {
-                principal: Principal::new(owner, actor),
+                principal: Principal::new(owner.clone(), actor.clone()),
             })? {
                 ActorsOutcome::Found(held) => {
-                    Ok(held.is_some_and(|h| h.row.lifecycle_uid.as_ref() == Some(&uid)))
+                    if !held.is_some_and(|h| h.row.lifecycle_uid.as_ref() == Some(&uid)) {
+                        return Ok(false);
+                    }
+                    Ok(read_head(cx, &owner, &actor)?.is_some_and(|h| h.row.is_active_at(&uid)))
                 }
                 ActorsOutcome::Refused(why)
                 | ActorsOutcome::Corrupt(why)
@@ -367,7 +376,8 @@ fn source_is_live(cx: &mut Ctx<'_>, source: &IssuedSource) -> Result<bool, Halt>
 /// the evidence is unexpired, every source is live, and a second read of the attempt row
 /// returns the same revision — that second read is the linearization point. Anything else
 /// refuses `permission-denied`; an unserved read refuses `unavailable`. Writes nothing. Round
-/// trips: 3 + one per source.
+/// trips: 3 + one per source (its gate, or its lifecycle head beside the actor ledger's file
+/// read).
 #[derive(Debug, Clone)]
 pub struct ResolveIssued {
     pub reference: IssuedRef,
