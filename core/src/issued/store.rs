@@ -345,10 +345,9 @@ fn source_is_live(cx: &mut Ctx<'_>, source: &IssuedSource) -> Result<bool, Halt>
                 principal: Principal::new(owner.clone(), actor.clone()),
             })? {
                 ActorsOutcome::Found(held) => {
-                    if !held.is_some_and(|h| h.row.lifecycle_uid.as_ref() == Some(&uid)) {
-                        return Ok(false);
-                    }
-                    Ok(read_head(cx, &owner, &actor)?.is_some_and(|h| h.row.is_active_at(&uid)))
+                    let at_uid = held.is_some_and(|h| h.row.lifecycle_uid.as_ref() == Some(&uid));
+                    Ok(at_uid
+                        && read_head(cx, &owner, &actor)?.is_some_and(|h| h.row.is_active_at(&uid)))
                 }
                 ActorsOutcome::Refused(why)
                 | ActorsOutcome::Corrupt(why)
