@@ -1,8 +1,9 @@
 //! The running daemon's loopback face, driven over real HTTP: the discovery file names its URL
 //! and capability, `/health` reports the readiness state and the issuer, `/jwks` serves the
 //! trust root's issuer key with `cache-control: max-age=300`, a door without the capability is
-//! refused, `/metrics` counts the requests and names the plane's coordinates, and after SIGTERM
-//! nothing listens any more; `--log-format json` writes one JSON
+//! refused, `/metrics` counts the requests and names the plane's coordinates (read by a
+//! Prometheus text-format parser), SIGTERM lets a request in flight finish before the exit, and
+//! after it nothing listens any more; `--log-format json` writes one JSON
 //! object per stderr line, none carrying the capability.
 #![allow(
     clippy::unwrap_used,
@@ -152,8 +153,53 @@ fn the_loopback_face_serves_health_and_jwks_and_guards_its_doors() {
     );
     assert!(text.ends_with("# EOF\n"), "{text}");
     assert!(!text.contains(&cap));
+    // The same text through a Prometheus text-format parser: every sample line reads.
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let health = scrape
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "cotal_http_requests_total"
+                && s.labels.get("route") == Some("/health")
+                && s.labels.get("status") == Some("200")
+        })
+        .unwrap_or_else(|| panic!("no /health sample in {:?}", scrape.samples));
+    assert!(
+        matches!(health.value, prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) if v == 1.0),
+        "{:?}",
+        health.value
+    );
+    assert!(scrape
+        .samples
+        .iter()
+        .any(|s| s.metric == "cotal_plane_generation"));
 
+    // SIGTERM with a request in flight (reference §2.9): its head and half its body are in
+    // when the signal lands; the plane drains, the rest of the body arrives, the request is
+    // answered in full, and only then does the process exit 0.
+    let body = br#"{"idpToken":"not-a-token","actor":"alice"}"#;
+    let mut inflight = std::net::TcpStream::connect(url.trim_start_matches("http://")).unwrap();
+    let head = format!(
+        "POST /exchange HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         authorization: Bearer {cap}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    use std::io::{Read as _, Write as _};
+    inflight.write_all(head.as_bytes()).unwrap();
+    inflight.write_all(&body[..10]).unwrap();
+    inflight.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
     signal(reaper.0.last().unwrap(), Signal::TERM);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(
+        reaper.0.last_mut().unwrap().try_wait().unwrap().is_none(),
+        "the plane exited with a request still in flight"
+    );
+    inflight.write_all(&body[10..]).unwrap();
+    let mut answer = String::new();
+    inflight.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains("\"error\""), "{answer}");
     assert_eq!(
         exits(reaper.0.last_mut().unwrap(), EXIT_TIMEOUT).code(),
         Some(0)
