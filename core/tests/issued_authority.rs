@@ -151,6 +151,22 @@ fn attempt_state(world: &ModelWorld, generation: &str) -> String {
     row["state"].as_str().unwrap().to_owned()
 }
 
+/// A fault that retires generation [`GEN`] right after the request it fires on: a concurrent
+/// retirement landing between two steps of a machine.
+fn retire_right_after() -> Fault {
+    Fault::After(Box::new(|kv: &mut KvModel| {
+        let mut retire = ModelWorld::new(std::mem::take(kv));
+        run(
+            &mut retire,
+            RetireIssued {
+                reference: reference(GEN),
+            },
+        )
+        .unwrap();
+        *kv = retire.kv;
+    }))
+}
+
 fn refusal(result: Result<impl std::fmt::Debug, EpError>, code: ErrorCode, words: &str) {
     let e = result.unwrap_err();
     assert_eq!(e.code, code, "{e:?}");
@@ -270,17 +286,7 @@ fn f78_a_retirement_between_prepare_and_release_wins() {
     let mut w = world();
     w.kv.inject(
         Trigger::new(Store::Issued, KvOp::CreateStrict, "bysource."),
-        Fault::After(Box::new(|kv: &mut KvModel| {
-            let mut retire = ModelWorld::new(std::mem::take(kv));
-            run(
-                &mut retire,
-                RetireIssued {
-                    reference: reference(GEN),
-                },
-            )
-            .unwrap();
-            *kv = retire.kv;
-        })),
+        retire_right_after(),
     );
     refusal(
         run(&mut w, issue(GEN)),
@@ -437,17 +443,7 @@ fn f79_an_attempt_that_moves_during_resolution_refuses() {
     run(&mut w, issue(GEN)).unwrap();
     w.kv.inject(
         Trigger::new(Store::Issued, KvOp::Get, "attempt."),
-        Fault::After(Box::new(|kv: &mut KvModel| {
-            let mut retire = ModelWorld::new(std::mem::take(kv));
-            run(
-                &mut retire,
-                RetireIssued {
-                    reference: reference(GEN),
-                },
-            )
-            .unwrap();
-            *kv = retire.kv;
-        })),
+        retire_right_after(),
     );
     refusal(
         run(&mut w, resolve(GEN)),

@@ -68,14 +68,10 @@ fn claims(token: &str) -> Value {
 
 /// The accepted row this connection's nonce names, read over its own per-key grant.
 async fn accepted(client: &Client, nonce: &str) -> Value {
-    let token = AcceptedToken::for_connection(nonce);
-    let bucket = format!("cotal_accepted_{SPACE}");
+    let space = cotal_core::names::SpaceName::parse(SPACE).unwrap();
     let reply = client
         .request(
-            format!(
-                "$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{}",
-                token.key()
-            ),
+            AcceptedToken::for_connection(nonce).read_grant(&space),
             Vec::new().into(),
         )
         .await
@@ -195,15 +191,9 @@ async fn manager_caller_selects_the_live_instance_and_connects_as_an_issuance() 
         "F81: no legacy run-start"
     );
     let other = AcceptedToken::for_connection("someone-elses-nonce-000001");
-    let bucket = format!("cotal_accepted_{SPACE}");
+    let space = cotal_core::names::SpaceName::parse(SPACE).unwrap();
     let foreign = client
-        .request(
-            format!(
-                "$JS.API.DIRECT.GET.KV_{bucket}.$KV.{bucket}.{}",
-                other.key()
-            ),
-            Vec::new().into(),
-        )
+        .request(other.read_grant(&space), Vec::new().into())
         .await;
     assert!(foreign.is_err(), "only its own accepted row is readable");
     client.drain().await.unwrap();
