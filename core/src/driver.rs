@@ -106,6 +106,11 @@ impl World for ModelWorld {
         self.log.push(effect.clone());
         match effect {
             Effect::Kv(request) => Observation::Kv(self.kv.execute(request)),
+            // The model serves reads one after another: one of the orders a concurrent driver
+            // may produce.
+            Effect::Reads(requests) => {
+                Observation::Reads(requests.iter().map(|r| self.kv.execute(r)).collect())
+            }
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders)),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder)),
             Effect::ProbePlane(query) => Observation::PlaneProbed((self.plane_prober)(query)),

@@ -46,6 +46,10 @@ use crate::plane_claim::{PlaneQuery, PlaneVerdict};
 pub enum Effect {
     /// One KV operation on a named store.
     Kv(KvRequest),
+    /// Leader-served reads (`Get` requests) a script needs at once, answered by
+    /// [`Observation::Reads`], one outcome per request in order. A driver may serve them
+    /// concurrently and in any order; [`Ctx::get_together`] says when a script may ask.
+    Reads(Vec<KvRequest>),
     /// Verified eviction of these holders; answered with one verdict per holder, input order.
     Evict(Vec<Principal>),
     /// Liveness of a holder principal.
@@ -75,6 +79,8 @@ pub enum Liveness {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observation {
     Kv(KvOutcome),
+    /// One outcome per request of the `Reads` effect, in its order.
+    Reads(Vec<KvOutcome>),
     /// One verdict per holder of the `Evict` effect: `true` = verified gone.
     Evicted(Vec<bool>),
     Probed(Liveness),
@@ -437,6 +443,35 @@ impl Ctx<'_> {
             key: key.clone(),
         })?;
         ReadOutcome::from_outcome(outcome).map_err(|other| impossible(&key, &other))
+    }
+
+    /// Leader-served reads of every `(store, key)` in one round trip, one outcome each, in order.
+    /// The driver may serve them concurrently, so they land in no defined order: ask for reads
+    /// together only when the decision taken on them holds in whichever order they landed (the
+    /// doc of each caller says why its decision does).
+    pub fn get_together<const N: usize>(
+        &mut self,
+        reads: [(Store, String); N],
+    ) -> Result<[ReadOutcome; N], Halt> {
+        let requests: Vec<KvRequest> = reads
+            .into_iter()
+            .map(|(store, key)| KvRequest::Get { store, key })
+            .collect();
+        let outcomes = match self.perform(Effect::Reads(requests.clone()))? {
+            Observation::Reads(outcomes) if outcomes.len() == N => outcomes,
+            other => return Err(mismatch(&format!("{N} read outcomes"), &other)),
+        };
+        let typed = requests
+            .iter()
+            .zip(outcomes)
+            .map(|(request, outcome)| {
+                ReadOutcome::from_outcome(outcome)
+                    .map_err(|other| impossible(request.key(), &other))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        typed
+            .try_into()
+            .map_err(|_| Halt::Fail(EpError::internal("the read outcomes changed length")))
     }
 
     /// A leader-served read of `key`'s first message.

@@ -74,6 +74,7 @@ fn ensure(at: &str, entropy: u8, now_ms: u64) -> EnsureRootCredential {
             op: [entropy; 20],
             credentials: [[entropy; 20], [entropy + 1; 20], [entropy + 2; 20]],
         },
+        known: None,
     }
 }
 
@@ -931,6 +932,141 @@ fn regrant_at_new_uid_refused_takeover() {
     assert!(connect_in(&mut world, UID, &root, holder(), NOW).unwrap());
 }
 
+// ---- the known-root hint: head and row read together ---------------------------------------
+
+/// Runs `script` on `world` and returns its outcome with every effect it asked for.
+fn with_effects<S: cotal_core::machine::Script>(
+    world: &mut ModelWorld,
+    script: S,
+) -> (Result<S::Output, EpError>, Vec<Effect>) {
+    let mut machine = Replay::new(script);
+    let outcome = cotal_core::driver::drive(&mut machine, world);
+    let effects = machine.history().iter().map(|(e, _)| e.clone()).collect();
+    (outcome, effects)
+}
+
+fn knowing(at: &str, entropy: u8, now_ms: u64, known: &CredentialId) -> EnsureRootCredential {
+    EnsureRootCredential {
+        known: Some(known.clone()),
+        ..ensure(at, entropy, now_ms)
+    }
+}
+
+fn is_together_read(effect: &Effect) -> bool {
+    matches!(effect, Effect::Reads(reads) if reads.len() == 2
+        && reads.iter().all(|r| matches!(r, KvRequest::Get { .. })))
+}
+
+#[test]
+fn f59_a_known_root_is_proven_in_one_round_trip() {
+    let mut world = ModelWorld::default();
+    let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
+    let (again, effects) = with_effects(&mut world, knowing(UID, 2, NOW, &root));
+    assert_eq!(
+        again.unwrap(),
+        RootCredential {
+            credential_id: root.clone(),
+            minted: false
+        }
+    );
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    assert!(is_together_read(&effects[0]), "{effects:?}");
+}
+
+#[test]
+fn f59_a_stale_known_root_falls_back_to_the_stamped_one() {
+    let mut world = ModelWorld::default();
+    let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
+    let stale = CredentialId::mint([77; 20]);
+    let (again, effects) = with_effects(&mut world, knowing(UID, 2, NOW, &stale));
+    assert_eq!(again.unwrap().credential_id, root);
+    assert_eq!(
+        effects.len(),
+        2,
+        "the together read, then the stamped row: {effects:?}"
+    );
+    assert!(is_together_read(&effects[0]));
+    assert_eq!(
+        effects[1],
+        Effect::Kv(KvRequest::Get {
+            store: Store::Auth,
+            key: keys::cred(&uid(UID), &root)
+        })
+    );
+}
+
+#[test]
+fn revoked_known_root_refuses_the_exchange_barrier() {
+    let mut world = ModelWorld::default();
+    let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
+    run(
+        &mut world,
+        RevokeCredential {
+            lifecycle_uid: uid(UID),
+            credential_id: root.clone(),
+        },
+    )
+    .unwrap();
+    refused(
+        &run(&mut world, knowing(UID, 2, NOW, &root)).unwrap_err(),
+        ErrorCode::PermissionDenied,
+        &["barrier", "revoked"],
+    );
+    refused(
+        &run(
+            &mut world,
+            knowing(UID, 2, NOW + ROOT_CREDENTIAL_TTL_MS, &root),
+        )
+        .unwrap_err(),
+        ErrorCode::PermissionDenied,
+        &["barrier"],
+    );
+}
+
+#[test]
+fn regrant_at_new_uid_with_the_old_known_root_refused_takeover() {
+    let mut world = ModelWorld::default();
+    let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
+    // The hint names the live incarnation's root, but the ensure is for another uid: the head
+    // is not active at that uid, so the hint decides nothing.
+    refused(
+        &run(&mut world, knowing(UID2, 2, NOW, &root)).unwrap_err(),
+        ErrorCode::AlreadyExists,
+        &["takeover"],
+    );
+    assert_eq!(stamped(&world), root);
+}
+
+#[test]
+fn an_unreadable_head_or_row_beside_a_known_root_fails_closed() {
+    let mut world = ModelWorld::default();
+    let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
+    world.kv.inject(
+        Trigger::new(Store::Auth, KvOp::Get, "cred."),
+        Fault::Unavailable,
+    );
+    refused(
+        &run(&mut world, knowing(UID, 2, NOW, &root)).unwrap_err(),
+        ErrorCode::Unavailable,
+        &["fails closed"],
+    );
+    world.kv.inject(
+        Trigger::new(Store::Records, KvOp::Get, "lifecycle."),
+        Fault::Unavailable,
+    );
+    refused(
+        &run(&mut world, knowing(UID, 2, NOW, &root)).unwrap_err(),
+        ErrorCode::Unavailable,
+        &["fails closed"],
+    );
+    assert_eq!(
+        run(&mut world, knowing(UID, 2, NOW, &root))
+            .unwrap()
+            .credential_id,
+        root
+    );
+}
+
 // ---- the connect check ---------------------------------------------------------------------
 
 #[test]
@@ -938,6 +1074,37 @@ fn a_stamped_root_connects() {
     let mut world = ModelWorld::default();
     let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
     assert!(connect_in(&mut world, UID, &root, holder(), NOW).unwrap());
+    let (authorized, effects) = with_effects(
+        &mut world,
+        AuthorizeConnectCredential {
+            holder: holder(),
+            lifecycle_uid: uid(UID),
+            credential_id: root,
+            now_ms: NOW,
+        },
+    );
+    assert!(authorized.unwrap().root);
+    assert_eq!(
+        effects.len(),
+        1,
+        "the row and the head in one round trip: {effects:?}"
+    );
+    assert!(is_together_read(&effects[0]));
+}
+
+#[test]
+fn an_unreadable_head_denies_a_root_connect() {
+    let mut world = ModelWorld::default();
+    let root = run(&mut world, ensure(UID, 1, NOW)).unwrap().credential_id;
+    world.kv.inject(
+        Trigger::new(Store::Records, KvOp::Get, "lifecycle."),
+        Fault::Unavailable,
+    );
+    refused(
+        &connect_in(&mut world, UID, &root, holder(), NOW).unwrap_err(),
+        ErrorCode::PermissionDenied,
+        &["could not be proven live"],
+    );
 }
 
 #[test]

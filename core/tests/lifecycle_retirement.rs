@@ -63,6 +63,7 @@ fn ensure(at: &str, entropy: u8) -> EnsureRootCredential {
             op: [entropy; 20],
             credentials: [[entropy; 20], [entropy + 1; 20], [entropy + 2; 20]],
         },
+        known: None,
     }
 }
 

@@ -150,6 +150,9 @@ impl<'s> NatsWorld<'s> {
                     .execute_hooked(request, self.send_hook.as_mut())
                     .await,
             ),
+            Effect::Reads(requests) => Observation::Reads(
+                futures::future::join_all(requests.iter().map(|r| self.space.execute(r))).await,
+            ),
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders.clone()).await),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder.clone()).await),
             Effect::ProbePlane(query) => {

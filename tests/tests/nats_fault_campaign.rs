@@ -364,6 +364,7 @@ async fn lifecycle_client(
                     op: rng.entropy20(),
                     credentials: [rng.entropy20(), rng.entropy20(), rng.entropy20()],
                 },
+                known: None,
             });
             let root = match tokio::time::timeout(OP_TIMEOUT, world.run(&mut ensure)).await {
                 Ok(Ok(root)) => root,

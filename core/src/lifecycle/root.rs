@@ -6,7 +6,7 @@ use crate::error::{EpError, ErrorCode};
 use crate::gate::GateState;
 use crate::issuance;
 use crate::kv::settle::{settle_write, Heard, Settled, Verdict};
-use crate::kv::{KvRequest, Revision, Store};
+use crate::kv::{KvRequest, ReadOutcome, Revision, Store};
 use crate::ledger::{self, CredState, LedgerRow, Revocation};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{
@@ -15,7 +15,9 @@ use crate::names::{
 };
 
 use super::activate::{describe, write_pinned, ActivateLifecycle, Landed};
-use super::rows::{read_head, read_never_deleted, AgentGate, LifecycleHead, Versioned};
+use super::rows::{
+    head_of, never_deleted, read_head, read_never_deleted, AgentGate, LifecycleHead, Versioned,
+};
 
 /// A root credential row's lifetime: 90 days, in the milliseconds agent rows carry. Long by
 /// design: the root lives with its incarnation, and rotating it is a barrier's job.
@@ -58,7 +60,16 @@ pub struct RootCredential {
 ///
 /// Every write is settled by a leader read-back; an unsettleable touch is treated as lost,
 /// which is safe because the row was never exported. Round trips: 2 on the fast path (head,
-/// row); 11 on a virgin alias (head, the activation's 6, gate, row create, touch, stamp).
+/// row), 1 when `known` is the stamped root (head and row read together); 11 on a virgin alias
+/// (head, the activation's 6, gate, row create, touch, stamp).
+///
+/// Why reading the head and a `known` row together decides what reading them in turn would:
+/// `known` is an id an earlier ensure returned, so the head was stamped with it before this
+/// ensure began. From then on "the head is active at this uid naming `known`" holds over one
+/// unbroken interval (a stamp never returns to a cleared id, a retired head never reactivates at
+/// its uid), and so does "the row is active and unexpired" (a revoke is final, time only moves
+/// on). Two reads that each find their predicate true, whichever landed first, therefore saw an
+/// instant where both held; a head naming another root falls back to reading that root's row.
 #[derive(Debug, Clone)]
 pub struct EnsureRootCredential {
     pub owner: OwnerToken,
@@ -69,6 +80,9 @@ pub struct EnsureRootCredential {
     /// The exchange's wall clock, unix milliseconds.
     pub now_ms: u64,
     pub entropy: RootEntropy,
+    /// The root id an earlier ensure of this incarnation returned, when the caller remembers
+    /// one: a hint that saves a round trip, never evidence (the head still decides).
+    pub known: Option<CredentialId>,
 }
 
 impl Script for EnsureRootCredential {
@@ -76,8 +90,26 @@ impl Script for EnsureRootCredential {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<RootCredential, Halt> {
         let uid = &self.lifecycle_uid;
+        let mut read_with_known = None;
+        if let Some(known) = &self.known {
+            let [head, row] = cx.get_together([
+                (
+                    Store::Records,
+                    keys::lifecycle_head(&self.owner, &self.actor),
+                ),
+                (Store::Auth, keys::cred(uid, known)),
+            ])?;
+            let head = head_of(head, &self.owner, &self.actor)?;
+            if head.as_ref().and_then(|h| self.stamp_of(h)) == Some(known) {
+                return self.judge_root(row, known);
+            }
+            read_with_known = Some(head);
+        }
         for fresh in &self.entropy.credentials {
-            let head = read_head(cx, &self.owner, &self.actor)?;
+            let head = match read_with_known.take() {
+                Some(head) => head,
+                None => read_head(cx, &self.owner, &self.actor)?,
+            };
             if let Some(id) = head.as_ref().and_then(|h| self.stamp_of(h)) {
                 return self.stamped_root(cx, id);
             }
@@ -131,9 +163,16 @@ impl EnsureRootCredential {
 
     /// The fast path: the stamped root, proven still live.
     fn stamped_root(&self, cx: &mut Ctx<'_>, id: &CredentialId) -> Result<RootCredential, Halt> {
+        let row = cx.get(Store::Auth, keys::cred(&self.lifecycle_uid, id))?;
+        self.judge_root(row, id)
+    }
+
+    /// Judges the served read of the stamped root `id`'s row: present, active, this
+    /// incarnation's, unexpired.
+    fn judge_root(&self, read: ReadOutcome, id: &CredentialId) -> Result<RootCredential, Halt> {
         let (owner, actor) = (&self.owner, &self.actor);
         let key = keys::cred(&self.lifecycle_uid, id);
-        let Some(entry) = read_never_deleted(cx, Store::Auth, &key, ROW_WHAT)? else {
+        let Some(entry) = never_deleted(read, &key, ROW_WHAT)? else {
             return Err(EpError::internal(format!(
                 "the head of \"{owner}/{actor}\" names root credential {id} but {key} is absent; \
                  the row is durable before the stamp, so this is corruption (F59)"
@@ -300,8 +339,15 @@ pub struct AuthorizedConnect {
 /// connecting principal, the uid and the id (the row rebuilds its own key), and be unexpired
 /// (`exp` ms > now); a root credential (`sourceChain == ["root"]`) must also be the head's
 /// current root, so a superseded or never-stamped root is denied. Every refusal, an unreadable
-/// store included, is `permission-denied`: a connect fails closed. Round trips: 1 (row), 2 for
-/// a root (row, head).
+/// store included, is `permission-denied`: a connect fails closed. Round trips: 1, the row and
+/// the head read together (the head is judged only for a root).
+///
+/// Why the two reads may land in either order: a bearer names a root only after the exchange
+/// saw the head stamped with it, so the stamp precedes this connect. From then on "the head is
+/// active at the uid naming this id" holds over one unbroken interval (a stamp never returns to
+/// a cleared id, a retired head never reactivates at its uid), as does "the row is active and
+/// unexpired" (a revoke is final); two reads that each find theirs true saw an instant where
+/// both held, exactly as reading them in turn would.
 #[derive(Debug, Clone)]
 pub struct AuthorizeConnectCredential {
     pub holder: Principal,
@@ -329,8 +375,13 @@ impl Script for AuthorizeConnectCredential {
 impl AuthorizeConnectCredential {
     fn check(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedConnect, Halt> {
         let (id, uid) = (&self.credential_id, &self.lifecycle_uid);
+        let (owner, actor) = (self.holder.owner(), self.holder.actor());
         let key = keys::cred(uid, id);
-        let Some(entry) = read_never_deleted(cx, Store::Auth, &key, ROW_WHAT)? else {
+        let [row, head] = cx.get_together([
+            (Store::Auth, key.clone()),
+            (Store::Records, keys::lifecycle_head(owner, actor)),
+        ])?;
+        let Some(entry) = never_deleted(row, &key, ROW_WHAT)? else {
             return Err(deny(format!(
                 "credential {id} of lifecycle {uid} is not in the ledger; an unknown credential \
                  never connects"
@@ -354,17 +405,15 @@ impl AuthorizeConnectCredential {
         }
         let root = row.source_chain() == [SourceMember::Root];
         if root {
-            let head = read_head(cx, self.holder.owner(), self.holder.actor())?;
+            let head = head_of(head, owner, actor)?;
             let current = head
                 .as_ref()
                 .filter(|h| h.row.is_active_at(uid))
                 .and_then(|h| h.row.current_credential_id());
             if current != Some(id) {
                 return Err(deny(format!(
-                    "root credential {id} is not the current root of \"{}/{}\" (the head {}, \
-                     naming {}); a superseded or never-stamped root never connects (F59)",
-                    self.holder.owner(),
-                    self.holder.actor(),
+                    "root credential {id} is not the current root of \"{owner}/{actor}\" (the head \
+                     {}, naming {}); a superseded or never-stamped root never connects (F59)",
                     describe(head.as_ref()),
                     current.map_or("no root", CredentialId::as_str)
                 )));

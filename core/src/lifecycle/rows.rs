@@ -31,7 +31,12 @@ pub fn read_never_deleted(
     key: &str,
     what: &str,
 ) -> Result<Option<Entry>, Halt> {
-    match cx.get(store, key)? {
+    never_deleted(cx.get(store, key)?, key, what)
+}
+
+/// [`read_never_deleted`]'s judgement of a read already served (one of [`Ctx::get_together`]'s).
+pub fn never_deleted(outcome: ReadOutcome, key: &str, what: &str) -> Result<Option<Entry>, Halt> {
+    match outcome {
         ReadOutcome::Entry(None) => Ok(None),
         ReadOutcome::Entry(Some(entry)) if entry.is_put() => Ok(Some(entry)),
         ReadOutcome::Entry(Some(entry)) => Err(EpError::failed_precondition(format!(
@@ -658,7 +663,17 @@ pub fn read_head(
     actor: &ActorToken,
 ) -> Result<Option<Versioned<LifecycleHead>>, Halt> {
     let key = keys::lifecycle_head(owner, actor);
-    let Some(entry) = read_never_deleted(cx, Store::Records, &key, HEAD_WHAT)? else {
+    head_of(cx.get(Store::Records, &key)?, owner, actor)
+}
+
+/// [`read_head`]'s judgement of a read of `lifecycle.<owner>.<actor>` already served.
+pub fn head_of(
+    outcome: ReadOutcome,
+    owner: &OwnerToken,
+    actor: &ActorToken,
+) -> Result<Option<Versioned<LifecycleHead>>, Halt> {
+    let key = keys::lifecycle_head(owner, actor);
+    let Some(entry) = never_deleted(outcome, &key, HEAD_WHAT)? else {
         return Ok(None);
     };
     Ok(Some(Versioned {

@@ -61,6 +61,7 @@ pub fn ensure_for(actor: ActorToken, at: &str, entropy: u8) -> EnsureRootCredent
             op: [entropy; 20],
             credentials: [[entropy; 20], [entropy + 1; 20], [entropy + 2; 20]],
         },
+        known: None,
     }
 }
 

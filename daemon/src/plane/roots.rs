@@ -2,7 +2,8 @@
 //! the core's `EnsureRootCredential` on the plane's mint connection — the one whose grant writes
 //! lifecycle heads, uid reservations, lifecycle gates and credential rows.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use cotal_core::error::EpError;
 use cotal_core::lifecycle::{EnsureRootCredential, RootEntropy};
@@ -13,10 +14,17 @@ use cotal_io_nats::NatsWorld;
 use super::connections::{Connections, PlaneLink};
 use crate::state;
 
+/// How many incarnations' root ids the plane remembers as hints. Past it the hints are
+/// dropped wholesale: a missing hint costs one round trip, never a decision.
+const KNOWN_ROOTS_MAX: usize = 65_536;
+
 /// The plane's root-credential minting over its mint connection.
 pub(super) struct MintRoots {
     connections: PlaneLink,
     manager_instance: ManagerInstance,
+    /// The root id each incarnation's last ensure returned, handed to the next ensure so it
+    /// reads the head and that row together ([`EnsureRootCredential::known`]).
+    known: Mutex<HashMap<(Principal, LifecycleUid), CredentialId>>,
 }
 
 impl MintRoots {
@@ -29,7 +37,15 @@ impl MintRoots {
         Ok(MintRoots {
             connections: PlaneLink::to(&connections),
             manager_instance,
+            known: Mutex::new(HashMap::new()),
         })
+    }
+}
+
+impl MintRoots {
+    /// The hints; a poisoned lock still holds usable hints (each entry is written whole).
+    fn known_roots(&self) -> MutexGuard<'_, HashMap<(Principal, LifecycleUid), CredentialId>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -49,20 +65,26 @@ impl MintRoots {
         uid: &LifecycleUid,
         now_ms: u64,
     ) -> Result<CredentialId, EpError> {
-        {
-            let machine = EnsureRootCredential {
-                owner: principal.owner().clone(),
-                actor: principal.actor().clone(),
-                lifecycle_uid: uid.clone(),
-                manager_instance: self.manager_instance.clone(),
-                now_ms,
-                entropy: entropy()?,
-            };
-            let bound = self.connections.get()?.mint.space()?;
-            let root = NatsWorld::new(&bound)
-                .run(&mut Replay::new(machine))
-                .await?;
-            Ok(root.credential_id)
+        let incarnation = (principal.clone(), uid.clone());
+        let known = self.known_roots().get(&incarnation).cloned();
+        let machine = EnsureRootCredential {
+            owner: principal.owner().clone(),
+            actor: principal.actor().clone(),
+            lifecycle_uid: uid.clone(),
+            manager_instance: self.manager_instance.clone(),
+            now_ms,
+            entropy: entropy()?,
+            known,
+        };
+        let bound = self.connections.get()?.mint.space()?;
+        let root = NatsWorld::new(&bound)
+            .run(&mut Replay::new(machine))
+            .await?;
+        let mut known = self.known_roots();
+        if known.len() >= KNOWN_ROOTS_MAX {
+            known.clear();
         }
+        known.insert(incarnation, root.credential_id.clone());
+        Ok(root.credential_id)
     }
 }

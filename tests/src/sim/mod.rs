@@ -1761,6 +1761,7 @@ impl<'f> Sim<'f> {
                 Ok(Observation::Probed(liveness))
             }
             Effect::ReadArtifact(_)
+            | Effect::Reads(_)
             | Effect::Actors(_)
             | Effect::Durables(_)
             | Effect::ProbePlane(_) => {
