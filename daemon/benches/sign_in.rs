@@ -7,7 +7,12 @@
 //! * **callout-answered connects/s** — a standard client (async-nats) connecting with the
 //!   sentinel creds and a bearer, the server asking the plane over the auth callout, against
 //!   the floor: the exchange floor plus one xkey seal of an answer-sized payload;
-//! * the daemon's RSS idle and after the run.
+//! * the daemon's RSS idle and after the run;
+//! * for reading the ratios, what the exchange adds to its floor piece by piece (the transport
+//!   alone as `GET /health`, the IdP token's verification, the grant's ledger read, and the
+//!   route's own time as the daemon's latency histogram saw it), the ceiling a route doing no
+//!   work of its own could reach on that transport, and the connect ceiling a callout costing
+//!   only its floor could reach on top of the NATS handshake.
 //!
 //! Run with `cargo bench -p cotal-authd --bench sign_in` (`SIGN_IN_N` sets the request count,
 //! default 300). Needs the pinned nats-server (`scripts/nats-server.sh`). The `BENCH` lines are
@@ -19,16 +24,24 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use cotal_core::actors::authorize::authorize_human_grant;
 use cotal_core::issuance::{GateRef, ObserveGate};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::{ActorToken, EndpointName, InstanceId, OwnerToken, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::{BearerAct, BearerIssuer, KeyRing, SigningKey};
+use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::async_nats::ConnectOptions;
 use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 use serde_json::{json, Value};
+
+// The tests' shared helpers (their `/metrics` GET), with the lint allowance their JSON reads need.
+#[path = "../tests/common/mod.rs"]
+#[allow(clippy::indexing_slicing)]
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cotal-authd");
 const SPACE: &str = "bench";
@@ -121,6 +134,31 @@ fn now() -> UnixSeconds {
     )
 }
 
+/// The loopback `/exchange` latency histogram's (sum in seconds, count) from `/metrics`.
+fn served(base: &str) -> (f64, f64) {
+    let Ok((_, _, text)) = common::http(base, "GET", "/metrics", &[], "") else {
+        return (0.0, 0.0);
+    };
+    let mut found = (0.0, 0.0);
+    for line in text
+        .lines()
+        .filter(|l| l.contains("face=\"loopback\"") && l.contains("route=\"/exchange\""))
+    {
+        let value = || {
+            line.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        if line.starts_with("cotal_http_request_duration_seconds_sum") {
+            found.0 = value();
+        } else if line.starts_with("cotal_http_request_duration_seconds_count") {
+            found.1 = value();
+        }
+    }
+    found
+}
+
 /// Sorted latencies → (p50, p99, per second over their sum).
 fn summary(mut took: Vec<Duration>) -> (Duration, Duration, f64) {
     took.sort();
@@ -208,13 +246,57 @@ fn main() -> Result<(), String> {
                     .to_owned())
         };
         let token = exchange().await?; // the root credential's first mint is not measured
+        let before = served(&url);
         let mut took = Vec::with_capacity(n);
         for _ in 0..n {
             let start = Instant::now();
             exchange().await?;
             took.push(start.elapsed());
         }
+        let after = served(&url);
+        let served_ms = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 1e3;
         let (x50, x99, xrate) = summary(took);
+
+        // What the exchange adds to its floor, each piece alone: the transport (`GET /health`
+        // on the same face, one connection per request, as the exchange above), and the IdP
+        // token's verification and the grant's ledger read, in this process as the route does
+        // them.
+        let mut transport = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            cotal_io_http::fetch::get_json(&format!("{url}/health"), Duration::from_secs(10), 64 * 1024)
+                .await?;
+            transport.push(start.elapsed());
+        }
+        let (t50, _, _) = summary(transport);
+        let space = SpaceName::parse(SPACE).map_err(|e| e.message)?;
+        let material = cotal_io_fs::trust::load_daemon(&root, &space)?;
+        let pin = material.idp();
+        let idp = IdpKeys::new(IdpSource {
+            issuer: pin.issuer().to_owned(),
+            audience: pin.audience().to_owned(),
+            jwks_uri: pin.jwks_uri().to_owned(),
+        });
+        let mut verify = Vec::with_capacity(n);
+        for _ in 0..=n {
+            let start = Instant::now();
+            idp.verify(&id_token, now()).await.map_err(|e| e.message)?;
+            verify.push(start.elapsed());
+        }
+        verify.remove(0); // the first fetches the key set
+        let (v50, _, _) = summary(verify);
+        let ledger = FileActors::new(cotal_io_fs::trust::space_dir(&root, &space));
+        let alice = material
+            .owner_for_idp_subject("alice")
+            .map_err(|e| e.message)?;
+        let cli = ActorToken::parse("cli").map_err(|e| e.message)?;
+        let mut grant = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            authorize_human_grant(&ledger, &space, &alice, &cli, None).map_err(|e| e.message)?;
+            grant.push(start.elapsed());
+        }
+        let (g50, _, _) = summary(grant);
 
         let creds = {
             let callout: Value = serde_json::from_slice(
@@ -248,8 +330,6 @@ fn main() -> Result<(), String> {
         let busy_rss = rss_kib(pid);
 
         // The floors, in this process, against the same server.
-        let material = cotal_io_fs::trust::load_daemon(&root, &SpaceName::parse(SPACE).map_err(|e| e.message)?)?;
-        let space = SpaceName::parse(SPACE).map_err(|e| e.message)?;
         let grant_space = space.clone();
         let reader = AuthorityClient::open(
             &server,
@@ -354,6 +434,22 @@ fn main() -> Result<(), String> {
         println!(
             "| (reference) connect without callout | {drate:.0} | {:.2} | | | | |",
             ms(d50)
+        );
+        println!(
+            "exchange p50: floor {:.2} + transport {:.2} + IdP verify {:.3} + grant read {:.3} = \
+             {:.2} ms against {:.2} ms over HTTP; the route's own mean (the daemon's histogram, \
+             no TCP) {served_ms:.2} ms",
+            ms(f50), ms(t50), ms(v50), ms(g50), ms(f50 + t50 + v50 + g50), ms(x50)
+        );
+        println!(
+            "exchange ceiling with no route work at all: floor / (floor + transport + verify + \
+             grant read) at p50 = {:.2}",
+            f50.as_secs_f64() / (f50 + t50 + v50 + g50).as_secs_f64()
+        );
+        println!(
+            "connect ceiling if the callout cost only its floor and the server's side of it \
+             nothing: floor / (floor + connect without callout) at p50 = {:.2}",
+            s50.as_secs_f64() / (s50 + d50).as_secs_f64()
         );
         println!("floors: exchange = bearer sign + verify + one leader-served KV read (p99 {:.2} ms); connect = that + one xkey seal (p99 {:.2} ms)", ms(f99), ms(s99));
         println!("daemon RSS: {:.1} MiB idle, {:.1} MiB after the run", idle_rss as f64 / 1024.0, busy_rss as f64 / 1024.0);
