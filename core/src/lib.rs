@@ -88,6 +88,7 @@ pub mod rollback;
 pub mod run;
 pub mod service;
 pub mod serving;
+pub mod session;
 pub mod trust;
 pub mod wire;
 

@@ -447,6 +447,13 @@ pub fn subject_token(s: &str) -> String {
     }
 }
 
+str_newtype! {
+    /// A session id: the `eps.<e>.<sessionId>` token of one session's rails (SPEC §13.6).
+    SessionId, "session id", "[A-Za-z0-9_-]{1,64}",
+    |s: &str| (1..=64).contains(&s.len())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 pub fn space_prefix(space: &SpaceName) -> String {
     format!("cotal.{}", space.token())
 }
@@ -476,6 +483,11 @@ pub fn issued_bucket(space: &SpaceName) -> String {
 /// The accepted-row store a connected client reads its issued generation from (SPEC §13.15).
 pub fn accepted_bucket(space: &SpaceName) -> String {
     format!("cotal_accepted_{}", space.token())
+}
+
+/// The sessions store the serving managers' redemptions write and this plane reads (SPEC §13.6).
+pub fn sessions_bucket(space: &SpaceName) -> String {
+    format!("cotal_sessions_{}", space.token())
 }
 
 pub fn kv_stream(bucket: &str) -> String {
@@ -597,6 +609,11 @@ pub mod keys {
     /// `gate.<lifecycleUid>`: the agent family's issuance gate (auth store).
     pub fn agent_gate(uid: &LifecycleUid) -> String {
         format!("gate.{uid}")
+    }
+
+    /// `session.<sessionId>`: a redeemed session's row (sessions store, SPEC §13.6).
+    pub fn session(id: &super::SessionId) -> String {
+        format!("session.{id}")
     }
 
     /// `cred.<lifecycleUid>.<credentialId>`: the agent family's ledger row (auth store).

@@ -32,7 +32,7 @@ use crate::issuance::GateRef;
 use crate::jwt::Permissions;
 use crate::names::{
     accepted_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket, records_bucket,
-    space_prefix, EndpointName, InstanceId, SpaceName,
+    sessions_bucket, space_prefix, EndpointName, InstanceId, SpaceName,
 };
 use crate::profiles::{checked_permissions, inbox, registration_executor_rows, ConnId};
 use crate::run::{journal_stream, served_run_request_subjects};
@@ -134,6 +134,7 @@ struct Names {
     issued_stream: String,
     accepted: String,
     accepted_stream: String,
+    sessions_stream: String,
     epc: String,
 }
 
@@ -151,6 +152,7 @@ impl Names {
             admission_stream: format!("KV_{admission}"),
             issued_stream: format!("KV_{issued}"),
             accepted_stream: format!("KV_{accepted}"),
+            sessions_stream: format!("KV_{}", sessions_bucket(space)),
             admission,
             issued,
             accepted,
@@ -229,12 +231,15 @@ fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
 /// | 21 | pub | `$JS.API.STREAM.INFO.EPC_s` | **deviation**: its create-or-verify |
 /// | 22 | pub | `$JS.API.STREAM.INFO.KV_cotal_issued_s` | **deviation**: its create-or-verify |
 /// | 23 | pub | `$JS.API.STREAM.INFO.KV_cotal_accepted_s` | **deviation**: its create-or-verify |
-/// | 24 | sub | `inbox` | replies |
+/// | 24 | pub | `$JS.API.STREAM.CREATE.KV_cotal_sessions_s` | **deviation**: sessions store ensure |
+/// | 25 | pub | `$JS.API.STREAM.INFO.KV_cotal_sessions_s` | **deviation**: its create-or-verify |
+/// | 26 | sub | `inbox` | replies |
 ///
-/// Deviation (rows 16–23): in the reference the mesh provisioning (`cotal up`) creates the
-/// admission, contract and issued-authority stores; this implementation has no provisioner, and
-/// the plane's own registration needs the contract store at boot, so the mint writer ensures
-/// all four with the same create-or-verify it runs on its own stores. It holds no read or write
+/// Deviation (rows 16–25): in the reference the mesh provisioning (`cotal up`) creates the
+/// admission, contract, issued-authority and sessions stores; this implementation has no
+/// provisioner, and the plane's own registration needs the contract store at boot, so the mint
+/// writer ensures all five with the same create-or-verify it runs on its own stores (a serving
+/// manager's `session-ledger` credential writes session rows but may create no stream). It holds no read or write
 /// on any of them: the rows create with the verified shape (F10) or prove an existing one.
 pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
@@ -248,6 +253,8 @@ pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpErro
         format!("$JS.API.STREAM.INFO.{}", n.epc),
         format!("$JS.API.STREAM.INFO.{}", n.issued_stream),
         format!("$JS.API.STREAM.INFO.{}", n.accepted_stream),
+        format!("$JS.API.STREAM.CREATE.{}", n.sessions_stream),
+        format!("$JS.API.STREAM.INFO.{}", n.sessions_stream),
     ]);
     grant(publish, conn)
 }
@@ -344,9 +351,11 @@ fn scanner(stream: &str, conn: &ConnId) -> Result<Permissions, EpError> {
 /// | 28 | pub | `$JS.API.STREAM.INFO.KV_cotal_admission_s` | bind shape proof (F10) |
 /// | 29 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_admission_s` | leader-served admission reads |
 /// | 30 | pub | `$JS.API.STREAM.MSG.GET.WFJ_s` | leader-served walk of a run's journal for the pause an answering operator settles (§5.5 item 4; `run::journal_checkpoint_rows`, whose records row is row 8) |
-/// | 31 | pub | `inbox` | **deviation**: the run request observer's echo through the server, which proves every earlier delivery has been read before a take (`io-nats::observed`) |
-/// | 32 | sub | `inbox` | replies, and the echo |
-/// | 33 | sub | the twelve served run request patterns (`run::served_run_request_subjects`) | SPEC 14.8: the issuing host observes the `run-start`, `run-resume` and `run-answer` requests a forward may name; read only, it never replies |
+/// | 31 | pub | `$JS.API.STREAM.INFO.KV_cotal_sessions_s` | bind shape proof (F10) |
+/// | 32 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_sessions_s` | leader-served session row reads: the `session-caller` check at the exchange and at the callout (§3.5, §8.4) |
+/// | 33 | pub | `inbox` | **deviation**: the run request observer's echo through the server, which proves every earlier delivery has been read before a take (`io-nats::observed`) |
+/// | 34 | sub | `inbox` | replies, and the echo |
+/// | 35 | sub | the twelve served run request patterns (`run::served_run_request_subjects`) | SPEC 14.8: the issuing host observes the `run-start`, `run-resume` and `run-answer` requests a forward may name; read only, it never replies |
 ///
 /// Rows 18–20 were found by running the manager route on a real operator-mode server (test
 /// `manager_route_flow`): `activate` and `renewStandingBundle` write the cleanup intent
@@ -378,6 +387,8 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
         format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
         format!("$JS.API.STREAM.MSG.GET.{}", n.admission_stream),
         format!("$JS.API.STREAM.MSG.GET.{}", journal_stream(space)),
+        format!("$JS.API.STREAM.INFO.{}", n.sessions_stream),
+        format!("$JS.API.STREAM.MSG.GET.{}", n.sessions_stream),
         inbox(conn),
     ]);
     let mut subscribe = vec![inbox(conn)];
@@ -595,6 +606,8 @@ mod tests {
             "$JS.API.STREAM.INFO.EPC_prod",
             "$JS.API.STREAM.INFO.KV_cotal_issued_prod",
             "$JS.API.STREAM.INFO.KV_cotal_accepted_prod",
+            "$JS.API.STREAM.CREATE.KV_cotal_sessions_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_sessions_prod",
         ]);
         rows(auth_mint(&space(), &conn()).unwrap(), &want);
     }
@@ -632,6 +645,8 @@ mod tests {
             "$JS.API.STREAM.INFO.KV_cotal_admission_prod",
             "$JS.API.STREAM.MSG.GET.KV_cotal_admission_prod",
             "$JS.API.STREAM.MSG.GET.WFJ_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_sessions_prod",
+            "$JS.API.STREAM.MSG.GET.KV_cotal_sessions_prod",
         ]);
         let p = remote_manager_issuer(&space(), &conn()).unwrap();
         let inbox = format!("_INBOX_{CONN}.>");

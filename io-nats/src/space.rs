@@ -5,7 +5,7 @@
 //!
 //! | operation | round trips |
 //! | --- | --- |
-//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (6 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
+//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (7 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
 //! | [`Space::verify_shapes`] | 1 `STREAM.INFO` per bound store |
 //! | `Get` | 1 `STREAM.MSG.GET` (`last_by_subj`, leader-served) |
 //! | `GetFirst` | 1 `STREAM.MSG.GET` (`next_by_subj` from sequence 1, leader-served) |
@@ -97,10 +97,11 @@ pub struct StoreSet {
     contracts: bool,
     issued: bool,
     accepted: bool,
+    sessions: bool,
 }
 
 impl StoreSet {
-    /// All six stores: the unrestricted plane and the mint writer's boot ensure.
+    /// All seven stores: the unrestricted plane and the mint writer's boot ensure.
     pub const ALL: StoreSet = StoreSet {
         auth: true,
         records: true,
@@ -108,6 +109,7 @@ impl StoreSet {
         contracts: true,
         issued: true,
         accepted: true,
+        sessions: true,
     };
 
     /// Exactly `stores` (repeats are harmless).
@@ -120,6 +122,7 @@ impl StoreSet {
             contracts: has(Store::Contracts),
             issued: has(Store::Issued),
             accepted: has(Store::Accepted),
+            sessions: has(Store::Sessions),
         }
     }
 
@@ -131,6 +134,7 @@ impl StoreSet {
             Store::Contracts => self.contracts,
             Store::Issued => self.issued,
             Store::Accepted => self.accepted,
+            Store::Sessions => self.sessions,
         }
     }
 }
@@ -207,6 +211,7 @@ pub struct Space {
     contracts: Bound,
     issued: Bound,
     accepted: Bound,
+    sessions: Bound,
     round_trips: AtomicU64,
     /// Wakes host-fence waiters on this space's own gate writes ([`crate::host`]); shared by
     /// the successive bindings of one [`AuthorityClient`](crate::authority::AuthorityClient).
@@ -334,6 +339,7 @@ impl Space {
         let contracts = bind(Store::Contracts).await?;
         let issued = bind(Store::Issued).await?;
         let accepted = bind(Store::Accepted).await?;
+        let sessions = bind(Store::Sessions).await?;
         Ok(Space {
             client,
             js,
@@ -345,6 +351,7 @@ impl Space {
             contracts,
             issued,
             accepted,
+            sessions,
             round_trips,
             gate_writes,
         })
@@ -423,7 +430,7 @@ impl Space {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn all(&self) -> [&Bound; 6] {
+    fn all(&self) -> [&Bound; 7] {
         [
             &self.auth,
             &self.records,
@@ -431,6 +438,7 @@ impl Space {
             &self.contracts,
             &self.issued,
             &self.accepted,
+            &self.sessions,
         ]
     }
 
@@ -442,6 +450,7 @@ impl Space {
             Store::Contracts => &self.contracts,
             Store::Issued => &self.issued,
             Store::Accepted => &self.accepted,
+            Store::Sessions => &self.sessions,
         }
     }
 

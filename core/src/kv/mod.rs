@@ -27,6 +27,9 @@ pub enum Store {
     /// `cotal_accepted_<space>`: the accepted rows a connected client reads its generation
     /// from (SPEC §13.15). Write-once per key.
     Accepted,
+    /// `cotal_sessions_<space>`: redeemed session rows, written by the serving managers'
+    /// `session-ledger` credentials and only read by this plane (SPEC §13.6).
+    Sessions,
 }
 
 /// A KV revision: the stream sequence of a key's last message. Revision 0 means "no message".

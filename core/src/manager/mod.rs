@@ -35,7 +35,7 @@ pub use request::{
     Retirement, RetirementTarget, RunFence, SessionGrant,
 };
 pub use select::{
-    AuthorizeManagerCaller, ManagerCallerVerdict, SelectManagerInstance, Verdict,
+    manager_verdict, AuthorizeManagerCaller, ManagerCallerVerdict, SelectManagerInstance, Verdict,
     MANAGER_GATE_PREFIX,
 };
 pub use tokens::{AccountKey, RegistrationProof, RequestId, UserKey};

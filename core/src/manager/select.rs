@@ -21,7 +21,7 @@
 use std::fmt;
 
 use crate::error::EpError;
-use crate::gate::{EndpointGate, GateState};
+use crate::gate::{EndpointGate, GateState, ProcessEpoch};
 use crate::issuance::{observe_gate, GateRef};
 use crate::kv::{KeysOutcome, Store};
 use crate::machine::{Ctx, Halt, Script};
@@ -174,18 +174,30 @@ fn verdict(
     owner: &OwnerToken,
     instance: &InstanceId,
 ) -> Result<Verdict, Halt> {
+    Ok(manager_verdict(cx, space, owner, instance)?.0)
+}
+
+/// [`verdict`], with the process epoch the gate read runs at when there is a gate: what a
+/// session's serving check compares the session's epoch with.
+pub fn manager_verdict(
+    cx: &mut Ctx<'_>,
+    space: &SpaceName,
+    owner: &OwnerToken,
+    instance: &InstanceId,
+) -> Result<(Verdict, Option<ProcessEpoch>), Halt> {
     let gate = manager_gate(space, instance)?;
     let Some(observed) = observe_gate(cx, &gate)? else {
-        return Ok(Verdict::Unknown);
+        return Ok((Verdict::Unknown, None));
     };
     let row = &observed.gate;
+    let epoch = Some(row.process_epoch());
     if !owned_by(row, owner, instance)? {
-        return Ok(Verdict::NotThisOwners);
+        return Ok((Verdict::NotThisOwners, epoch));
     }
     if row.state() != GateState::Open {
-        return Ok(Verdict::NotOpen);
+        return Ok((Verdict::NotOpen, epoch));
     }
-    registration(cx, owner, &gate, row)
+    Ok((registration(cx, owner, &gate, row)?, epoch))
 }
 
 /// `managerGate(owner, iid)` (§3.10): the [`Verdict`] on manager instance `instance` for

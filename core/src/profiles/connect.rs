@@ -48,9 +48,10 @@ use super::{
 };
 use crate::actors::row::{check_channel, is_role};
 use crate::error::EpError;
+use crate::gate::ProcessEpoch;
 use crate::issued::{AcceptedToken, IssuedGeneration};
 use crate::jwt::{Permission, Permissions, UnixSeconds};
-use crate::names::{InstanceId, LifecycleUid, Principal, SpaceName};
+use crate::names::{EndpointToken, InstanceId, LifecycleUid, Principal, SessionId, SpaceName};
 
 // ---- Profile names (the JWT `name` label of the profile) -----------------------------------
 
@@ -61,13 +62,14 @@ pub const CHANNEL_PURGER: &str = "channel-purger";
 pub const CHANNEL_WRITER: &str = "channel-writer";
 pub const DEPLOYER: &str = "deployer";
 pub const MANAGER_CALLER: &str = "manager-caller";
+pub const SESSION_CALLER: &str = "session-caller";
 
 /// The view that is never a connect profile (reference §10.1: "it can never be a connect
 /// profile"): the manager-service authority is issued over its own door, with its proofs.
 const MANAGER_SERVICE: &str = "manager-service";
 /// Views the reference defines whose issuance re-checks an authority at mint (a manager
 /// instance, a redeemed session, a transfer); their credentials are not built here.
-const ISSUED_VIEWS: [&str; 3] = [MANAGER_CALLER, "session-caller", "transfer-writer"];
+const ISSUED_VIEWS: [&str; 3] = [MANAGER_CALLER, SESSION_CALLER, "transfer-writer"];
 
 /// The read ACL an agent row with an empty `allowSubscribe` is minted (reference `agent` arm:
 /// "Defaults to `[\"general\"]`").
@@ -735,6 +737,40 @@ pub fn manager_caller(b: &ManagerCallerBinding) -> Result<Profile, EpError> {
         format!("{p}.{rail}.reply.*.*.*.{c}.*"),
     ];
     assemble_view(MANAGER_CALLER, v, publish, subscribe)
+}
+
+/// What the `session-caller` view binds: the bearer's holder and the one redeemed session its
+/// check found the holder holds (reference §8.4), at the serving epoch the session is pinned to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCallerBinding {
+    pub view: ViewBinding,
+    pub endpoint: EndpointToken,
+    pub session: SessionId,
+    pub epoch: ProcessEpoch,
+}
+
+/// `session-caller` (view `session-caller`, no required scope: the redeemed session is the
+/// authority): the caller side of one session's byte rails, the exact mirror of
+/// `session-serving`.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `P.eps.<e>.<sessionId>.<epoch>.in` | caller → serving, this session only |
+/// | 2 | sub | `P.eps.<e>.<sessionId>.<epoch>.out` | serving → caller, this session only |
+/// | 3 | sub | `inbox` | |
+///
+/// Keeps F73: the serving epoch rides the subject, so a restarted manager's new rails are not
+/// this credential's. No `$JS`, no `$KV`, nothing of any other session.
+pub fn session_caller(b: &SessionCallerBinding) -> Result<Profile, EpError> {
+    let v = &b.view;
+    let sp = Space::new(&v.space);
+    let rail = format!("{}.eps.{}.{}.{}", sp.p, b.endpoint, b.session, b.epoch);
+    assemble_view(
+        SESSION_CALLER,
+        v,
+        vec![format!("{rail}.in")],
+        vec![format!("{rail}.out"), inbox(&v.conn_nonce)],
+    )
 }
 
 // ---- the view dispatch ----------------------------------------------------------------------

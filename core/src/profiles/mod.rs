@@ -36,12 +36,13 @@ use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::issuance::ServeGrant;
 use crate::jwt::{self, Permission, Permissions, UnixSeconds, UserNats, Validity};
 use crate::names::str_newtype;
+pub use crate::names::SessionId;
 mod connect;
 pub use connect::{
-    admin, agent, channel_purger, channel_writer, deployer, manager_caller, purger, view_profile,
-    AgentBinding, CallerIssuance, ConnectTtl, ConnectView, ConnectViewBinding, DeployerBinding,
-    ManagerCallerBinding, ViewBinding, ADMIN, AGENT, CHANNEL_PURGER, CHANNEL_WRITER,
-    CONNECT_TTL_MAX_SECS, DEPLOYER, MANAGER_CALLER, PURGER,
+    admin, agent, channel_purger, channel_writer, deployer, manager_caller, purger, session_caller,
+    view_profile, AgentBinding, CallerIssuance, ConnectTtl, ConnectView, ConnectViewBinding,
+    DeployerBinding, ManagerCallerBinding, SessionCallerBinding, ViewBinding, ADMIN, AGENT,
+    CHANNEL_PURGER, CHANNEL_WRITER, CONNECT_TTL_MAX_SECS, DEPLOYER, MANAGER_CALLER, PURGER,
 };
 
 use crate::names::{
@@ -219,11 +220,6 @@ str_newtype! {
 str_newtype! {
     /// A takeover attempt id; names the per-takeover journal replay durable.
     TakeoverId, "takeover id", "[A-Za-z0-9_-]{1,64}",
-    |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
-}
-str_newtype! {
-    /// A session id: the `eps.<e>.<sessionId>` token of one session's rails (SPEC §13.6).
-    SessionId, "session id", "[A-Za-z0-9_-]{1,64}",
     |s: &str| (1..=64).contains(&s.len()) && all_chars(s, id_char)
 }
 str_newtype! {

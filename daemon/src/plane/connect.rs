@@ -15,9 +15,10 @@ use cotal_core::lifecycle::AuthorizeConnectCredential;
 use cotal_core::machine::Replay;
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::profiles::{
-    agent, view_profile, AgentBinding, ConnId, ConnectTtl, ConnectView, ConnectViewBinding,
-    ManagerCallerBinding, ViewBinding,
+    agent, session_caller, view_profile, AgentBinding, ConnId, ConnectTtl, ConnectView,
+    ConnectViewBinding, ManagerCallerBinding, SessionCallerBinding, ViewBinding,
 };
+use cotal_core::session::SessionCoordinates;
 use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::{BearerIssuer, BearerView};
 use cotal_io_nats::callout::{Authorize, AuthorizeFuture};
@@ -27,6 +28,7 @@ use tokio::sync::watch;
 use super::connections::PlaneLink;
 use super::manager_caller::ManagerCallers;
 use super::metrics::PlaneMetrics;
+use super::session_caller::SessionCallers;
 use super::Readiness;
 use crate::audit;
 
@@ -39,6 +41,7 @@ pub(super) struct ConnectAuthorizer {
     pub(super) bearers: BearerIssuer,
     pub(super) ledger: FileActors,
     pub(super) callers: ManagerCallers,
+    pub(super) sessions: SessionCallers,
     pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
     pub(super) metrics: Arc<PlaneMetrics>,
@@ -107,6 +110,31 @@ impl ConnectAuthorizer {
                 self.callers
                     .profile(binding, held.space == RowSpace::Interactive)
                     .await?
+            }
+            Some(BearerView::SessionCaller) => {
+                let claim = act.session.as_ref().ok_or_else(|| {
+                    EpError::permission_denied("a session-caller bearer names no session")
+                })?;
+                let coordinates = SessionCoordinates::from_claim(
+                    &claim.endpoint,
+                    &claim.session_id,
+                    claim.epoch,
+                )?;
+                let held = self
+                    .sessions
+                    .verify(&principal, &uid, coordinates, now.saturating_mul(1000))
+                    .await?;
+                if held.exp_secs != claim.exp {
+                    return Err(EpError::permission_denied(
+                        "the session row's expiry is not the bearer's session claim; exchange                          again",
+                    ));
+                }
+                session_caller(&SessionCallerBinding {
+                    view: view_binding,
+                    endpoint: held.endpoint,
+                    session: held.session_id,
+                    epoch: held.epoch,
+                })?
             }
             None => agent(&AgentBinding {
                 space: self.space.clone(),

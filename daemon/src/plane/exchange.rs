@@ -11,9 +11,10 @@ use cotal_core::actors::ActorRow;
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
+use cotal_core::session::SessionCoordinates;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
-use cotal_io_http::bearer::{BearerAct, BearerIssuer, BearerView};
+use cotal_io_http::bearer::{BearerAct, BearerIssuer, BearerView, SessionClaim};
 use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape, AGENT_BEARER_TTL_SECS};
 use cotal_io_http::face::{Answer, Door, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
@@ -22,6 +23,7 @@ use serde_json::json;
 use super::manager_caller::ManagerCallers;
 use super::metrics::PlaneMetrics;
 use super::roots::MintRoots;
+use super::session_caller::SessionCallers;
 use crate::audit;
 
 /// What the exchange needs, built once per plane.
@@ -33,6 +35,7 @@ pub(super) struct Exchange {
     pub(super) bearers: BearerIssuer,
     pub(super) roots: MintRoots,
     pub(super) callers: ManagerCallers,
+    pub(super) sessions: SessionCallers,
     pub(super) metrics: Arc<PlaneMetrics>,
 }
 
@@ -98,7 +101,7 @@ impl Exchange {
             ttl_secs,
             view,
             manager_instance_id,
-            ..
+            session_grant,
         } = request
         else {
             return Err(Refusal::anonymous(EpError::internal(
@@ -141,17 +144,48 @@ impl Exchange {
                 "ttlSec must be at least 1 (bearers live at most {cap} s)"
             )))
         })?;
-        let remaining = identity.expires_at.0.saturating_sub(now);
+        let mut remaining = identity.expires_at.0.saturating_sub(now);
         if remaining == 0 {
             return Err(refuse(EpError::permission_denied(
                 "the IdP token has expired; sign in again",
             )));
         }
+        // The session is checked against the holder's current lifecycle before anything is
+        // signed (§3.5); the bearer never outlives the session it names.
+        let session = match (view, &session_grant) {
+            (Some(BearerView::SessionCaller), Some(grant_value)) => {
+                let claim = SessionCoordinates::from_grant(grant_value).map_err(refuse)?;
+                let held = self
+                    .sessions
+                    .verify(
+                        &principal,
+                        &grant.lifecycle_uid,
+                        claim,
+                        now.saturating_mul(1000),
+                    )
+                    .await
+                    .map_err(refuse)?;
+                remaining = remaining.min(held.exp_secs.saturating_sub(now));
+                if remaining == 0 {
+                    return Err(refuse(EpError::permission_denied(
+                        "session redemption refused: the session expires within the second",
+                    )));
+                }
+                Some(SessionClaim {
+                    endpoint: held.endpoint.to_string(),
+                    session_id: held.session_id.to_string(),
+                    epoch: held.epoch.0,
+                    exp: held.exp_secs,
+                })
+            }
+            _ => None,
+        };
         let mut act = BearerAct::new(owner.owner().clone(), actor);
         act.scope = Some(grant.row.scope.clone());
         act.parent = grant.row.parent.clone();
         act.view = view;
         act.manager_instance_id = instance;
+        act.session = session;
         self.mint(
             principal,
             &grant.row,
@@ -277,15 +311,20 @@ fn served_view(name: &str) -> Result<BearerView, EpError> {
             "manager-service is never a connect profile; managers are served by POST \
              /manager-service-authority",
         )),
-        BearerView::SessionCaller | BearerView::TransferWriter => Err(unserved_view(view)),
+        BearerView::TransferWriter => Err(unserved_view(view)),
         _ => Ok(view),
     }
 }
 
+/// Why the exchange cannot mint `view`: `transfer-writer` names one object upload
+/// (`act.transferWriter`) that no exchange request field carries, so there is nothing to bind it
+/// to.
 fn unserved_view(view: BearerView) -> EpError {
     EpError::new(
         ErrorCode::Unimplemented,
-        format!("the {view} view is not served by this plane yet"),
+        format!(
+            "the {view} view is not served: no exchange field names the transfer it would be              bound to"
+        ),
     )
 }
 

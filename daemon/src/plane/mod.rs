@@ -36,6 +36,7 @@ mod retire_doors;
 mod retirement;
 mod roots;
 mod runs;
+mod session_caller;
 mod verify_door;
 
 use std::path::PathBuf;
@@ -614,6 +615,10 @@ fn doors(
                 connections: connections::PlaneLink::to(connections),
                 ledger: ledger.clone(),
             },
+            sessions: session_caller::SessionCallers {
+                space: inputs.space.clone(),
+                connections: connections::PlaneLink::to(connections),
+            },
             metrics: Arc::clone(metrics),
         },
         manager: manager_route::ManagerRoute {
@@ -674,6 +679,10 @@ async fn serve_callout(
             space: inputs.space.clone(),
             connections: connections::PlaneLink::to(connections),
             ledger: ledger.clone(),
+        },
+        sessions: session_caller::SessionCallers {
+            space: inputs.space.clone(),
+            connections: connections::PlaneLink::to(connections),
         },
         ledger,
         connections: connections::PlaneLink::to(connections),
@@ -737,6 +746,7 @@ impl Start<'_> {
             Store::Contracts,
             Store::Issued,
             Store::Accepted,
+            Store::Sessions,
         ];
         let mint = {
             let space = space.clone();
@@ -780,6 +790,7 @@ impl Start<'_> {
                         Store::Issued,
                         Store::Accepted,
                         Store::Admission,
+                        Store::Sessions,
                     ],
                     false,
                 ),
