@@ -135,7 +135,14 @@ async fn real_redeemed_session_exchanges_for_holder_session_caller_bearer() {
     flow.space.grant(
         "cli",
         "bob",
-        &["--scope", "", "--allow-subscribe", "", "--allow-publish", ""],
+        &[
+            "--scope",
+            "",
+            "--allow-subscribe",
+            "",
+            "--allow-publish",
+            "",
+        ],
     );
     let prepared = flow.granted(&flow.envelope("prepare", "prepare00000000000000001"));
     let (jwt, _) = flow.credential(&prepared, "supervisor", &flow.keys[0]);
@@ -245,7 +252,11 @@ async fn real_redeemed_session_exchanges_for_holder_session_caller_bearer() {
     assert_eq!(status, 401, "{body}");
     assert!(error(&body).contains("was issued to"), "{body}");
     // A grant the session was not redeemed with.
-    let (status, body) = exchange(&flow, "alice", &grant(&holder, &uid, epoch, exp_ms, "forged"));
+    let (status, body) = exchange(
+        &flow,
+        "alice",
+        &grant(&holder, &uid, epoch, exp_ms, "forged"),
+    );
     assert_eq!(status, 401, "{body}");
     assert!(error(&body).contains("not the one this session"), "{body}");
 
@@ -259,6 +270,14 @@ async fn real_redeemed_session_exchanges_for_holder_session_caller_bearer() {
     let (status, body) = exchange(&flow, "alice", &the_grant);
     assert_eq!(status, 401, "{body}");
     assert!(error(&body).contains("\"closed\", not active"), "{body}");
-    refused(connect(&flow.space, &flow.server, &token, "scnonce0000000000000000002").await);
+    refused(
+        connect(
+            &flow.space,
+            &flow.server,
+            &token,
+            "scnonce0000000000000000002",
+        )
+        .await,
+    );
     drop((supervisor, caller));
 }
