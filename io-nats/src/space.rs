@@ -86,7 +86,7 @@ pub enum SendPhase {
 /// crash the server at exactly these points; production drivers install none.
 pub type SendHook = Box<dyn FnMut(SendPhase, &KvRequest) -> BoxFuture<'static, ()> + Send>;
 
-/// Which of a space's six stores a [`Space`] binds. A restricted connection binds only the
+/// Which of a space's seven stores a [`Space`] binds. A restricted connection binds only the
 /// stores its grant covers: binding proves each store's shape with `STREAM.INFO` (F10), which
 /// a grant without that row cannot do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -90,13 +90,13 @@ fn keys(store: Store, prefix: &str) -> Step {
     })
 }
 
-use Store::{Accepted, Admission, Auth, Contracts, Issued, Records};
+use Store::{Accepted, Admission, Auth, Contracts, Issued, Records, Sessions};
 
 /// Messages per subject each real store keeps (the model of each store is built with it).
 fn history_of(store: Store) -> usize {
     match store {
         Auth => AUTH_HISTORY as usize,
-        Records | Admission | Contracts | Accepted => 1,
+        Records | Admission | Contracts | Accepted | Sessions => 1,
         Issued => usize::MAX,
     }
 }
@@ -255,6 +255,16 @@ fn scenarios() -> Vec<(&'static str, Vec<Step>)> {
                 first(Accepted, "accepted.v1.t"),
             ],
         ),
+        (
+            "a_session_row_is_created_once_and_advanced_by_cas",
+            vec![
+                strict(Sessions, "session.s", "{\"state\":\"issuing\"}"),
+                strict(Sessions, "session.s", "{\"state\":\"again\"}"),
+                update(Sessions, "session.s", "{\"state\":\"active\"}", 1),
+                update(Sessions, "session.s", "{\"state\":\"closed\"}", 1),
+                get(Sessions, "session.s"),
+            ],
+        ),
     ]
 }
 
@@ -264,10 +274,12 @@ struct Models(BTreeMap<Store, KvModel>);
 impl Models {
     fn new() -> Models {
         Models(
-            [Auth, Records, Admission, Contracts, Issued, Accepted]
-                .into_iter()
-                .map(|s| (s, KvModel::with_history(history_of(s))))
-                .collect(),
+            [
+                Auth, Records, Admission, Contracts, Issued, Accepted, Sessions,
+            ]
+            .into_iter()
+            .map(|s| (s, KvModel::with_history(history_of(s))))
+            .collect(),
         )
     }
     fn of(&mut self, store: Store) -> &mut KvModel {
@@ -453,18 +465,18 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
     let server = NatsServer::start(ServerOptions::default()).unwrap();
     let rt = runtime();
     rt.block_on(async {
-        // A fresh space: 6 STREAM.INFO + 6 STREAM.CREATE; a second bind reuses: 6 STREAM.INFO.
+        // A fresh space: 7 STREAM.INFO + 7 STREAM.CREATE; a second bind reuses: 7 STREAM.INFO.
         let name = fresh_space("shape");
         let space = Space::connect(&server.url(), name.clone(), options())
             .await
             .unwrap();
-        assert_eq!(space.round_trips(), 12);
+        assert_eq!(space.round_trips(), 14);
         let again = Space::connect(&server.url(), name.clone(), options())
             .await
             .unwrap();
-        assert_eq!(again.round_trips(), 6);
+        assert_eq!(again.round_trips(), 7);
         again.verify_shapes().await.unwrap();
-        assert_eq!(again.round_trips(), 12);
+        assert_eq!(again.round_trips(), 14);
 
         let client = async_nats::connect(server.url()).await.unwrap();
         let js = jetstream::new(client);
@@ -483,7 +495,7 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
 
         // One wrong setting per store, each refused by name; an R1 space bound as R3 too.
         type Tweak = fn(&mut jetstream::stream::Config);
-        let cases: [(Store, &str, Tweak); 10] = [
+        let cases: [(Store, &str, Tweak); 11] = [
             (Auth, "allow_direct", |c| c.allow_direct = true),
             (Auth, "max_age", |c| c.max_age = Duration::from_secs(3600)),
             (Auth, "max_bytes", |c| c.max_bytes = 1 << 20),
@@ -508,6 +520,8 @@ fn stores_are_created_with_the_shape_and_refused_when_a_setting_differs() {
             (Accepted, "discard_new_per_subject", |c| {
                 c.discard_new_per_subject = false
             }),
+            // Session rows are read leader-served only, by the plane and the manager alike.
+            (Sessions, "allow_direct", |c| c.allow_direct = true),
         ];
         for (store, setting, tweak) in cases {
             let bad = fresh_space("bad");
@@ -592,8 +606,8 @@ fn each_request_costs_its_documented_round_trips() {
         expect(keys(Auth, ""), 1).await;
         expect(get(Auth, "absent"), 1).await;
         expect(first(Auth, "k"), 1).await;
-        // No hidden rebinds: the bind's 12 plus exactly the requests' own.
-        assert_eq!(space.round_trips(), 12 + 14);
+        // No hidden rebinds: the bind's 14 plus exactly the requests' own.
+        assert_eq!(space.round_trips(), 14 + 14);
     });
 }
 
