@@ -130,29 +130,6 @@ impl Sampler {
     }
 }
 
-/// The loopback face's own latency histogram of the manager route: (sum in seconds, count),
-/// from `/metrics`.
-fn served(base: &str) -> (f64, f64) {
-    let (_, _, text) = common::http(base, "GET", "/metrics", &[], "").unwrap();
-    let mut found = (0.0, 0.0);
-    for line in text.lines().filter(|l| {
-        l.contains("face=\"loopback\"") && l.contains("route=\"/manager-service-authority\"")
-    }) {
-        let value = || {
-            line.rsplit(' ')
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0)
-        };
-        if line.starts_with("cotal_http_request_duration_seconds_sum") {
-            found.0 = value();
-        } else if line.starts_with("cotal_http_request_duration_seconds_count") {
-            found.1 = value();
-        }
-    }
-    found
-}
-
 /// The CPU time `pid` has used so far (user + system), from `/proc/<pid>/stat`.
 fn cpu(pid: u32) -> Duration {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
@@ -453,11 +430,11 @@ async fn bench(n: usize) {
         }
     };
     let base = f.d["url"].as_str().unwrap().to_owned();
-    let before = served(&base);
+    let before = common::route_latency(&base, "/manager-service-authority");
     let cpu_before = cpu(pid);
     let (http_renew, floor_renew) = paired(&renew, &PAIR).await;
     let renew_cpu = (cpu(pid) - cpu_before) / u32::try_from(n + 10).unwrap();
-    let after = served(&base);
+    let after = common::route_latency(&base, "/manager-service-authority");
     let served_renew_ms = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 1e3;
     let (http_standing, floor_standing) = paired(&standing, &FIVE).await;
     let _ = issuer.close().await;

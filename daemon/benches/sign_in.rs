@@ -134,31 +134,6 @@ fn now() -> UnixSeconds {
     )
 }
 
-/// The loopback `/exchange` latency histogram's (sum in seconds, count) from `/metrics`.
-fn served(base: &str) -> (f64, f64) {
-    let Ok((_, _, text)) = common::http(base, "GET", "/metrics", &[], "") else {
-        return (0.0, 0.0);
-    };
-    let mut found = (0.0, 0.0);
-    for line in text
-        .lines()
-        .filter(|l| l.contains("face=\"loopback\"") && l.contains("route=\"/exchange\""))
-    {
-        let value = || {
-            line.rsplit(' ')
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0.0)
-        };
-        if line.starts_with("cotal_http_request_duration_seconds_sum") {
-            found.0 = value();
-        } else if line.starts_with("cotal_http_request_duration_seconds_count") {
-            found.1 = value();
-        }
-    }
-    found
-}
-
 /// Sorted latencies → (p50, p99, per second over their sum).
 fn summary(mut took: Vec<Duration>) -> (Duration, Duration, f64) {
     took.sort();
@@ -246,14 +221,14 @@ fn main() -> Result<(), String> {
                     .to_owned())
         };
         let token = exchange().await?; // the root credential's first mint is not measured
-        let before = served(&url);
+        let before = common::route_latency(&url, "/exchange");
         let mut took = Vec::with_capacity(n);
         for _ in 0..n {
             let start = Instant::now();
             exchange().await?;
             took.push(start.elapsed());
         }
-        let after = served(&url);
+        let after = common::route_latency(&url, "/exchange");
         let served_ms = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 1e3;
         let (x50, x99, xrate) = summary(took);
 

@@ -13,14 +13,9 @@ mod common;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use common::signin::{post, Space};
+use common::signin::{claims, post, Space};
 use common::*;
 use serde_json::{json, Value};
-
-fn claims(token: &str) -> Value {
-    let payload = token.split('.').nth(1).unwrap();
-    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap()
-}
 
 fn cap(d: &Value) -> &str {
     d["cap"].as_str().unwrap()

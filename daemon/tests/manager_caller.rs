@@ -24,7 +24,7 @@ mod journal;
 use std::time::Duration;
 
 use common::manager::*;
-use common::signin::{connect, post};
+use common::signin::{claims, connect, post};
 use common::SPACE;
 use cotal_core::issued::AcceptedToken;
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
@@ -53,17 +53,6 @@ fn exchange_as(flow: &Flow, actor: &str, instance: Option<&str>) -> (u16, Value)
         flow.d["cap"].as_str(),
         &body,
     )
-}
-
-fn claims(token: &str) -> Value {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1).unwrap();
-    serde_json::from_slice(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(payload)
-            .unwrap(),
-    )
-    .unwrap()
 }
 
 /// The accepted row this connection's nonce names, read over its own per-key grant.

@@ -24,7 +24,7 @@ mod common;
 use std::time::Duration;
 
 use common::manager::*;
-use common::signin::{connect, post, refused};
+use common::signin::{claims, connect, post, refused};
 use common::SPACE;
 use cotal_core::jwt::{user_creds, UnixSeconds, UserNats, Validity};
 use cotal_io_nats::async_nats::{self, jetstream, Client, HeaderMap};
@@ -33,17 +33,6 @@ use serde_json::{json, Value};
 
 const SID: &str = "sessAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 const SIG: &str = "c2lnbmF0dXJlLW9mLXRoZS1ncmFudA";
-
-fn claims(token: &str) -> Value {
-    use base64::Engine as _;
-    let payload = token.split('.').nth(1).unwrap();
-    serde_json::from_slice(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(payload)
-            .unwrap(),
-    )
-    .unwrap()
-}
 
 fn exchange(flow: &Flow, subject: &str, grant: &Value) -> (u16, Value) {
     post(

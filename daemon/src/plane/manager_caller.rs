@@ -15,7 +15,7 @@ use cotal_core::profiles::{manager_caller, ManagerCallerBinding, Profile};
 use cotal_io_fs::FileActors;
 use cotal_io_nats::NatsWorld;
 
-use super::connections::PlaneLink;
+use super::connections::{Connections, PlaneLink};
 use crate::state;
 
 /// The plane's `manager-caller` steps over its connections.
@@ -27,6 +27,18 @@ pub(super) struct ManagerCallers {
 }
 
 impl ManagerCallers {
+    pub(super) fn new(
+        space: &SpaceName,
+        connections: &Arc<Connections>,
+        ledger: FileActors,
+    ) -> ManagerCallers {
+        ManagerCallers {
+            space: space.clone(),
+            connections: PlaneLink::to(connections),
+            ledger,
+        }
+    }
+
     /// §3.10: the owner's one live remote manager instance, or the requested one if it is a
     /// candidate. Reads ride the issuing connection; the gate listing rides the sealed ledger
     /// scanner, the only connection whose loss fences the plane.

@@ -610,15 +610,12 @@ fn doors(
             ledger: ledger.clone(),
             bearers: faces::bearer_issuer(material, &inputs.space)?,
             roots: roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
-            callers: manager_caller::ManagerCallers {
-                space: inputs.space.clone(),
-                connections: connections::PlaneLink::to(connections),
-                ledger: ledger.clone(),
-            },
-            sessions: session_caller::SessionCallers {
-                space: inputs.space.clone(),
-                connections: connections::PlaneLink::to(connections),
-            },
+            callers: manager_caller::ManagerCallers::new(
+                &inputs.space,
+                connections,
+                ledger.clone(),
+            ),
+            sessions: session_caller::SessionCallers::new(&inputs.space, connections),
             metrics: Arc::clone(metrics),
         },
         manager: manager_route::ManagerRoute {
@@ -675,15 +672,8 @@ async fn serve_callout(
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
-        callers: manager_caller::ManagerCallers {
-            space: inputs.space.clone(),
-            connections: connections::PlaneLink::to(connections),
-            ledger: ledger.clone(),
-        },
-        sessions: session_caller::SessionCallers {
-            space: inputs.space.clone(),
-            connections: connections::PlaneLink::to(connections),
-        },
+        callers: manager_caller::ManagerCallers::new(&inputs.space, connections, ledger.clone()),
+        sessions: session_caller::SessionCallers::new(&inputs.space, connections),
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,

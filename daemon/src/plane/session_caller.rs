@@ -4,13 +4,15 @@
 //! before it signs a `session-caller` bearer, the callout again before it mints the
 //! connection: a session closed, superseded or expired in between confers nothing.
 
+use std::sync::Arc;
+
 use cotal_core::error::EpError;
 use cotal_core::machine::Replay;
 use cotal_core::names::{LifecycleUid, Principal, SpaceName};
 use cotal_core::session::{RedeemedSession, SessionCoordinates, VerifySession};
 use cotal_io_nats::NatsWorld;
 
-use super::connections::PlaneLink;
+use super::connections::{Connections, PlaneLink};
 
 /// The plane's session check over its issuing connection.
 #[derive(Debug, Clone)]
@@ -20,6 +22,13 @@ pub(super) struct SessionCallers {
 }
 
 impl SessionCallers {
+    pub(super) fn new(space: &SpaceName, connections: &Arc<Connections>) -> SessionCallers {
+        SessionCallers {
+            space: space.clone(),
+            connections: PlaneLink::to(connections),
+        }
+    }
+
     /// The session `claim` selects, if `holder` at `lifecycle_uid` holds it at `now_ms`.
     pub(super) async fn verify(
         &self,

@@ -235,6 +235,33 @@ pub fn died(state: &Path, child: &mut Child) -> Option<()> {
     }
 }
 
+/// The loopback face's latency histogram for `route` from the plane's `/metrics`, as (sum in
+/// seconds, count): what the benches read to tell the route's own time from the transport's.
+pub fn route_latency(base: &str, route: &str) -> (f64, f64) {
+    let Ok((_, _, text)) = http(base, "GET", "/metrics", &[], "") else {
+        return (0.0, 0.0);
+    };
+    let route = format!("route=\"{route}\"");
+    let mut found = (0.0, 0.0);
+    for line in text
+        .lines()
+        .filter(|l| l.contains("face=\"loopback\"") && l.contains(&route))
+    {
+        let value = || {
+            line.rsplit(' ')
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.0)
+        };
+        if line.starts_with("cotal_http_request_duration_seconds_sum") {
+            found.0 = value();
+        } else if line.starts_with("cotal_http_request_duration_seconds_count") {
+            found.1 = value();
+        }
+    }
+    found
+}
+
 /// An HTTP answer: the status, the headers (names lowercased) and the body.
 pub type HttpAnswer = (u16, Vec<(String, String)>, String);
 

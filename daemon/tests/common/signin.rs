@@ -380,6 +380,18 @@ pub async fn connect(
         .map_err(|e| e.to_string())
 }
 
+/// The claims of a bearer (its payload, unverified: the tests read what the plane signed).
+pub fn claims(token: &str) -> Value {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).unwrap();
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
 pub fn refused(outcome: Result<(Client, mpsc::UnboundedReceiver<String>), String>) -> String {
     match outcome {
         Ok(_) => panic!("the connect was admitted"),
