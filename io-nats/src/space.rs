@@ -70,6 +70,15 @@ pub const STREAM_NOT_FOUND: u64 = 10059;
 
 /// The `KV-Operation` header of DEL/PURGE markers.
 const KV_OPERATION: &str = "KV-Operation";
+
+/// The pauses before each resend of a publish that found no responders: 0.7 s in all, well
+/// inside a request's timeout, and long enough for a new stream leader's interest to reach
+/// every route.
+const NO_RESPONDERS_WAITS: [Duration; 3] = [
+    Duration::from_millis(100),
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+];
 /// The reason header of server-written limit markers (ADR-43).
 const MARKER_REASON: &str = "Nats-Marker-Reason";
 
@@ -227,6 +236,8 @@ enum PublishFailure {
     SubjectFull,
     /// Nothing went out, or the server refused it before storing.
     NotStored(String),
+    /// No subscription took it, so nothing was stored; [`Space::publish`] sends it again.
+    NoResponders(String),
     /// It went out; no readable answer came back.
     Unknown(String),
 }
@@ -703,6 +714,11 @@ impl Space {
     /// Publishes one message with `Nats-Expected-Stream` (so a write can only land in this
     /// store) and, when given, `Nats-Expected-Last-Subject-Sequence` and `KV-Operation`. A lost
     /// pin is reported as such, never retried here (F11: the caller re-reads and re-decides).
+    ///
+    /// "No responders" is retried a few times: the server answers it only when no subscription
+    /// took the message, so nothing was stored and sending again cannot write twice. It is what a
+    /// stream says for a moment after it is created or changes leader, while its interest
+    /// crosses the cluster's routes; nats.go's JetStream publish retries it for the same reason.
     #[allow(clippy::too_many_arguments)]
     async fn publish(
         &self,
@@ -717,6 +733,42 @@ impl Space {
         if let Some(hook) = hook.as_deref_mut() {
             hook(SendPhase::Before, request).await;
         }
+        let subject = bound.layout.subject(key);
+        let mut waits = NO_RESPONDERS_WAITS.iter();
+        loop {
+            let sent = self
+                .publish_once(
+                    bound,
+                    &subject,
+                    value,
+                    operation,
+                    expected,
+                    hook.take(),
+                    request,
+                )
+                .await;
+            match (sent, waits.next()) {
+                (Err(PublishFailure::NoResponders(_)), Some(wait)) => {
+                    tokio::time::sleep(*wait).await
+                }
+                (sent, _) => return sent,
+            }
+        }
+    }
+
+    /// One send of [`Self::publish`]; `hook` sees the first send only, as one write is one
+    /// request however often "no responders" makes it go out.
+    #[allow(clippy::too_many_arguments)]
+    async fn publish_once(
+        &self,
+        bound: &Bound,
+        subject: &str,
+        value: &[u8],
+        operation: Option<&str>,
+        expected: Option<u64>,
+        hook: Option<&mut SendHook>,
+        request: &KvRequest,
+    ) -> Result<Revision, PublishFailure> {
         self.connected().map_err(PublishFailure::NotStored)?;
         let mut headers = HeaderMap::new();
         headers.insert(NATS_EXPECTED_STREAM, bound.layout.stream.as_str());
@@ -729,11 +781,10 @@ impl Space {
         if let Some(expected) = expected {
             message = message.expected_last_subject_sequence(expected);
         }
-        let subject = bound.layout.subject(key);
         self.count();
         let ack = self
             .js
-            .send_publish(subject.clone(), message)
+            .send_publish(subject.to_owned(), message)
             .await
             .map_err(|e| {
                 PublishFailure::NotStored(format!("the publish to {subject} was not sent: {e}"))
@@ -750,8 +801,9 @@ impl Space {
                         "the publish to {subject} went out but its ack did not come back ({e})"
                     ))
                 }
-                PublishErrorKind::StreamNotFound => PublishFailure::NotStored(format!(
-                    "no stream answered the publish to {subject} (no responders)"
+                PublishErrorKind::StreamNotFound => PublishFailure::NoResponders(format!(
+                    "no stream answered the publish to {subject} (no responders, {} sends)",
+                    NO_RESPONDERS_WAITS.len() + 1
                 )),
                 PublishErrorKind::Other => match std::error::Error::source(&e).and_then(api_code) {
                     Some(WRONG_LAST_SEQUENCE | WRONG_LAST_SEQUENCE_CONSTANT) => {
@@ -816,7 +868,9 @@ fn write_outcome(sent: Result<Revision, PublishFailure>, create_only: bool) -> K
              written"
                 .to_owned(),
         ),
-        Err(PublishFailure::NotStored(why)) => KvOutcome::Unavailable(why),
+        Err(PublishFailure::NotStored(why) | PublishFailure::NoResponders(why)) => {
+            KvOutcome::Unavailable(why)
+        }
         Err(PublishFailure::Unknown(why)) => KvOutcome::Ambiguous(why),
     }
 }

@@ -138,8 +138,9 @@ async fn connect(urls: &str, name: &SpaceName, deadline: Instant) -> Option<Spac
     None
 }
 
-/// Runs a setup step until it succeeds: a freshly created R3 stream takes a moment to elect
-/// its leader, and until then a publish finds no responders (`unavailable`).
+/// Runs a setup step until it succeeds: on a faulted cluster a freshly created R3 stream can
+/// take longer to elect its leader than a publish's resends on "no responders" cover, and until
+/// then the step is `unavailable`.
 async fn settled<T>(what: &str, mut step: impl AsyncFnMut() -> Result<T, EpError>) -> T {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {

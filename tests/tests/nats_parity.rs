@@ -865,6 +865,69 @@ fn a_request_while_disconnected_is_unavailable_and_sends_nothing() {
     });
 }
 
+/// A store that answers "no responders" for a moment (here: deleted, then created again, as a
+/// new R3 stream's interest is still crossing the routes) costs a write a resend, not a refusal;
+/// one that stays silent is `unavailable` after the bounded resends, and nothing was written.
+#[test]
+fn a_publish_that_finds_no_responders_is_sent_again_and_then_refused() {
+    let server = NatsServer::start(ServerOptions::default()).unwrap();
+    let rt = runtime();
+    rt.block_on(async {
+        let space = Space::connect(&server.url(), fresh_space("noresp"), options())
+            .await
+            .unwrap();
+        let js = jetstream::new(space.client().clone());
+        let layout = space.layout(Records).clone();
+        let write = |key: &str| KvRequest::Create {
+            store: Records,
+            key: key.into(),
+            value: v("x"),
+        };
+
+        js.delete_stream(&layout.stream).await.unwrap();
+        let recreate = {
+            let js = js.clone();
+            let config = desired_config(&layout, Replicas::One);
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                js.create_stream(config).await.unwrap();
+            })
+        };
+        let before = space.round_trips();
+        assert_eq!(
+            space.execute(&write("back")).await,
+            KvOutcome::Written(Revision(1))
+        );
+        assert!(
+            space.round_trips() - before >= 2,
+            "the write was sent again"
+        );
+        recreate.await.unwrap();
+
+        js.delete_stream(&layout.stream).await.unwrap();
+        let before = space.round_trips();
+        match space.execute(&write("gone")).await {
+            KvOutcome::Unavailable(why) => {
+                assert!(why.contains("no responders, 4 sends"), "{why}")
+            }
+            other => panic!("a silent store must refuse the write, not {other:?}"),
+        }
+        assert_eq!(
+            space.round_trips() - before,
+            4,
+            "four sends, then the refusal"
+        );
+        js.create_stream(desired_config(&layout, Replicas::One))
+            .await
+            .unwrap();
+        assert_eq!(
+            space.execute(&get(Records, "gone").into_request()).await,
+            KvOutcome::Entry(None),
+            "the refused sends stored nothing"
+        );
+    });
+}
+
 impl Step {
     fn into_request(self) -> KvRequest {
         match self {
