@@ -76,18 +76,7 @@ fn remote_exchange_a_signed_in_human_gets_a_lifecycle_and_root_bound_bearer() {
 fn remote_exchange_refusals_say_why_and_what_to_run() {
     let mut space = Space::new();
     space.grant("cli", "alice", &[]);
-    space.grant(
-        "viewer",
-        "alice",
-        &[
-            "--scope",
-            "",
-            "--allow-subscribe",
-            "news",
-            "--allow-publish",
-            "",
-        ],
-    );
+    space.grant_lists("viewer", "alice", "", "news", "");
     let d = space.up(&[]);
     let (u, c) = (url(&d), Some(cap(&d)));
     let token = space.idp_token("alice");

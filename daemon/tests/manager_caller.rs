@@ -321,18 +321,7 @@ async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
     let proof = flow.current_proof().await;
     // The run's caller is a second interactive actor of alice's, so its grant can be revoked
     // while the manager's own (`alice/cli`, which authenticates the route) stays.
-    flow.space.grant(
-        "runner",
-        "alice",
-        &[
-            "--scope",
-            "",
-            "--allow-subscribe",
-            "",
-            "--allow-publish",
-            "",
-        ],
-    );
+    flow.space.grant_lists("runner", "alice", "", "", "");
     let nonce = "runnonce000000000000000001";
     let (client, _errors, generation, caller) = issued_caller(&flow, "runner", nonce).await;
     let from = format!("{}.runner", flow.owner);
@@ -547,18 +536,7 @@ async fn run_admission_and_attempts_are_served_for_an_issued_caller() {
 
     // A revoked grant kills the issuance's source: the next admission is refused as dead. The
     // retirement kicked `runner`'s connection, so a second caller of alice's shows it.
-    flow.space.grant(
-        "runner2",
-        "alice",
-        &[
-            "--scope",
-            "",
-            "--allow-subscribe",
-            "",
-            "--allow-publish",
-            "",
-        ],
-    );
+    flow.space.grant_lists("runner2", "alice", "", "", "");
     let (second, _, generation2, caller2) =
         issued_caller(&flow, "runner2", "runnonce000000000000000002").await;
     let start2 = format!(

@@ -43,18 +43,7 @@ fn error(body: &Value) -> &str {
 #[test]
 fn manager_service_authority_prepare_with_supervise_issues_the_supervisor() {
     let mut space = Space::new();
-    space.grant(
-        "cli",
-        "alice",
-        &[
-            "--scope",
-            "supervise",
-            "--allow-subscribe",
-            "",
-            "--allow-publish",
-            "",
-        ],
-    );
+    space.grant_lists("cli", "alice", "supervise", "", "");
     let d = space.up(&["--exchange-public-port", "0"]);
     let (loopback, cap) = (d["url"].as_str().unwrap(), d["cap"].as_str().unwrap());
     let public = d["publicUrl"].as_str().unwrap();
@@ -70,18 +59,7 @@ fn manager_service_authority_prepare_with_supervise_issues_the_supervisor() {
 #[test]
 fn manager_service_authority_refusals_are_403_with_their_sentence() {
     let mut space = Space::new();
-    space.grant(
-        "cli",
-        "alice",
-        &[
-            "--scope",
-            "spawn,admin",
-            "--allow-subscribe",
-            "",
-            "--allow-publish",
-            "",
-        ],
-    );
+    space.grant_lists("cli", "alice", "spawn,admin", "", "");
     let d = space.up(&[]);
     let (url, cap) = (d["url"].as_str().unwrap(), Some(d["cap"].as_str().unwrap()));
     let token = space.idp_token("alice");

@@ -121,18 +121,7 @@ async fn serving_side(flow: &Flow) -> Client {
 #[tokio::test(flavor = "multi_thread")]
 async fn real_redeemed_session_exchanges_for_holder_session_caller_bearer() {
     let flow = Flow::new().await;
-    flow.space.grant(
-        "cli",
-        "bob",
-        &[
-            "--scope",
-            "",
-            "--allow-subscribe",
-            "",
-            "--allow-publish",
-            "",
-        ],
-    );
+    flow.space.grant_lists("cli", "bob", "", "", "");
     let prepared = flow.granted(&flow.envelope("prepare", "prepare00000000000000001"));
     let (jwt, _) = flow.credential(&prepared, "supervisor", &flow.keys[0]);
     let supervisor = flow.connect(&jwt, &flow.keys[0]).await;

@@ -33,18 +33,7 @@ fn exchange(space: &Space, d: &Value, ttl: u64) -> String {
 }
 
 fn grant_team(space: &Space) {
-    space.grant(
-        "cli",
-        "alice",
-        &[
-            "--scope",
-            "",
-            "--allow-subscribe",
-            "team",
-            "--allow-publish",
-            "team",
-        ],
-    );
+    space.grant_lists("cli", "alice", "", "team", "team");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -184,18 +184,7 @@ impl Flow {
 
     /// Grants `alice/cli` the `supervise` scope the manager route asks for.
     pub fn grant_manager(space: &Space) {
-        space.grant(
-            "cli",
-            "alice",
-            &[
-                "--scope",
-                "supervise",
-                "--allow-subscribe",
-                "",
-                "--allow-publish",
-                "",
-            ],
-        );
+        space.grant_lists("cli", "alice", "supervise", "", "");
     }
 
     /// The fixture over a plane already serving (`d`, its discovery file) on servers the

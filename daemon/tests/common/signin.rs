@@ -126,6 +126,19 @@ impl Space {
         self.authd(&args);
     }
 
+    /// A grant with exactly these comma-separated lists, each possibly empty.
+    pub fn grant_lists(&self, actor: &str, subject: &str, scope: &str, sub: &str, publ: &str) {
+        let lists = [
+            "--scope",
+            scope,
+            "--allow-subscribe",
+            sub,
+            "--allow-publish",
+            publ,
+        ];
+        self.grant(actor, subject, &lists);
+    }
+
     pub fn owner(&self, subject: &str) -> String {
         self.authd(&["owner", "--space", SPACE, "--idp-subject", subject])
     }
