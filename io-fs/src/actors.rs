@@ -13,6 +13,12 @@
 //! The alias lock is an exclusive `flock` on `locks/<owner>.<actor>.lock`. `flock` locks belong
 //! to open file descriptions, and every acquisition opens the file anew, so two threads of one
 //! process exclude each other exactly as two processes sharing the directory do.
+//!
+//! The serving lock ([`FileActors::serve`]) is an exclusive `flock` on `locks/served.lock`, held
+//! by the plane that serves this ledger for as long as it does. It is the one witness a standby
+//! can trust that the ledger it is about to serve is the live plane's own: the kernel drops it
+//! with its holder, a copied directory carries the file but never the lock, and a lock taken on
+//! another host is not seen here ([`FileActors::is_served`]).
 
 use std::fs::{self, DirBuilder, File, OpenOptions, TryLockError};
 use std::io::{ErrorKind, Read, Write};
@@ -28,6 +34,9 @@ use cotal_core::names::Principal;
 /// Rows larger than this are not rows (a hostile or corrupted file must not exhaust memory).
 const MAX_ROW_BYTES: u64 = 64 * 1024;
 const LOCK_DIR: &str = "locks";
+/// The serving lock's file under [`LOCK_DIR`]; no alias key ends in `served` alone, so it never
+/// shares a file with an alias lock.
+const SERVED_LOCK: &str = "served.lock";
 
 /// Distinguishes temp files of concurrent writers within one process.
 static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
@@ -53,10 +62,47 @@ impl FileActors {
         self.root.join(space.dir()).join(file_name(principal))
     }
 
+    /// Takes the serving lock if no other process holds it: `None` while another plane on this
+    /// host serves the ledger. Held until the guard drops (or its process ends).
+    pub fn serve(&self) -> Result<Option<ServingLock>, String> {
+        let file = self.open_lock(SERVED_LOCK)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(ServingLock { _held: file })),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(format!(
+                "{}: cannot take the serving lock: {e}",
+                self.served_path().display()
+            )),
+        }
+    }
+
+    /// True while a plane on this host holds the serving lock. Asked with a shared lock, which
+    /// two askers can hold at once, so a question never answers another question.
+    pub fn is_served(&self) -> Result<bool, String> {
+        let file = self.open_lock(SERVED_LOCK)?;
+        match file.try_lock_shared() {
+            // Dropping the file releases the shared lock at once.
+            Ok(()) => Ok(false),
+            Err(TryLockError::WouldBlock) => Ok(true),
+            Err(TryLockError::Error(e)) => Err(format!(
+                "{}: cannot ask the serving lock: {e}",
+                self.served_path().display()
+            )),
+        }
+    }
+
+    fn served_path(&self) -> PathBuf {
+        self.root.join(LOCK_DIR).join(SERVED_LOCK)
+    }
+
     fn lock_file(&self, alias: &Principal) -> Result<File, String> {
+        self.open_lock(&format!("{}.lock", alias.key()))
+    }
+
+    fn open_lock(&self, name: &str) -> Result<File, String> {
         let dir = self.root.join(LOCK_DIR);
         ensure_dir(&self.root).and_then(|()| ensure_dir(&dir))?;
-        let path = dir.join(format!("{}.lock", alias.key()));
+        let path = dir.join(name);
         OpenOptions::new()
             .read(true)
             .write(true)
@@ -64,8 +110,14 @@ impl FileActors {
             .truncate(false)
             .mode(0o600)
             .open(&path)
-            .map_err(|e| format!("{}: cannot open the alias lock: {e}", path.display()))
+            .map_err(|e| format!("{}: cannot open the lock: {e}", path.display()))
     }
+}
+
+/// The serving lock of a ledger, held while this value lives.
+#[derive(Debug)]
+pub struct ServingLock {
+    _held: File,
 }
 
 /// Creates `dir` `0700` if missing; refuses a symlink or non-directory in its place.

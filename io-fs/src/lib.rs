@@ -5,7 +5,7 @@
 //! (interactive) and `managed-actors/` (managed), the reference's on-disk layout. The ledger's
 //! semantics (grammar, envelope walk, shadow checks, read-back settlement) are core's
 //! [`cotal_core::actors::store::execute`]; this crate only supplies durable, fail-closed files
-//! and the per-alias lock.
+//! and the per-alias lock, and the serving lock a plane holds on the ledger it serves.
 //!
 //! [`trust`] is the space's trust root on disk: `init` (create-only, concurrent-safe) and the
 //! daemon's and broker's read paths over the formats of [`cotal_core::trust`].
@@ -13,4 +13,4 @@
 mod actors;
 pub mod trust;
 
-pub use actors::FileActors;
+pub use actors::{FileActors, ServingLock};

@@ -381,3 +381,48 @@ fn interactive_revoke_never_removes_a_managed_row() {
         ActorsOutcome::Found(Some(_))
     ));
 }
+
+/// The serving lock: one server at a time, seen by every other handle over the directory, gone
+/// with its holder, and never carried by a copy of the directory (a copied ledger is not the
+/// one its plane serves).
+#[test]
+fn the_serving_lock_is_held_by_one_server_and_never_by_a_copy() {
+    let (d, l) = ledger();
+    l.execute(&ActorsRequest::GrantInteractive(interactive("cli")));
+    let other = FileActors::new(l.root());
+    assert!(!other.is_served().unwrap(), "nobody serves a fresh ledger");
+    let serving = l.serve().unwrap().expect("the first server takes it");
+    assert!(other.is_served().unwrap());
+    assert!(
+        other.serve().unwrap().is_none(),
+        "a second server is refused"
+    );
+    // Asking twice at once never makes the ledger look unserved to either asker.
+    assert!(other.is_served().unwrap() && l.is_served().unwrap());
+
+    let copy = d.path().join("copy");
+    copy_tree(l.root(), &copy);
+    let copied = FileActors::new(&copy);
+    assert!(
+        copied.root().join("locks/served.lock").exists(),
+        "the copy carries the lock file"
+    );
+    assert!(!copied.is_served().unwrap(), "but not the lock");
+
+    drop(serving);
+    assert!(!other.is_served().unwrap(), "the lock goes with its holder");
+    assert!(other.serve().unwrap().is_some());
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
