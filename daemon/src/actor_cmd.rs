@@ -13,7 +13,7 @@ use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, Space
 use cotal_io_fs::{trust, FileActors};
 use serde_json::{json, Value};
 
-use crate::state;
+use crate::{ledger_home, state};
 
 /// Who a grant is for: an owner token as it is, or the subject the space's pinned IdP
 /// authenticates, derived with the space's owner secret.
@@ -47,9 +47,10 @@ pub struct GrantArgs {
     pub label: Option<String>,
 }
 
-/// The ledger of `space` under the state root: the directory its trust root lives in.
-pub fn ledger(root: &Path, space: &SpaceName) -> FileActors {
-    FileActors::new(trust::space_dir(root, space))
+/// The ledger of `space` under the state root (the directory its trust root lives in), refused
+/// when that root's plane serves another state root's ledger ([`ledger_home::for_verbs`]).
+pub fn ledger(root: &Path, space: &SpaceName) -> Result<FileActors, String> {
+    ledger_home::for_verbs(root, space)
 }
 
 /// The derived owner `owner` names, refusing any owner a human cannot sign in as.
@@ -98,7 +99,7 @@ pub fn grant(args: GrantArgs) -> Result<String, String> {
         lifecycle_uid: Some(LifecycleUid::mint(state::entropy()?)),
         granted_at: iso8601_millis(crate::clock::now_ms()),
     };
-    match ledger(&args.root, &args.space).execute(&ActorsRequest::GrantInteractive(row)) {
+    match ledger(&args.root, &args.space)?.execute(&ActorsRequest::GrantInteractive(row)) {
         ActorsOutcome::Granted(row) => Ok(format!(
             "granted actor {} to owner {} in space {} (scope {}; subscribe {}; publish {}) at \
              lifecycle {}",
@@ -166,7 +167,7 @@ pub fn revoke(
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let principal = Principal::new(owner.owner().clone(), actor_token);
-    match ledger(root, space).execute(&ActorsRequest::RevokeInteractive {
+    match ledger(root, space)?.execute(&ActorsRequest::RevokeInteractive {
         principal: principal.clone(),
     }) {
         ActorsOutcome::Revoked(true) => Ok(format!(
@@ -191,7 +192,7 @@ pub struct Listing {
 
 /// `cotal-authd actor ls`: every row of both spaces, a table or JSON.
 pub fn ls(root: &Path, space: &SpaceName, as_json: bool) -> Result<Listing, String> {
-    let actors = ledger(root, space);
+    let actors = ledger(root, space)?;
     let mut rows = Vec::new();
     let mut broken = Vec::new();
     for kind in [RowSpace::Interactive, RowSpace::Managed] {
@@ -408,7 +409,7 @@ pub async fn retire(
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let principal = Principal::new(owner.owner().clone(), actor_token);
-    let row = match ledger(root, space).execute(&ActorsRequest::Find {
+    let row = match ledger(root, space)?.execute(&ActorsRequest::Find {
         space: RowSpace::Interactive,
         principal,
     }) {

@@ -379,6 +379,10 @@ struct UpCommand {
     /// when it dies or stops (instead of refusing a live peer).
     #[arg(long)]
     standby: bool,
+    /// Serve the actor ledger of this state dir (the active plane's --state-dir, on this host)
+    /// instead of this plane's own: a standby reads the very ledger the active writes.
+    #[arg(long, value_name = "DIR")]
+    ledger_dir: Option<PathBuf>,
     /// The loopback face's port on 127.0.0.1 (0: a free one, named in the discovery file).
     #[arg(long, value_name = "PORT", default_value = "0")]
     port: u16,
@@ -575,6 +579,7 @@ impl UpCommand {
             root: self.root.dir,
             space: self.space.space,
             standby: self.standby,
+            ledger_dir: self.ledger_dir,
             port: self.port,
             public,
         })

@@ -436,7 +436,12 @@ pub struct Discovery {
 
 /// Where the discovery file of `space` lives.
 pub fn discovery_path(root: &Path, space: &SpaceName) -> PathBuf {
-    trust::space_dir(root, space).join(DISCOVERY_FILE)
+    discovery_in(&trust::space_dir(root, space))
+}
+
+/// The discovery file in a space's trust-root directory (which is also its actor ledger's).
+pub fn discovery_in(space_dir: &Path) -> PathBuf {
+    space_dir.join(DISCOVERY_FILE)
 }
 
 /// Writes the discovery file (atomically, 0600).

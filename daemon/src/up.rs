@@ -20,6 +20,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{error, info, info_span, Instrument};
 
 use crate::embedded::Embedded;
+use crate::ledger_home;
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::state::{self, Discovery};
 use crate::trust_cmd::embedded_dir;
@@ -38,6 +39,9 @@ pub struct UpArgs {
     pub replicas: Replicas,
     /// Wait on a live plane's claim instead of refusing, and take over when it dies.
     pub standby: bool,
+    /// The state root whose actor ledger the plane serves, when not its own
+    /// ([`ledger_home::for_plane`]).
+    pub ledger_dir: Option<PathBuf>,
     /// The loopback face's port (0: a free one).
     pub port: u16,
     /// The public face, when opened.
@@ -75,6 +79,12 @@ impl Signals {
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
 pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
     let material = trust::load_daemon(&args.root, &args.space)?;
+    let ledger = ledger_home::for_plane(
+        &args.root,
+        &args.space,
+        args.ledger_dir.as_deref(),
+        &material,
+    )?;
     let identity = state::load_or_create(&args.root, &args.space)?;
     let (url, embedded) = match &args.server {
         Some(url) => (url.clone(), None),
@@ -94,6 +104,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         root: args.root.clone(),
         replicas: args.replicas,
         standby: args.standby,
+        ledger,
         material,
         identity,
         port: args.port,
@@ -125,10 +136,20 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // Handlers go in before the start: a standby stops on a signal, and whoever finds the
     // discovery file may signal at once.
     let mut signals = Signals::install()?;
+    // The plane's own discovery file, and, for a plane serving another state root's actor
+    // ledger, one beside that ledger too: the operator's verbs aimed at the ledger's state dir
+    // (`actor retire`, `actor revoke --credential`) then reach the plane that serves it.
     let discovery = state::discovery_path(&inputs.root, &inputs.space);
+    let mut discoveries = vec![discovery.clone()];
+    let beside_ledger = state::discovery_in(inputs.ledger.root());
+    if beside_ledger != discovery {
+        discoveries.push(beside_ledger);
+    }
     // A discovery file left by a plane that died without cleaning up names nothing that
     // serves: it goes before this start, so nobody finds it meanwhile.
-    state::remove_discovery_if_dead(&discovery);
+    for path in &discoveries {
+        state::remove_discovery_if_dead(path);
+    }
     let plane = tokio::select! {
         plane = Plane::start(inputs) => plane?,
         () = signals.recv() => return Ok(Outcome::Stopped),
@@ -136,22 +157,24 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     let registered = plane.registered().clone();
     let space = &inputs.space;
     let server = state::redacted(&inputs.server);
-    let written = state::write_discovery(
-        &discovery,
-        space,
-        &Discovery {
-            pid: std::process::id(),
-            url: plane.loopback_url(),
-            cap: plane.capability().to_owned(),
-            public_url: plane.public_url(),
-            server: server.clone(),
-            instance: inputs.identity.instance.to_string(),
-            process_epoch: registered.process_epoch.0,
-            generation: registered.generation.0,
-            registration_revision: registered.registration_revision.0,
-        },
-    );
+    let found = Discovery {
+        pid: std::process::id(),
+        url: plane.loopback_url(),
+        cap: plane.capability().to_owned(),
+        public_url: plane.public_url(),
+        server: server.clone(),
+        instance: inputs.identity.instance.to_string(),
+        process_epoch: registered.process_epoch.0,
+        generation: registered.generation.0,
+        registration_revision: registered.registration_revision.0,
+    };
+    let written = discoveries
+        .iter()
+        .try_for_each(|path| state::write_discovery(path, space, &found));
     if let Err(why) = written {
+        discoveries
+            .iter()
+            .for_each(|p| state::remove_discovery_if_ours(p));
         let _ = plane.close().await;
         return Err(why);
     }
@@ -176,7 +199,9 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
         },
     };
     // The discovery file goes first: nobody may find a plane that is on its way out.
-    state::remove_discovery_if_ours(&discovery);
+    discoveries
+        .iter()
+        .for_each(|p| state::remove_discovery_if_ours(p));
     let released = plane.close().await;
     match (outcome, released) {
         (Ok(outcome), Ok(())) => Ok(outcome),

@@ -57,6 +57,7 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
         root: root.to_path_buf(),
         replicas: Replicas::One,
         standby: false,
+        ledger: cotal_io_fs::FileActors::new(trust::space_dir(root, &space)),
         material: trust::load_daemon(root, &space).unwrap(),
         identity: state::load_or_create(root, &space).unwrap(),
         port: 0,

@@ -13,8 +13,7 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,33 +23,6 @@ use cotal_core::names::SpaceName;
 use cotal_core::plane_grants::PlaneConnection;
 use cotal_io_nats::liveness::Oracle;
 use rustix::process::Signal;
-
-/// A second state root of the same space: the same trust root, its own plane instance.
-fn sibling(state: &Path, name: &str) -> PathBuf {
-    let other = state.with_file_name(name);
-    copy_dir(&state.join("auth"), &other.join("auth"));
-    other
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for dir in to.ancestors().take(2) {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
-    }
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else if !entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with("auth-service")
-        {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
 
 /// `up --server URL` on `state`, logging at info to `log`.
 fn up_on(state: &Path, url: &str, extra: &[&str], log: &Path) -> Child {
@@ -207,7 +179,13 @@ fn a_standby_takes_over_within_5s_of_a_kill_and_at_once_on_a_clean_stop() {
     let url = first_plane(&state, &mut reaper);
     let other = sibling(&state, "b");
     let log = dir.path().join("b.log");
-    reaper.0.push(up_on(&other, &url, &["--standby"], &log));
+    let active_root = state.to_str().unwrap();
+    reaper.0.push(up_on(
+        &other,
+        &url,
+        &["--standby", "--ledger-dir", active_root],
+        &log,
+    ));
     let deadline = Instant::now() + READY_TIMEOUT;
     while !text(&log).contains("standby:") {
         assert!(Instant::now() < deadline, "no standby line: {}", text(&log));

@@ -1,20 +1,22 @@
 //! The plane's connections: how each is opened (self-minted, labelled, attributed to the gate
-//! principal), the plane claim they are pinned to, and their close order.
+//! principal), the plane claim they are pinned to, the actor ledger's serving lock taken with
+//! the claim, and their close order.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cotal_core::jwt::{Permissions, UserNats};
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::plane_claim::{
-    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
-    PLANE_CLAIM_KEY,
+    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, PlaneQuery,
+    ReleasePlaneClaim, PLANE_CLAIM_KEY,
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
 use cotal_core::EpError;
+use cotal_io_fs::{FileActors, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{drive, NatsWorld, SpaceOptions, StoreSet};
@@ -33,6 +35,8 @@ pub(super) struct Connections {
     pub(super) barrier: AuthorityClient,
     pub(super) scanners: Scanners,
     pub(super) hold: ClaimHold,
+    /// The actor ledger's serving lock, held from the claim until after its release.
+    pub(super) serving: ServingLock,
     /// The auth control rail listener's connection (`cotal:auth-admin:<space>`).
     pub(super) admin: AuthorityClient,
     pub(super) callout: cotal_io_nats::async_nats::Client,
@@ -110,6 +114,7 @@ impl Connections {
             barrier,
             scanners,
             hold,
+            serving,
             admin,
             callout,
         } = self;
@@ -120,26 +125,9 @@ impl Connections {
             warn!(connection = "reader", "closing failed: {e}");
         }
         scanners.close().await;
-        let at = audit::At {
-            generation: Some(hold.generation),
-            epoch: None,
-        };
-        let released = match barrier.space() {
-            Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound).await,
-            Err(e) => Err(e),
-        };
-        let released = match released {
-            Ok(()) => {
-                audit::granted("plane", "release", PLANE_CLAIM_KEY, at);
-                info!("released the plane claim");
-                Ok(())
-            }
-            Err(e) => {
-                audit::refused("plane", "release", PLANE_CLAIM_KEY, &e);
-                error!("{}", e.message);
-                Err(e.message)
-            }
-        };
+        let released = release_claim(&barrier, hold).await;
+        // Only once no claim names this plane may a standby on this host take the ledger over.
+        drop(serving);
         for (label, client) in [("barrier", barrier), ("issuer", issuer), ("mint", mint)] {
             if let Err(e) = client.close().await {
                 warn!(connection = label, "closing failed: {e}");
@@ -147,6 +135,89 @@ impl Connections {
         }
         let _ = callout.drain().await;
         released
+    }
+}
+
+/// Releases the plane claim over the barrier connection, audited and logged.
+async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(), String> {
+    let at = audit::At {
+        generation: Some(hold.generation),
+        epoch: None,
+    };
+    let released = match barrier.space() {
+        Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound).await,
+        Err(e) => Err(e),
+    };
+    match released {
+        Ok(()) => {
+            audit::granted("plane", "release", PLANE_CLAIM_KEY, at);
+            info!("released the plane claim");
+            Ok(())
+        }
+        Err(e) => {
+            audit::refused("plane", "release", PLANE_CLAIM_KEY, &e);
+            error!("{}", e.message);
+            Err(e.message)
+        }
+    }
+}
+
+/// How long a standby waits, from the first sight of a live plane, to see the serving lock of
+/// the ledger it would serve held: the active takes it right after its claim, so this covers
+/// only the instant between the two.
+const LEDGER_WITNESS_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether the plane a standby waits on was seen serving the very actor ledger the standby
+/// would serve (its serving lock held on this host). A standby waits only on such a plane: one
+/// that serves another ledger (a copy of it, another state dir's, one on another host) would
+/// leave the standby serving rows the active never wrote, so a takeover would undo every
+/// revoke, re-grant and retirement the active acknowledged since the copy. Witnessed again for
+/// every new live plane the standby waits on.
+struct LedgerWitness {
+    /// The live plane last waited on, as its claim names it.
+    holder: Option<PlaneQuery>,
+    since: Instant,
+    seen: bool,
+}
+
+impl LedgerWitness {
+    fn new() -> LedgerWitness {
+        LedgerWitness {
+            holder: None,
+            since: Instant::now(),
+            seen: false,
+        }
+    }
+
+    /// `holder` is the live plane a refusal named (none when the listing could not tell). Errs
+    /// with the standby's refusal once the grace passed without a witness.
+    fn check(&mut self, ledger: &FileActors, holder: Option<PlaneQuery>) -> Result<(), String> {
+        if let Some(holder) = holder {
+            if self.holder.as_ref() != Some(&holder) {
+                *self = LedgerWitness {
+                    holder: Some(holder),
+                    ..LedgerWitness::new()
+                };
+            }
+        }
+        if self.seen {
+            return Ok(());
+        }
+        if ledger.is_served()? {
+            info!(
+                ledger = %ledger.root().display(),
+                "standby: the active plane serves this standby's actor ledger"
+            );
+            self.seen = true;
+            return Ok(());
+        }
+        if self.since.elapsed() < LEDGER_WITNESS_GRACE {
+            return Ok(());
+        }
+        Err(format!(
+            "standby refused: no plane on this host serves the actor ledger under {}, so it is              not the active plane's (a copy, or another state dir's) and a takeover would undo              the active's revocations; start the standby on the active's host with --ledger-dir              set to the active plane's --state-dir",
+            ledger.root().display()
+        ))
     }
 }
 
@@ -227,12 +298,14 @@ impl Start<'_> {
     /// (reference §2.5 step 5, §2.10), the servers' own listing adjudicating a held row. A
     /// standby (`--standby`) waits on a live or unknown holder instead of refusing, re-trying
     /// every [`STANDBY_POLL`], and takes over as soon as the holder is gone or released the
-    /// claim; dropping the future ends the wait.
+    /// claim; dropping the future ends the wait. It waits only on a plane that serves its own
+    /// actor ledger ([`LedgerWitness`]), and a won claim comes with that ledger's serving lock
+    /// ([`Start::serve_ledger`]).
     pub(super) async fn claim(
         &self,
         barrier: &AuthorityClient,
         scanners: &Scanners,
-    ) -> Result<ClaimHold, String> {
+    ) -> Result<(ClaimHold, ServingLock), String> {
         let tuple = |client: &AuthorityClient| {
             let (server, cid) = client.server_connection();
             ConnTuple::new(&server, cid, client.conn_id().as_str()).map_err(|e| e.message)
@@ -246,6 +319,7 @@ impl Start<'_> {
         // A write of the claim row (a release, a reclaim) wakes a waiting start at once; the
         // poll covers a holder that dies without writing it, whose end only the oracle sees.
         let mut claim_writes = claim_writes(barrier, self.space()).await;
+        let mut witness = LedgerWitness::new();
         loop {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -282,7 +356,7 @@ impl Start<'_> {
                             "holds the plane claim"
                         }
                     );
-                    return Ok(hold);
+                    return self.serve_ledger(barrier, hold).await;
                 }
                 Err(e) => e,
             };
@@ -309,12 +383,42 @@ impl Start<'_> {
                 audit::refused("plane", "claim", PLANE_CLAIM_KEY, &refusal);
                 return Err(refusal.message);
             }
+            witness.check(&self.inputs.ledger, ClaimRefusal::live_peer(&refusal))?;
             if !waiting {
                 info!("standby: {}; waiting to take over", refusal.message);
                 waiting = true;
             }
             wait_claim(&mut claim_writes).await;
         }
+    }
+
+    /// Takes the actor ledger's serving lock for a won claim, waiting [`PREDECESSOR_WAIT`] at
+    /// most for a plane on this host still holding it (this instance's fenced predecessor on its
+    /// way out). Two planes never serve one ledger at once; a start that cannot take it
+    /// releases the claim and refuses.
+    async fn serve_ledger(
+        &self,
+        barrier: &AuthorityClient,
+        hold: ClaimHold,
+    ) -> Result<(ClaimHold, ServingLock), String> {
+        let ledger = &self.inputs.ledger;
+        let deadline = Instant::now() + PREDECESSOR_WAIT;
+        let why = loop {
+            match ledger.serve() {
+                Ok(Some(lock)) => return Ok((hold, lock)),
+                Ok(None) if Instant::now() < deadline => tokio::time::sleep(STANDBY_POLL).await,
+                Ok(None) => {
+                    break format!(
+                        "another process on this host still serves the actor ledger under {}                          {}s after this plane took the claim; stop it and start again",
+                        ledger.root().display(),
+                        PREDECESSOR_WAIT.as_secs()
+                    )
+                }
+                Err(why) => break why,
+            }
+        };
+        let _ = release_claim(barrier, hold).await;
+        Err(why)
     }
 
     /// True when a `live-peer` refusal names scanner connections of this very instance (they

@@ -8,7 +8,8 @@
 //! `cotal:auth-registration:<space>` connection, scoped to this one instance, crash-safe
 //! ([`register`]) → the reader (`cotal:auth-reader:<space>`) that the fence watch reads over,
 //! the remote-manager issuer, the barrier executor → the two sealed scanners and the plane
-//! claim over the barrier connection (a standby waits here) → the callout connection
+//! claim over the barrier connection (a standby waits here, on a plane that serves the actor
+//! ledger it will serve) → the ledger's serving lock → the callout connection
 //! (`cotal:auth-service:<space>`, the stored callout creds) and the auth callout subscribed on
 //! it ([`connect`]) → the loopback HTTP face on 127.0.0.1 (`/health` with the readiness state,
 //! `/jwks`, the capability-guarded doors: [`exchange`], [`manager_route`], [`retire_doors`])
@@ -52,6 +53,7 @@ use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::DaemonMaterial;
+use cotal_io_fs::FileActors;
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::authority::DataAccountSigner;
@@ -103,6 +105,10 @@ pub struct PlaneInputs {
     pub replicas: Replicas,
     /// Wait on a live plane's claim instead of refusing, and take over when it dies.
     pub standby: bool,
+    /// The actor ledger the plane serves: its own state root's, or the one of the active plane
+    /// a standby stands by ([`crate::ledger_home`]). Held under its serving lock while the
+    /// plane holds the claim; a standby waits only on a plane that holds it.
+    pub ledger: FileActors,
     pub material: DaemonMaterial,
     pub identity: Identity,
     /// The loopback face's port on 127.0.0.1; 0 picks a free one.
@@ -262,9 +268,7 @@ impl Plane {
                 return Err(why);
             }
         };
-        let ledger = || {
-            cotal_io_fs::FileActors::new(cotal_io_fs::trust::space_dir(&inputs.root, &inputs.space))
-        };
+        let ledger = || inputs.ledger.clone();
         let callout = serve_callout(
             inputs,
             &connections,
@@ -573,7 +577,7 @@ fn doors(
     inputs: &PlaneInputs,
     connections: &Arc<Connections>,
     retirements: &Arc<Retirements>,
-    ledger: cotal_io_fs::FileActors,
+    ledger: FileActors,
     metrics: &Arc<PlaneMetrics>,
     public_exchange: &Arc<std::sync::OnceLock<String>>,
     observed: Arc<RunRequestObserver>,
@@ -664,7 +668,7 @@ fn doors(
 async fn serve_callout(
     inputs: &PlaneInputs,
     connections: &Arc<Connections>,
-    ledger: cotal_io_fs::FileActors,
+    ledger: FileActors,
     readiness: watch::Receiver<Readiness>,
     metrics: Arc<PlaneMetrics>,
 ) -> Result<CalloutService, String> {
@@ -816,7 +820,7 @@ impl Start<'_> {
                 .await?
             },
         };
-        let hold = self.claim(&barrier, &scanners).await?;
+        let (hold, serving) = self.claim(&barrier, &scanners).await?;
         let admin = {
             let space = space.clone();
             let (instance, epoch) = (registered.gate.instance.clone(), registered.process_epoch);
@@ -841,6 +845,7 @@ impl Start<'_> {
             barrier,
             scanners,
             hold,
+            serving,
             admin,
             callout,
         };

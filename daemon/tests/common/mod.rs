@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -302,4 +303,32 @@ pub fn http(
         .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
     Ok((status, headers, body.to_owned()))
+}
+
+/// A second state root of the same space: a copy of the trust root (and so of the actor ledger
+/// as it is at this moment, which a standby must never serve), its own plane instance.
+pub fn sibling(state: &Path, name: &str) -> PathBuf {
+    let other = state.with_file_name(name);
+    copy_dir(&state.join("auth"), &other.join("auth"));
+    other
+}
+
+pub fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for dir in to.ancestors().take(2) {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else if !entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("auth-service")
+        {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }

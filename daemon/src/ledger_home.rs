@@ -1,0 +1,162 @@
+//! Which actor ledger a state root's plane serves, and where the operator's `actor` verbs write.
+//!
+//! A plane serves the ledger of its own state root (`auth/space.<hex>/actors/` and
+//! `managed-actors/`) unless `up --ledger-dir DIR` names the state root of the plane it stands
+//! by on this host. The standby then reads the active's ledger files themselves, fresh per call,
+//! so every grant, revoke, re-grant and retirement the active acknowledged is what the standby
+//! serves when it takes over. A copy never is: it diverges at the active's next revoke, and a
+//! failover would silently undo that revoke.
+//!
+//! The choice is recorded in the plane's own state root (`space.<hex>/actor-ledger.json`), so
+//! that an `actor` verb aimed at that state root is refused with the one to use (its rows would
+//! land in a ledger nobody serves), and a later `up` of it without the flag is refused rather
+//! than quietly serving the stale rows beside it.
+
+use std::fs;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use cotal_core::names::SpaceName;
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_fs::{trust, FileActors};
+use serde_json::{json, Map, Value};
+
+use crate::state;
+
+/// The record's file, beside the instance identity.
+const RECORD_FILE: &str = "actor-ledger.json";
+/// The one version of the record this build writes and reads.
+const VERSION: u64 = 1;
+
+/// Where a state root records the ledger its plane serves.
+pub fn record_path(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join(trust::space_segment(space)).join(RECORD_FILE)
+}
+
+/// The ledger the plane of `root` serves. `ledger_dir` is `up --ledger-dir`: the state root of
+/// the active plane on this host, which must hold the same trust root as `root` (`material`)
+/// and must not itself serve another's ledger. Naming it records it; naming `root` itself (or
+/// nothing, on a root that never named another) serves `root`'s own ledger. Errors are one
+/// sentence.
+pub fn for_plane(
+    root: &Path,
+    space: &SpaceName,
+    ledger_dir: Option<&Path>,
+    material: &DaemonMaterial,
+) -> Result<FileActors, String> {
+    let record = record_path(root, space);
+    let recorded = read_record(&record)?;
+    let Some(dir) = ledger_dir else {
+        return match recorded {
+            None => Ok(own(root, space)),
+            Some(other) => Err(format!(
+                "state dir {} serves the actor ledger of state dir {} (recorded in {}); start \
+                 it with --ledger-dir {}, or delete that file to serve its own ledger",
+                root.display(),
+                other.display(),
+                record.display(),
+                other.display()
+            )),
+        };
+    };
+    let canonical = |path: &Path| {
+        fs::canonicalize(path).map_err(|e| {
+            format!(
+                "--ledger-dir {}: cannot be read ({e}); name the active plane's --state-dir",
+                path.display()
+            )
+        })
+    };
+    let (dir, here) = (canonical(dir)?, canonical(root)?);
+    if dir == here {
+        remove_record(&record)?;
+        return Ok(own(root, space));
+    }
+    let theirs = trust::load_daemon(&dir, space).map_err(|why| {
+        format!(
+            "--ledger-dir {} is not a state dir of space {space} ({why}); name the active \
+             plane's --state-dir",
+            dir.display()
+        )
+    })?;
+    if theirs.data_account() != material.data_account() {
+        return Err(format!(
+            "--ledger-dir {} holds another trust root of space {space} (its data account is \
+             {}, this state dir's is {}); name the --state-dir of the plane this one stands by",
+            dir.display(),
+            theirs.data_account(),
+            material.data_account()
+        ));
+    }
+    if let Some(further) = read_record(&record_path(&dir, space))? {
+        return Err(format!(
+            "--ledger-dir {} serves the actor ledger of state dir {} itself; name that one",
+            dir.display(),
+            further.display()
+        ));
+    }
+    if recorded.as_deref() != Some(dir.as_path()) {
+        let doc = json!({"v": VERSION, "ledgerDir": dir.to_string_lossy()});
+        state::ensure_dir(record.parent().unwrap_or(root))?;
+        state::write_private(&record, format!("{doc:#}\n").as_bytes())?;
+    }
+    Ok(own(&dir, space))
+}
+
+/// The ledger the operator's `actor` verbs on `root` write: its own, unless its plane serves
+/// another state root's, which is refused naming that one.
+pub fn for_verbs(root: &Path, space: &SpaceName) -> Result<FileActors, String> {
+    let record = record_path(root, space);
+    match read_record(&record)? {
+        None => Ok(own(root, space)),
+        Some(other) => Err(format!(
+            "the plane of state dir {} serves the actor ledger of state dir {} (recorded in \
+             {}); run this verb with --state-dir {}",
+            root.display(),
+            other.display(),
+            record.display(),
+            other.display()
+        )),
+    }
+}
+
+/// The ledger under `root`: the directory its trust root lives in.
+fn own(root: &Path, space: &SpaceName) -> FileActors {
+    FileActors::new(trust::space_dir(root, space))
+}
+
+/// The state root a record names; `None` when there is no record. A record that does not
+/// parse is refused, naming the file: guessing which ledger to serve is never safe.
+fn read_record(path: &Path) -> Result<Option<PathBuf>, String> {
+    let Some(bytes) = state::read_regular(path)? else {
+        return Ok(None);
+    };
+    let refused = || {
+        format!(
+            "{} is not a ledger record (expected {{\"v\":{VERSION},\"ledgerDir\":\"/abs/path\"}}); \
+             fix it or delete it",
+            path.display()
+        )
+    };
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| refused())?;
+    let map: &Map<String, Value> = value.as_object().ok_or_else(refused)?;
+    let dir = match (map.len(), map.get("v"), map.get("ledgerDir")) {
+        (2, Some(v), Some(Value::String(dir))) if v.as_u64() == Some(VERSION) => dir,
+        _ => return Err(refused()),
+    };
+    let dir = PathBuf::from(dir);
+    if dir.is_absolute() {
+        Ok(Some(dir))
+    } else {
+        Err(refused())
+    }
+}
+
+fn remove_record(path: &Path) -> Result<(), String> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != ErrorKind::NotFound => {
+            Err(format!("cannot remove {}: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}

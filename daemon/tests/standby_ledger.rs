@@ -1,0 +1,301 @@
+//! A failover never loses an acknowledged ledger change (issue 28), on a real operator-mode
+//! server with real planes: the standby serves the active plane's own actor ledger (named with
+//! `--ledger-dir`, never a copy), so after a `kill -9` or a clean stop of the active it refuses
+//! every actor the active revoked or retired and admits every one it granted or re-granted, at
+//! the exchange and at connect with bearers minted before the failover. A standby over a copied
+//! ledger, an unreadable or foreign one is refused in one sentence; an `actor` verb aimed at a
+//! standby's own state dir is refused, naming the ledger's.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Instant;
+
+use common::signin::{connect, post, refused, Space};
+use common::*;
+use rustix::process::Signal;
+use serde_json::{json, Value};
+
+const HUMAN: &str = "alice";
+/// The line a standby logs once it saw the active plane serving its ledger.
+const WITNESSED: &str = "standby: the active plane serves this standby's actor ledger";
+
+/// `up --standby --ledger-dir <active root>` on `state`, logging at info to `log`.
+fn standby(state: &Path, active: &Path, server: &str, log: &Path) -> Child {
+    command()
+        .args(["up", "--space", SPACE, "--server", server, "--standby"])
+        .arg("--ledger-dir")
+        .arg(active)
+        .arg("--state-dir")
+        .arg(state)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn wait_for_line(log: &Path, line: &str) {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while !fs::read_to_string(log).unwrap_or_default().contains(line) {
+        assert!(
+            Instant::now() < deadline,
+            "no {line:?} in {}",
+            fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The exchange of `actor`'s bearer on the plane `d` names: its status and its token.
+fn exchange(space: &Space, d: &Value, actor: &str) -> (u16, Option<String>) {
+    let (status, body) = post(
+        d["url"].as_str().unwrap(),
+        Some(d["cap"].as_str().unwrap()),
+        &json!({"idpToken": space.idp_token(HUMAN), "actor": actor, "ttlSec": 300}),
+    );
+    (status, body["token"].as_str().map(str::to_owned))
+}
+
+fn bearer(space: &Space, d: &Value, actor: &str) -> String {
+    match exchange(space, d, actor) {
+        (200, Some(token)) => token,
+        other => panic!("the exchange of {actor} was refused: {other:?}"),
+    }
+}
+
+fn refused_exchange(space: &Space, d: &Value, actor: &str) {
+    let (status, _) = exchange(space, d, actor);
+    assert_eq!(status, 401, "{actor} was exchanged");
+}
+
+fn verb(space: &Space, args: &[&str]) -> String {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--space", SPACE, "--idp-subject", HUMAN]);
+    space.authd(&all)
+}
+
+/// The active plane (on `space.root`, against the space's own broker) and its discovery file.
+fn active(space: &mut Space, server: &str) -> Value {
+    space.up(&["--server", server])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_that_takes_over_after_a_kill_serves_every_change_the_active_acknowledged() {
+    let mut space = Space::new();
+    let server = space.serve_broker();
+    for actor in ["keep", "gone", "retiree", "again"] {
+        space.grant(actor, HUMAN, &[]);
+    }
+    let a = active(&mut space, &server);
+    let before: Vec<String> = ["keep", "gone", "retiree", "again"]
+        .iter()
+        .map(|actor| bearer(&space, &a, actor))
+        .collect();
+
+    // The standby, on a second state dir holding a copy of the trust root (and of the ledger
+    // as it is now, which it must not serve), reads the active's ledger itself.
+    let b = sibling(&space.root, "b");
+    let log = b.with_extension("log");
+    space.reaper.0.push(standby(&b, &space.root, &server, &log));
+    wait_for_line(&log, WITNESSED);
+
+    // Acknowledged on the active while the standby waits: a revoke, a grant, a re-grant, and a
+    // retirement through the active's own door.
+    verb(&space, &["actor", "revoke", "gone"]);
+    space.grant("fresh", HUMAN, &[]);
+    space.grant("again", HUMAN, &[]);
+    let said = verb(&space, &["actor", "retire", "retiree"]);
+    assert!(said.contains("retired"), "{said}");
+    refused_exchange(&space, &a, "gone");
+    // A verb aimed at the standby's own state dir would land in a ledger nobody serves.
+    let aimed = command()
+        .args([
+            "actor",
+            "grant",
+            "lost",
+            "--space",
+            SPACE,
+            "--idp-subject",
+            HUMAN,
+            "--full",
+        ])
+        .arg("--state-dir")
+        .arg(&b)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&aimed.stderr);
+    assert_eq!(aimed.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "run this verb with --state-dir {}",
+            fs::canonicalize(&space.root).unwrap().display()
+        )),
+        "{err}"
+    );
+
+    let active_plane = space.reaper.0.len() - 2;
+    space.reaper.0[active_plane].kill().unwrap();
+    space.reaper.0[active_plane].wait().unwrap();
+    let d = ready(&b, space.reaper.0.last_mut().unwrap());
+    let taken = takeover_checks(&space, &server, &d, &before).await;
+
+    // The ledger is still one after the failover: the operator's verbs on the active's state
+    // dir reach the plane that serves it now (its discovery file sits beside the ledger).
+    let said = verb(&space, &["actor", "retire", "keep"]);
+    assert!(said.contains("retired"), "{said}");
+    refused_exchange(&space, &d, "keep");
+    refused(connect(&space, &server, &taken, "ibxstandby0009").await);
+}
+
+/// What a standby that took over must serve: the active's every acknowledged change, at the
+/// exchange and at connect with the bearers the active minted (`before`: keep, gone, retiree,
+/// again). Returns a fresh bearer of `keep`.
+async fn takeover_checks(space: &Space, server: &str, d: &Value, before: &[String]) -> String {
+    refused_exchange(space, d, "gone");
+    refused_exchange(space, d, "retiree");
+    let fresh = bearer(space, d, "fresh");
+    let again = bearer(space, d, "again");
+    let keep = bearer(space, d, "keep");
+
+    connect(space, server, &before[0], "ibxstandby0001")
+        .await
+        .expect("a bearer the active minted for a granted actor connects");
+    refused(connect(space, server, &before[1], "ibxstandby0002").await);
+    refused(connect(space, server, &before[2], "ibxstandby0003").await);
+    refused(connect(space, server, &before[3], "ibxstandby0004").await);
+    for (token, nonce) in [(&fresh, "ibxstandby0005"), (&again, "ibxstandby0006")] {
+        connect(space, server, token, nonce).await.unwrap();
+    }
+    keep
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_started_before_any_grant_takes_over_at_a_clean_stop_with_every_change() {
+    let mut space = Space::new();
+    let server = space.serve_broker();
+    let a = active(&mut space, &server);
+    let b = sibling(&space.root, "b");
+    let log = b.with_extension("log");
+    space.reaper.0.push(standby(&b, &space.root, &server, &log));
+    wait_for_line(&log, WITNESSED);
+
+    for actor in ["keep", "gone", "retiree", "again"] {
+        space.grant(actor, HUMAN, &[]);
+    }
+    let before: Vec<String> = ["keep", "gone", "retiree", "again"]
+        .iter()
+        .map(|actor| bearer(&space, &a, actor))
+        .collect();
+    verb(&space, &["actor", "revoke", "gone"]);
+    space.grant("fresh", HUMAN, &[]);
+    space.grant("again", HUMAN, &[]);
+    verb(&space, &["actor", "retire", "retiree"]);
+
+    let active_plane = space.reaper.0.len() - 2;
+    signal(&space.reaper.0[active_plane], Signal::TERM);
+    assert_eq!(
+        exits(&mut space.reaper.0[active_plane], EXIT_TIMEOUT).code(),
+        Some(0)
+    );
+    let d = ready(&b, space.reaper.0.last_mut().unwrap());
+    takeover_checks(&space, &server, &d, &before).await;
+}
+
+/// `up` on `state` with `args`, expected to refuse: its one-line sentence.
+fn refusal(state: &Path, args: &[&str]) -> String {
+    let out = command()
+        .args(["up", "--space", SPACE])
+        .args(args)
+        .arg("--state-dir")
+        .arg(state)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_over_a_copied_unreadable_or_foreign_ledger_is_refused() {
+    let mut space = Space::new();
+    let server = space.serve_broker();
+    let a = active(&mut space, &server);
+    space.grant("keep", HUMAN, &[]);
+    bearer(&space, &a, "keep");
+    let b = sibling(&space.root, "b");
+
+    // Its own copy: nothing on this host serves it.
+    let err = refusal(&b, &["--server", &server, "--standby"]);
+    assert!(
+        err.contains("standby refused: no plane on this host serves"),
+        "{err}"
+    );
+    assert!(
+        err.contains("--ledger-dir set to the active plane's --state-dir"),
+        "{err}"
+    );
+    // Another copy, named explicitly, is no better.
+    let c = sibling(&space.root, "c");
+    let err = refusal(
+        &b,
+        &[
+            "--server",
+            &server,
+            "--standby",
+            "--ledger-dir",
+            c.to_str().unwrap(),
+        ],
+    );
+    assert!(err.contains("standby refused"), "{err}");
+    // An unreadable path, and the state dir of another trust root of the space.
+    let missing = space.root.with_file_name("nowhere");
+    let err = refusal(
+        &b,
+        &["--standby", "--ledger-dir", missing.to_str().unwrap()],
+    );
+    assert!(err.contains("cannot be read"), "{err}");
+    let foreign: PathBuf = space.root.with_file_name("foreign");
+    init(&foreign);
+    let err = refusal(
+        &b,
+        &["--standby", "--ledger-dir", foreign.to_str().unwrap()],
+    );
+    assert!(err.contains("holds another trust root of space"), "{err}");
+
+    // The active's own state dir: the standby waits. Stopped, its state dir remembers which
+    // ledger it serves, so neither a bare `up` nor an `actor` verb on it touches its copy.
+    let log = b.with_extension("log");
+    space.reaper.0.push(standby(&b, &space.root, &server, &log));
+    wait_for_line(&log, WITNESSED);
+    signal(space.reaper.0.last().unwrap(), Signal::TERM);
+    assert_eq!(
+        exits(space.reaper.0.last_mut().unwrap(), EXIT_TIMEOUT).code(),
+        Some(0)
+    );
+    let err = refusal(&b, &["--server", &server]);
+    assert!(err.contains("start it with --ledger-dir"), "{err}");
+    let listed = command()
+        .args(["actor", "ls", "--space", SPACE, "--state-dir"])
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(listed.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&listed.stderr).contains("run this verb with --state-dir"),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+}
