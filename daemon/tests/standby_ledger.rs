@@ -56,32 +56,54 @@ fn wait_for_line(log: &Path, line: &str) {
     }
 }
 
-/// The exchange of `actor`'s bearer on the plane `d` names: its status and its token.
-fn exchange(space: &Space, d: &Value, actor: &str) -> (u16, Option<String>) {
-    let (status, body) = post(
+/// The exchange of `actor`'s bearer on the plane `d` names: its status and its answer.
+fn exchange(space: &Space, d: &Value, actor: &str) -> (u16, Value) {
+    post(
         d["url"].as_str().unwrap(),
         Some(d["cap"].as_str().unwrap()),
         &json!({"idpToken": space.idp_token(HUMAN), "actor": actor, "ttlSec": 300}),
-    );
-    (status, body["token"].as_str().map(str::to_owned))
+    )
 }
 
 fn bearer(space: &Space, d: &Value, actor: &str) -> String {
     match exchange(space, d, actor) {
-        (200, Some(token)) => token,
+        (200, body) => body["token"].as_str().unwrap().to_owned(),
         other => panic!("the exchange of {actor} was refused: {other:?}"),
     }
 }
 
 fn refused_exchange(space: &Space, d: &Value, actor: &str) {
-    let (status, _) = exchange(space, d, actor);
-    assert_eq!(status, 401, "{actor} was exchanged");
+    let (status, body) = exchange(space, d, actor);
+    assert_eq!(status, 401, "{actor} was exchanged: {body}");
+}
+
+/// The ledger changes made on the active while the standby waits, each acknowledged: `gone`
+/// revoked, `fresh` granted, `again` retired and re-granted (a fresh lifecycle), and `retiree`
+/// retired through the active's own door.
+fn change_the_ledger(space: &Space, a: &Value) {
+    verb(space, &["actor", "revoke", "gone"]);
+    space.grant("fresh", HUMAN, &[]);
+    for actor in ["again", "retiree"] {
+        let said = verb(space, &["actor", "retire", actor]);
+        assert!(said.contains("retired"), "{said}");
+    }
+    space.grant("again", HUMAN, &[]);
+    refused_exchange(space, a, "gone");
+    refused_exchange(space, a, "retiree");
 }
 
 fn verb(space: &Space, args: &[&str]) -> String {
     let mut all = args.to_vec();
     all.extend_from_slice(&["--space", SPACE, "--idp-subject", HUMAN]);
     space.authd(&all)
+}
+
+/// A second state root of the space in `peers` (a copy of the trust root and so of the
+/// ledger as it is now), its own plane instance.
+fn peer(space: &Space, peers: &tempfile::TempDir, name: &str) -> PathBuf {
+    let root = peers.path().join(name);
+    copy_dir(&space.root.join("auth"), &root.join("auth"));
+    root
 }
 
 /// The active plane (on `space.root`, against the space's own broker) and its discovery file.
@@ -104,19 +126,13 @@ async fn a_standby_that_takes_over_after_a_kill_serves_every_change_the_active_a
 
     // The standby, on a second state dir holding a copy of the trust root (and of the ledger
     // as it is now, which it must not serve), reads the active's ledger itself.
-    let b = sibling(&space.root, "b");
+    let peers = tempfile::tempdir().unwrap();
+    let b = peer(&space, &peers, "b");
     let log = b.with_extension("log");
     space.reaper.0.push(standby(&b, &space.root, &server, &log));
     wait_for_line(&log, WITNESSED);
 
-    // Acknowledged on the active while the standby waits: a revoke, a grant, a re-grant, and a
-    // retirement through the active's own door.
-    verb(&space, &["actor", "revoke", "gone"]);
-    space.grant("fresh", HUMAN, &[]);
-    space.grant("again", HUMAN, &[]);
-    let said = verb(&space, &["actor", "retire", "retiree"]);
-    assert!(said.contains("retired"), "{said}");
-    refused_exchange(&space, &a, "gone");
+    change_the_ledger(&space, &a);
     // A verb aimed at the standby's own state dir would land in a ledger nobody serves.
     let aimed = command()
         .args([
@@ -185,7 +201,8 @@ async fn a_standby_started_before_any_grant_takes_over_at_a_clean_stop_with_ever
     let mut space = Space::new();
     let server = space.serve_broker();
     let a = active(&mut space, &server);
-    let b = sibling(&space.root, "b");
+    let peers = tempfile::tempdir().unwrap();
+    let b = peer(&space, &peers, "b");
     let log = b.with_extension("log");
     space.reaper.0.push(standby(&b, &space.root, &server, &log));
     wait_for_line(&log, WITNESSED);
@@ -197,10 +214,7 @@ async fn a_standby_started_before_any_grant_takes_over_at_a_clean_stop_with_ever
         .iter()
         .map(|actor| bearer(&space, &a, actor))
         .collect();
-    verb(&space, &["actor", "revoke", "gone"]);
-    space.grant("fresh", HUMAN, &[]);
-    space.grant("again", HUMAN, &[]);
-    verb(&space, &["actor", "retire", "retiree"]);
+    change_the_ledger(&space, &a);
 
     let active_plane = space.reaper.0.len() - 2;
     signal(&space.reaper.0[active_plane], Signal::TERM);
@@ -235,7 +249,8 @@ async fn a_standby_over_a_copied_unreadable_or_foreign_ledger_is_refused() {
     let a = active(&mut space, &server);
     space.grant("keep", HUMAN, &[]);
     bearer(&space, &a, "keep");
-    let b = sibling(&space.root, "b");
+    let peers = tempfile::tempdir().unwrap();
+    let b = peer(&space, &peers, "b");
 
     // Its own copy: nothing on this host serves it.
     let err = refusal(&b, &["--server", &server, "--standby"]);
@@ -248,7 +263,7 @@ async fn a_standby_over_a_copied_unreadable_or_foreign_ledger_is_refused() {
         "{err}"
     );
     // Another copy, named explicitly, is no better.
-    let c = sibling(&space.root, "c");
+    let c = peer(&space, &peers, "c");
     let err = refusal(
         &b,
         &[
@@ -261,13 +276,13 @@ async fn a_standby_over_a_copied_unreadable_or_foreign_ledger_is_refused() {
     );
     assert!(err.contains("standby refused"), "{err}");
     // An unreadable path, and the state dir of another trust root of the space.
-    let missing = space.root.with_file_name("nowhere");
+    let missing = peers.path().join("nowhere");
     let err = refusal(
         &b,
         &["--standby", "--ledger-dir", missing.to_str().unwrap()],
     );
     assert!(err.contains("cannot be read"), "{err}");
-    let foreign: PathBuf = space.root.with_file_name("foreign");
+    let foreign = peers.path().join("foreign");
     init(&foreign);
     let err = refusal(
         &b,

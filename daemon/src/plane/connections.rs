@@ -215,7 +215,10 @@ impl LedgerWitness {
             return Ok(());
         }
         Err(format!(
-            "standby refused: no plane on this host serves the actor ledger under {}, so it is              not the active plane's (a copy, or another state dir's) and a takeover would undo              the active's revocations; start the standby on the active's host with --ledger-dir              set to the active plane's --state-dir",
+            "standby refused: no plane on this host serves the actor ledger under {}, so it is \
+             not the active plane's (a copy, or another state dir's) and a takeover would undo \
+             the active's revocations; start the standby on the active's host with --ledger-dir \
+             set to the active plane's --state-dir",
             ledger.root().display()
         ))
     }
@@ -409,7 +412,8 @@ impl Start<'_> {
                 Ok(None) if Instant::now() < deadline => tokio::time::sleep(STANDBY_POLL).await,
                 Ok(None) => {
                     break format!(
-                        "another process on this host still serves the actor ledger under {}                          {}s after this plane took the claim; stop it and start again",
+                        "another process on this host still serves the actor ledger under {} \
+                         {}s after this plane took the claim; stop it and start again",
                         ledger.root().display(),
                         PREDECESSOR_WAIT.as_secs()
                     )
