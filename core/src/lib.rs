@@ -30,6 +30,7 @@
 //!   the activation saga, the root credential, the connect-time credential check, the
 //!   retirement barrier with its control-rail command, and the boot's resume of open ones;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
+//! * [`standby`] — which live plane a standby may wait on: one seen serving its actor ledger;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
@@ -89,6 +90,7 @@ pub mod run;
 pub mod service;
 pub mod serving;
 pub mod session;
+pub mod standby;
 pub mod trust;
 pub mod wire;
 

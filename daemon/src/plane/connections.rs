@@ -10,13 +10,14 @@ use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::plane_claim::{
-    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, PlaneQuery,
-    ReleasePlaneClaim, PLANE_CLAIM_KEY,
+    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
+    PLANE_CLAIM_KEY,
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
+use cotal_core::standby::{self, LedgerWitness, Witnessed};
 use cotal_core::EpError;
-use cotal_io_fs::{FileActors, ServingLock};
+use cotal_io_fs::ServingLock;
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{drive, NatsWorld, SpaceOptions, StoreSet};
@@ -162,68 +163,6 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
     }
 }
 
-/// How long a standby waits, from the first sight of a live plane, to see the serving lock of
-/// the ledger it would serve held: the active takes it right after its claim, so this covers
-/// only the instant between the two.
-const LEDGER_WITNESS_GRACE: Duration = Duration::from_secs(2);
-
-/// Whether the plane a standby waits on was seen serving the very actor ledger the standby
-/// would serve (its serving lock held on this host). A standby waits only on such a plane: one
-/// that serves another ledger (a copy of it, another state dir's, one on another host) would
-/// leave the standby serving rows the active never wrote, so a takeover would undo every
-/// revoke, re-grant and retirement the active acknowledged since the copy. Witnessed again for
-/// every new live plane the standby waits on.
-struct LedgerWitness {
-    /// The live plane last waited on, as its claim names it.
-    holder: Option<PlaneQuery>,
-    since: Instant,
-    seen: bool,
-}
-
-impl LedgerWitness {
-    fn new() -> LedgerWitness {
-        LedgerWitness {
-            holder: None,
-            since: Instant::now(),
-            seen: false,
-        }
-    }
-
-    /// `holder` is the live plane a refusal named (none when the listing could not tell). Errs
-    /// with the standby's refusal once the grace passed without a witness.
-    fn check(&mut self, ledger: &FileActors, holder: Option<PlaneQuery>) -> Result<(), String> {
-        if let Some(holder) = holder {
-            if self.holder.as_ref() != Some(&holder) {
-                *self = LedgerWitness {
-                    holder: Some(holder),
-                    ..LedgerWitness::new()
-                };
-            }
-        }
-        if self.seen {
-            return Ok(());
-        }
-        if ledger.is_served()? {
-            info!(
-                ledger = %ledger.root().display(),
-                "standby: the active plane serves this standby's actor ledger"
-            );
-            self.seen = true;
-            return Ok(());
-        }
-        if self.since.elapsed() < LEDGER_WITNESS_GRACE {
-            return Ok(());
-        }
-        Err(format!(
-            "standby refused: no plane on this host serves the actor ledger under {}, so it is \
-             not the active plane's (a copy, or another state dir's) and a takeover would undo \
-             the active's revocations; start the standby on the active's host with --ledger-dir \
-             set to the active plane's --state-dir",
-            ledger.root().display()
-        ))
-    }
-}
-
 impl Start<'_> {
     pub(super) fn space(&self) -> &SpaceName {
         &self.inputs.space
@@ -322,7 +261,7 @@ impl Start<'_> {
         // A write of the claim row (a release, a reclaim) wakes a waiting start at once; the
         // poll covers a holder that dies without writing it, whose end only the oracle sees.
         let mut claim_writes = claim_writes(barrier, self.space()).await;
-        let mut witness = LedgerWitness::new();
+        let mut witness = LedgerWitness::new(0);
         loop {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -386,7 +325,22 @@ impl Start<'_> {
                 audit::refused("plane", "claim", PLANE_CLAIM_KEY, &refusal);
                 return Err(refusal.message);
             }
-            witness.check(&self.inputs.ledger, ClaimRefusal::live_peer(&refusal))?;
+            let ledger = &self.inputs.ledger;
+            let looked = witness.look(
+                ClaimRefusal::live_peer(&refusal),
+                elapsed_ms(waited),
+                || ledger.is_served(),
+            )?;
+            match looked {
+                Witnessed::Now => info!(
+                    ledger = %ledger.root().display(),
+                    "standby: the active plane serves this standby's actor ledger"
+                ),
+                Witnessed::Waiting => {}
+                Witnessed::Refused => {
+                    return Err(standby::refusal(&ledger.root().display().to_string()))
+                }
+            }
             if !waiting {
                 info!("standby: {}; waiting to take over", refusal.message);
                 waiting = true;
@@ -477,6 +431,11 @@ async fn claim_writes(
 }
 
 /// Waits one [`STANDBY_POLL`], or less when the claim row is written first.
+/// Milliseconds since `since`, as core's monotonic inputs take them.
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
 async fn wait_claim(writes: &mut Option<cotal_io_nats::async_nats::Subscriber>) {
     use futures::StreamExt;
     match writes {
