@@ -160,3 +160,71 @@ fn remove_record(path: &Path) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn space() -> SpaceName {
+        SpaceName::parse("t1").unwrap()
+    }
+
+    fn record(root: &Path, bytes: &[u8]) -> PathBuf {
+        let path = record_path(root, &space());
+        state::ensure_dir(path.parent().unwrap()).unwrap();
+        state::write_private(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn verbs_write_the_own_ledger_until_the_root_serves_another() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = for_verbs(dir.path(), &space()).unwrap();
+        assert_eq!(ledger.root(), trust::space_dir(dir.path(), &space()));
+
+        record(dir.path(), br#"{"v":1,"ledgerDir":"/srv/cotal/a"}"#);
+        let refused = for_verbs(dir.path(), &space()).unwrap_err();
+        assert!(
+            refused.ends_with("run this verb with --state-dir /srv/cotal/a"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_record_that_does_not_parse_is_refused_naming_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for bytes in [
+            &b"not json"[..],
+            br#"{"v":2,"ledgerDir":"/srv/a"}"#,
+            br#"{"v":1,"ledgerDir":"relative/a"}"#,
+            br#"{"v":1,"ledgerDir":"/srv/a","extra":true}"#,
+            br#"{"v":1}"#,
+        ] {
+            let path = record(dir.path(), bytes);
+            let refused = for_verbs(dir.path(), &space()).unwrap_err();
+            assert!(
+                refused.starts_with(&format!("{} is not a ledger record", path.display())),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_bare_up_of_a_root_that_serves_another_ledger_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        trust::init(dir.path(), &space(), "http://127.0.0.1:4190").unwrap();
+        let material = trust::load_daemon(dir.path(), &space()).unwrap();
+        record(dir.path(), br#"{"v":1,"ledgerDir":"/srv/cotal/a"}"#);
+        let refused = for_plane(dir.path(), &space(), None, &material).unwrap_err();
+        assert!(
+            refused.contains("start it with --ledger-dir /srv/cotal/a"),
+            "{refused}"
+        );
+        // Naming the root itself serves its own ledger again and forgets the other.
+        let own = for_plane(dir.path(), &space(), Some(dir.path()), &material).unwrap();
+        assert_eq!(own.root(), trust::space_dir(dir.path(), &space()));
+        assert!(!record_path(dir.path(), &space()).exists());
+        for_verbs(dir.path(), &space()).unwrap();
+    }
+}
