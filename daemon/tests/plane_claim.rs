@@ -12,9 +12,8 @@
 
 mod common;
 
-use std::fs;
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -23,24 +22,6 @@ use cotal_core::names::SpaceName;
 use cotal_core::plane_grants::PlaneConnection;
 use cotal_io_nats::liveness::Oracle;
 use rustix::process::Signal;
-
-/// `up --server URL` on `state`, logging at info to `log`.
-fn up_on(state: &Path, url: &str, extra: &[&str], log: &Path) -> Child {
-    command()
-        .args(["up", "--space", SPACE, "--server", url, "--state-dir"])
-        .arg(state)
-        .args(extra)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
-
-fn text(path: &Path) -> String {
-    fs::read_to_string(path).unwrap_or_default()
-}
 
 fn exits_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + within;
@@ -186,11 +167,7 @@ fn a_standby_takes_over_within_5s_of_a_kill_and_at_once_on_a_clean_stop() {
         &["--standby", "--ledger-dir", active_root],
         &log,
     ));
-    let deadline = Instant::now() + READY_TIMEOUT;
-    while !text(&log).contains("standby:") {
-        assert!(Instant::now() < deadline, "no standby line: {}", text(&log));
-        std::thread::sleep(POLL);
-    }
+    wait_for_line(&log, "standby:");
     assert!(discovery(&other).is_none(), "a standby is not ready");
 
     let active = &mut reaper.0[0];
@@ -205,10 +182,7 @@ fn a_standby_takes_over_within_5s_of_a_kill_and_at_once_on_a_clean_stop() {
     // The old active comes back as the standby; a clean stop hands over at once.
     let log = dir.path().join("a.log");
     reaper.0.push(up_on(&state, &url, &["--standby"], &log));
-    while !text(&log).contains("standby:") {
-        assert!(Instant::now() < deadline + READY_TIMEOUT, "{}", text(&log));
-        std::thread::sleep(POLL);
-    }
+    wait_for_line(&log, "standby:");
     let stopped = Instant::now();
     signal(&reaper.0[1], Signal::TERM);
     ready(&state, reaper.0.last_mut().unwrap());

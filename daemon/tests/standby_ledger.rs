@@ -16,8 +16,7 @@ mod common;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
-use std::time::Instant;
+use std::process::Child;
 
 use common::signin::{connect, post, refused, Space};
 use common::*;
@@ -30,30 +29,8 @@ const WITNESSED: &str = "standby: the active plane serves this standby's actor l
 
 /// `up --standby --ledger-dir <active root>` on `state`, logging at info to `log`.
 fn standby(state: &Path, active: &Path, server: &str, log: &Path) -> Child {
-    command()
-        .args(["up", "--space", SPACE, "--server", server, "--standby"])
-        .arg("--ledger-dir")
-        .arg(active)
-        .arg("--state-dir")
-        .arg(state)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
-}
-
-fn wait_for_line(log: &Path, line: &str) {
-    let deadline = Instant::now() + READY_TIMEOUT;
-    while !fs::read_to_string(log).unwrap_or_default().contains(line) {
-        assert!(
-            Instant::now() < deadline,
-            "no {line:?} in {}",
-            fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(POLL);
-    }
+    let ledger = ["--standby", "--ledger-dir", active.to_str().unwrap()];
+    up_on(state, server, &ledger, log)
 }
 
 /// The exchange of `actor`'s bearer on the plane `d` names: its status and its answer.
@@ -134,31 +111,20 @@ async fn a_standby_that_takes_over_after_a_kill_serves_every_change_the_active_a
 
     change_the_ledger(&space, &a);
     // A verb aimed at the standby's own state dir would land in a ledger nobody serves.
-    let aimed = command()
-        .args([
-            "actor",
-            "grant",
-            "lost",
-            "--space",
-            SPACE,
-            "--idp-subject",
-            HUMAN,
-            "--full",
-        ])
-        .arg("--state-dir")
-        .arg(&b)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&aimed.stderr);
-    assert_eq!(aimed.status.code(), Some(1), "{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    assert!(
-        err.contains(&format!(
-            "run this verb with --state-dir {}",
-            fs::canonicalize(&space.root).unwrap().display()
-        )),
-        "{err}"
-    );
+    let grant = [
+        "actor",
+        "grant",
+        "lost",
+        "--space",
+        SPACE,
+        "--idp-subject",
+        HUMAN,
+        "--full",
+    ];
+    let err = refused_on(&b, &grant);
+    let active_root = fs::canonicalize(&space.root).unwrap();
+    let redirect = format!("run this verb with --state-dir {}", active_root.display());
+    assert!(err.contains(&redirect), "{err}");
 
     let active_plane = space.reaper.0.len() - 2;
     space.reaper.0[active_plane].kill().unwrap();
@@ -226,10 +192,9 @@ async fn a_standby_started_before_any_grant_takes_over_at_a_clean_stop_with_ever
     takeover_checks(&space, &server, &d, &before).await;
 }
 
-/// `up` on `state` with `args`, expected to refuse: its one-line sentence.
-fn refusal(state: &Path, args: &[&str]) -> String {
+/// `cotal-authd <args> --state-dir <state>`, expected to refuse: its one-line sentence.
+fn refused_on(state: &Path, args: &[&str]) -> String {
     let out = command()
-        .args(["up", "--space", SPACE])
         .args(args)
         .arg("--state-dir")
         .arg(state)
@@ -240,6 +205,11 @@ fn refusal(state: &Path, args: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     err
+}
+
+/// `up` on `state` with `args`, expected to refuse.
+fn refusal(state: &Path, args: &[&str]) -> String {
+    refused_on(state, &[&["up", "--space", SPACE], args].concat())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -302,15 +272,6 @@ async fn a_standby_over_a_copied_unreadable_or_foreign_ledger_is_refused() {
     );
     let err = refusal(&b, &["--server", &server]);
     assert!(err.contains("start it with --ledger-dir"), "{err}");
-    let listed = command()
-        .args(["actor", "ls", "--space", SPACE, "--state-dir"])
-        .arg(&b)
-        .output()
-        .unwrap();
-    assert_eq!(listed.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&listed.stderr).contains("run this verb with --state-dir"),
-        "{}",
-        String::from_utf8_lossy(&listed.stderr)
-    );
+    let err = refused_on(&b, &["actor", "ls", "--space", SPACE]);
+    assert!(err.contains("run this verb with --state-dir"), "{err}");
 }

@@ -332,3 +332,31 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// `up --server URL` on `state`, logging at info to `log`.
+pub fn up_on(state: &Path, url: &str, extra: &[&str], log: &Path) -> Child {
+    command()
+        .args(["up", "--space", SPACE, "--server", url, "--state-dir"])
+        .arg(state)
+        .args(extra)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// A log file's text so far (empty before it exists).
+pub fn text(path: &Path) -> String {
+    fs::read_to_string(path).unwrap_or_default()
+}
+
+/// Waits until the log at `log` holds `line`.
+pub fn wait_for_line(log: &Path, line: &str) {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while !text(log).contains(line) {
+        assert!(Instant::now() < deadline, "no {line:?} in {}", text(log));
+        sleep(POLL);
+    }
+}
