@@ -452,11 +452,18 @@ fn listed(server: &ServerRef, row: &Value) -> Result<Listed, String> {
     let user = row.get("authorized_user").and_then(Value::as_str);
     // A connection the auth callout admitted lists no JWT tags (nats-server 2.15.1 keeps none
     // for it, verified here by listing one); its `authorized_user` is the admitted user JWT's
-    // `name`, which the plane sets to the principal. Every user JWT of the data account is the
-    // plane's own (its signing key, or its callout), so that name is as trustworthy as a tag:
-    // without it, a signed-in holder would be invisible to liveness and to verified eviction.
+    // `name`, the principal's dash form as the reference writes it. Every user JWT of the data
+    // account is the plane's own (its signing key, or its callout), so that name is as
+    // trustworthy as a tag: without it, a signed-in holder would be invisible to liveness and
+    // to verified eviction. The dot form is read too: the callout of builds before the dash
+    // form named its users so, and their connections live on for up to a bearer's lifetime
+    // after an upgrade, so reading only the new form would call a live holder gone.
     if principal.is_none() {
-        principal = user.and_then(|u| Principal::parse(u).ok());
+        principal = user.and_then(|u| {
+            Principal::parse_name(u)
+                .or_else(|_| Principal::parse(u))
+                .ok()
+        });
     }
     Ok(Listed {
         server: server.clone(),

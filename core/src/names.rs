@@ -374,10 +374,23 @@ impl Principal {
     /// Parses the dot form, splitting at the first `.`; a second `.` lands in the actor half and
     /// is refused there because `.` is outside the token grammar.
     pub fn parse(s: &str) -> Result<Self, EpError> {
-        let halves = s.split_once('.').filter(|(o, a)| is_word(o) && is_word(a));
         const GRAMMAR: &str = "<owner>.<actor>, each ^[A-Za-z0-9_]+$ of <= 64 chars";
-        let (owner, actor) = halves.ok_or_else(|| refuse("principal", s, GRAMMAR))?;
-        Ok(Principal {
+        Principal::split(s, '.').ok_or_else(|| refuse("principal", s, GRAMMAR))
+    }
+
+    /// Parses the dash form ([`Principal::name`]), the `name` of every user JWT the auth
+    /// callout mints. Neither half's grammar admits `-` or `.`, so the two forms never read
+    /// one string two ways.
+    pub fn parse_name(s: &str) -> Result<Self, EpError> {
+        const GRAMMAR: &str = "<owner>-<actor>, each ^[A-Za-z0-9_]+$ of <= 64 chars";
+        Principal::split(s, '-').ok_or_else(|| refuse("principal name", s, GRAMMAR))
+    }
+
+    fn split(s: &str, separator: char) -> Option<Principal> {
+        let (owner, actor) = s
+            .split_once(separator)
+            .filter(|(o, a)| is_word(o) && is_word(a))?;
+        Some(Principal {
             owner: OwnerToken(owner.to_owned()),
             actor: ActorToken(actor.to_owned()),
         })
@@ -917,6 +930,11 @@ mod tests {
         assert_eq!(p.name(), "alice-bot_1");
         assert_eq!(p.to_string(), p.key());
         assert_eq!(Principal::parse(&p.key()).unwrap(), p);
+        assert_eq!(Principal::parse_name(&p.name()).unwrap(), p);
+        assert_eq!(p.name(), "alice-bot_1");
+        for bad in ["alice.bot_1", "alice-bot-1", "-bot", "alice-", "a-b.c"] {
+            assert!(Principal::parse_name(bad).is_err(), "{bad}");
+        }
         for bad in ["a.b.c", ".a", "a.", "a", "a-b", "", "a b.c"] {
             assert!(Principal::parse(bad).is_err(), "{bad}");
         }

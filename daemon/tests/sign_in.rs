@@ -48,6 +48,26 @@ async fn auth_callout_a_signed_in_human_connects_with_exactly_its_grant() {
     let (client, mut errors) = connect(&space, &server, &token, NONCE).await.unwrap();
     let mut live = client.subscribe("cotal.t1.chat.*.*.team").await.unwrap();
     client.flush().await.unwrap();
+
+    // The server lists the connection under the minted user JWT's name, the principal's dash
+    // form as the reference names a callout user, and liveness attributes it to the principal.
+    let space_name = cotal_core::names::SpaceName::parse(SPACE).unwrap();
+    let material = cotal_io_fs::trust::load_daemon(&space.root, &space_name).unwrap();
+    let oracle = cotal_io_nats::liveness::Oracle::new(
+        &server,
+        material.system_user().creds(),
+        material.data_account(),
+        "test-sweep".to_owned(),
+    );
+    let cotal_core::liveness::Listing::Complete(conns) = oracle.sweep().await else {
+        panic!("the sweep is incomplete")
+    };
+    let ours = conns.iter().find(|c| c.name == NONCE).unwrap();
+    assert_eq!(ours.user.as_deref(), Some(format!("{owner}-cli").as_str()));
+    assert_eq!(
+        ours.principal.as_ref().map(|p| p.key()),
+        Some(format!("{owner}.cli"))
+    );
     let permitted = format!("cotal.t1.chat.{owner}.cli.team");
     client
         .publish(permitted.clone(), "hello".into())

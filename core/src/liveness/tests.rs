@@ -212,23 +212,27 @@ fn the_requests_name_the_account_and_the_grant_is_exactly_the_sweep_and_the_kick
 }
 
 /// F52 with the auth callout: a connection the callout admitted lists no tags, only its
-/// `authorized_user`, the admitted JWT's name (the principal) — as nats-server 2.15.1 lists
-/// it. Such a holder is live and can be evicted; a user nkey there names no principal.
+/// `authorized_user`, the admitted JWT's name (the principal's dash form, as the reference
+/// names it) — as nats-server 2.15.1 lists it. Such a holder is live and can be evicted; so is
+/// one an older build admitted under the dot form; a user nkey there names no principal.
 #[test]
 fn f52_a_callout_admitted_holder_is_attributed_by_its_authorized_user() {
     let topology = Topology::from_jsz(&[standalone_jsz("a")]).unwrap();
     let mut sweep = Sweep::new(topology);
     let signed_in = "u_wyhpii5zt6soh6nfkihsfm7ioq.cli";
+    let earlier = "u_wyhpii5zt6soh6nfkihsfm7ioq.ops";
     sweep.add(&page(
         "a",
-        2,
+        3,
         0,
         vec![
-            json!({"cid": 7, "name": "ibxnonce01", "authorized_user": signed_in}),
+            json!({"cid": 7, "name": "ibxnonce01", "authorized_user": "u_wyhpii5zt6soh6nfkihsfm7ioq-cli"}),
             json!({"cid": 8, "name": "jwt-user", "authorized_user": "UA5AYGREMRAEGOPCMUIKJGMO6EDKLE3WEA7JBNIDW5VSEVBWNROOW6KQ"}),
+            json!({"cid": 9, "name": "ibxnonce02", "authorized_user": earlier}),
         ],
     ));
     let listing = sweep.listing();
     assert_eq!(listing.liveness(&holder(signed_in)), Liveness::Live);
     assert_eq!(listing.held_by(&holder(signed_in)).count(), 1);
+    assert_eq!(listing.held_by(&holder(earlier)).count(), 1);
 }

@@ -159,7 +159,9 @@ impl ConnectAuthorizer {
         Ok((
             principal.clone(),
             Admit {
-                name: principal.key(),
+                // The dash form, as the reference names a callout user: a reader attributing
+                // `CONNZ`'s `authorized_user` reads it so.
+                name: principal.name(),
                 permissions: profile.permissions,
                 tags: profile.tags,
                 expires_at: bearer.expires_at,
