@@ -7,14 +7,15 @@
 //! incomplete sweep, so a probe answers `unknown` and an eviction is unverified: nothing here
 //! ever turns silence into `gone`.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions};
 use cotal_core::liveness::{
-    connz_request, kick_outcome, kick_request, server_connz, server_kick, Listing, Sweep, Topology,
-    CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
+    connz_request, kick_outcome, kick_request, server_connz, server_kick, Listed, Listing, Sweep,
+    Topology, CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
 };
 use cotal_core::machine::Liveness;
 use cotal_core::names::Principal;
@@ -40,6 +41,9 @@ pub struct Oracle {
     account: String,
     label: String,
     wait: Duration,
+    /// The user nkeys of the asking plane's own connections: never kicked, never counted as
+    /// a holder's remaining connection ([`Oracle::sparing`]).
+    spared: BTreeSet<String>,
     /// One line per probe or eviction, for the operator's report.
     findings: Mutex<Vec<String>>,
 }
@@ -71,8 +75,19 @@ impl Oracle {
             account: account.to_owned(),
             label,
             wait: SWEEP_WAIT,
+            spared: BTreeSet::new(),
             findings: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Spares the connections of these user nkeys from every eviction: the evicting plane's
+    /// own. They carry the plane's gate principal in their tags, so a family row that names
+    /// that principal (a peer may mint a credential for it) would otherwise have the plane
+    /// kick itself and then wait in vain for its own connections to go. The holder's other
+    /// connections are still kicked and verified gone one by one.
+    pub fn sparing(mut self, nkeys: impl IntoIterator<Item = String>) -> Oracle {
+        self.spared.extend(nkeys);
+        self
     }
 
     /// Waits at most `wait` per ping and request (tests shorten it).
@@ -307,7 +322,7 @@ impl Oracle {
             }
             let targets: Vec<(String, u64)> = holders
                 .iter()
-                .flat_map(|h| listing.held_by(h))
+                .flat_map(|h| self.remaining(&listing, h))
                 .map(|c| (c.server.id.clone(), c.cid))
                 .collect();
             if targets.is_empty() {
@@ -339,13 +354,24 @@ impl Oracle {
         }
         let verdicts: Vec<bool> = holders
             .iter()
-            .map(|h| listing.held_by(h).next().is_none())
+            .map(|h| self.remaining(&listing, h).next().is_none())
             .collect();
         self.note(format!(
             "eviction of {} unverified: connections remain after {VERIFY_ROUNDS} rounds of kicks",
             names(holders)
         ));
         verdicts
+    }
+
+    /// `holder`'s listed connections but the spared ones.
+    fn remaining<'a>(
+        &'a self,
+        listing: &'a Listing,
+        holder: &'a Principal,
+    ) -> impl Iterator<Item = &'a Listed> {
+        listing
+            .held_by(holder)
+            .filter(|c| !c.user.as_ref().is_some_and(|u| self.spared.contains(u)))
     }
 
     /// The oracle as a driver prober.

@@ -90,6 +90,22 @@ impl Scanners {
 }
 
 impl Connections {
+    /// The user nkeys of the plane's self-minted connections, as the servers list them: the
+    /// connections every eviction it runs spares.
+    pub(super) fn nkeys(&self) -> Vec<String> {
+        [
+            &self.mint,
+            &self.reader,
+            &self.issuer,
+            &self.barrier,
+            &self.scanners.ledger,
+            &self.scanners.records,
+            &self.admin,
+        ]
+        .map(|client| client.conn_id().as_str().to_owned())
+        .to_vec()
+    }
+
     /// Resolves when any self-minted connection fails closed (its renewal failed).
     pub(super) async fn failed(&self) -> EpError {
         tokio::select! {

@@ -240,7 +240,7 @@ impl Plane {
         // §2.11), then open the control rail, whose retirements share these flights.
         let retirements = match Retirements::new(
             connections::PlaneLink::to(&connections),
-            Arc::new(start.oracle()),
+            Arc::new(start.oracle().sparing(connections.nkeys())),
             Arc::clone(&metrics),
         ) {
             Ok(retirements) => retirements,
@@ -761,7 +761,7 @@ impl Start<'_> {
             let _ = mint.close().await;
             return Err(self.not_ours("it lets clients in without credentials"));
         }
-        let registered = self.register().await?;
+        let registered = self.register(&mint).await?;
         let reader = {
             let (space, gate) = (space.clone(), registered.gate.clone());
             self.open(

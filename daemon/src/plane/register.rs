@@ -14,6 +14,7 @@ use cotal_core::names::{EndpointName, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::rollback::{self, Mark};
 use cotal_core::serving::RegisterServing;
+use cotal_io_nats::authority::AuthorityClient;
 use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
 
@@ -23,8 +24,11 @@ use crate::{audit, state};
 
 impl Start<'_> {
     /// The registration ceremony on its own short-lived connection, scoped to this instance's
-    /// keys (reference §2.5 step 2); the connection closes when the ceremony ends.
-    pub(super) async fn register(&self) -> Result<Registered, String> {
+    /// keys (reference §2.5 step 2); the connection closes when the ceremony ends. `mint` is
+    /// the plane's one other open connection: the ceremony's eviction spares both (F68: a
+    /// family row naming the plane's own principal evicts that holder's other connections, never
+    /// the plane's, so the plane comes up over such a family).
+    pub(super) async fn register(&self, mint: &AuthorityClient) -> Result<Registered, String> {
         let space = self.space().clone();
         let instance = self.inputs.identity.instance.clone();
         let client = {
@@ -52,7 +56,8 @@ impl Start<'_> {
             )
             .map_err(|e| e.message.clone())?;
             let kill = KillPoint::from_env(REGISTRATION_KILL_AT)?;
-            let oracle = Arc::new(self.oracle());
+            let own = [mint.conn_id(), client.conn_id()].map(|c| c.as_str().to_owned());
+            let oracle = Arc::new(self.oracle().sparing(own));
             let world = || {
                 let mut world = NatsWorld::new(&bound);
                 world.set_send_hook(kill.as_ref().map(KillPoint::hook));
