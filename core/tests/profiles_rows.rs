@@ -359,9 +359,13 @@ mod profiles {
         assert_eq!(pr.permissions.subscribe.allow, rows(&[INBOX]));
     }
 
-    fn remote_manager_publish(actor: &str) -> Vec<String> {
+    /// The reference's `remote-manager` rows; `executor` adds the instance-scoped registration
+    /// surface on the auth bucket (rows 4, 5 and 8 of the profile's table), whose consumer create
+    /// is pinned to the instance's own family.
+    fn remote_manager_publish(actor: &str, executor: bool) -> Vec<String> {
         let rec = "cotal_records_prod";
-        vec![
+        let auth = "cotal_auth_prod";
+        let mut rows = vec![
             "$JS.API.INFO".to_owned(),
             "$JS.API.STREAM.INFO.KV_cotal_manager_prod".to_owned(),
             "$JS.API.STREAM.MSG.GET.KV_cotal_manager_prod".to_owned(),
@@ -371,17 +375,37 @@ mod profiles {
             "$JS.API.CONSUMER.CREATE.KV_cotal_presence_prod.>".to_owned(),
             "$JS.API.CONSUMER.INFO.KV_cotal_presence_prod.>".to_owned(),
             "$JS.FC.>".to_owned(),
+        ];
+        if executor {
+            rows.extend([
+                format!("$KV.{auth}.epgate.manager.{IID}"),
+                format!("$KV.{auth}.eprepair.manager.{IID}"),
+                format!("$KV.{auth}.epcred.manager.{IID}.>"),
+            ]);
+        }
+        rows.extend([
             format!("$KV.{rec}.svc.manager.{IID}.spec"),
             format!("$KV.{rec}.svc.manager.{IID}.status"),
             format!("$KV.{rec}.govern.manager"),
             format!("{P}.epc.*"),
             format!("$JS.API.DIRECT.GET.EPC_prod.{P}.epc.>"),
             "$JS.API.DIRECT.GET.EPC_prod".to_owned(),
+        ]);
+        if executor {
+            rows.extend([
+                format!("$JS.API.STREAM.MSG.GET.KV_{auth}"),
+                format!("$JS.API.CONSUMER.CREATE.KV_{auth}.*.$KV.{auth}.epcred.manager.{IID}.>"),
+                format!("$JS.API.CONSUMER.INFO.KV_{auth}.>"),
+                format!("$JS.API.CONSUMER.DELETE.KV_{auth}.>"),
+            ]);
+        }
+        rows.extend([
             format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.svc.manager.{IID}.spec"),
             format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.svc.manager.{IID}.status"),
             format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.govern.manager"),
             format!("$JS.API.STREAM.MSG.GET.KV_{rec}"),
-        ]
+        ]);
+        rows
     }
 
     #[test]
@@ -398,7 +422,7 @@ mod profiles {
         assert_eq!(pr.name, "remote-manager");
         assert_eq!(pr.tags, tags(&a));
         assert_eq!(pr.ttl_seconds, 7200);
-        assert_eq!(pr.permissions.publish.allow, remote_manager_publish(&a));
+        assert_eq!(pr.permissions.publish.allow, remote_manager_publish(&a, false));
         assert_eq!(pr.permissions.subscribe.allow, rows(&[INBOX]));
     }
 
@@ -415,7 +439,7 @@ mod profiles {
         let a = format!("manager_exec_{IID}");
         assert_eq!(pr.tags, tags(&a));
         assert_eq!(pr.ttl_seconds, 300);
-        assert_eq!(pr.permissions.publish.allow, remote_manager_publish(&a));
+        assert_eq!(pr.permissions.publish.allow, remote_manager_publish(&a, true));
         assert_eq!(
             remote_manager_actor(ManagerRole::Executor, &iid())
                 .unwrap()
@@ -961,8 +985,10 @@ mod profiles {
     }
 
     /// F98: only the named exceptions touch `cotal_auth_<space>` — the goal-writer's own-gate
-    /// read and the registration executor (the plane's own trusted connection). No profile holds
-    /// a consumer verb on the auth bucket.
+    /// read, the registration executor (the plane's own trusted connection) and the remote
+    /// manager's five-minute executor, whose registration surface a reference manager runs its
+    /// own ceremony over. The executor's is the only consumer verb on the auth bucket, and its
+    /// create is the filter-subject form pinned to its own instance's family.
     #[test]
     fn f98_auth_bucket_grants_are_the_named_exceptions_only() {
         for pr in every_profile() {
@@ -973,8 +999,19 @@ mod profiles {
                 .iter()
                 .filter(|r| r.contains("cotal_auth_prod"))
                 .collect();
+            let executor = pr.tags.iter().any(|t| t.contains("manager_exec_"));
             for row in &auth {
-                assert!(!row.contains("CONSUMER"), "{}: {row}", pr.name);
+                if row.contains("CONSUMER.CREATE") {
+                    assert!(executor, "{}: {row}", pr.name);
+                    assert!(
+                        row.ends_with(&format!(
+                            ".*.$KV.cotal_auth_prod.epcred.manager.{IID}.>"
+                        )),
+                        "{row}"
+                    );
+                } else if row.contains("CONSUMER") {
+                    assert!(executor, "{}: {row}", pr.name);
+                }
             }
             match pr.name {
                 "goal-writer" => assert_eq!(
@@ -983,6 +1020,7 @@ mod profiles {
                     "goal-writer"
                 ),
                 "endpoint-serve-executor" => assert_eq!(auth.len(), 4),
+                "remote-manager" if executor => assert_eq!(auth.len(), 7, "{auth:?}"),
                 other => assert!(auth.is_empty(), "{other}: {auth:?}"),
             }
         }

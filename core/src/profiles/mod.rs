@@ -17,13 +17,13 @@
 //! token, `iid` = the instance id, `E` = the bound process epoch, `o.a` = the principal,
 //! `inbox` = `_INBOX_<connId>.>` (the connection-scoped reply inbox, never the account-wide one).
 //!
-//! **Where this departs from the TypeScript reference** (F98): the reference's remote-manager and
-//! endpoint-serve-executor builders hold `CONSUMER.CREATE/INFO/DELETE` on `KV_cotal_auth_<s>`, and
-//! its remote manager also writes `epgate`/`epcred`/`eprepair` there. F98 gives dynamic enumeration
-//! of the auth bucket to the sealed ledger scanner alone and forbids any host profile a grant on
-//! it, because a consumer-create body can plant a durable exporter that outlives revocation. The
-//! profiles below omit those rows; the plane enumerates credential families through its sealed
-//! scanner, and the gate and ledger writes of a remote manager's registration are the plane's own.
+//! **Where this departs from the TypeScript reference** (F98): the reference's
+//! endpoint-serve-executor builder holds `CONSUMER.CREATE/INFO/DELETE` on `KV_cotal_auth_<s>`;
+//! ours omits them (the plane's own executors list a family with a `STREAM.INFO` subjects filter,
+//! which creates nothing). The remote manager's executor keeps the reference's registration
+//! surface, because a reference manager registers itself over it, with its consumer create pinned
+//! to the instance's own family and every auth-stream consumer reaped once it outlives the
+//! executor's lifetime; its supervisor holds nothing on the auth bucket ([`remote_manager`]).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -690,34 +690,47 @@ pub struct RemoteManagerBinding {
 
 /// `remote-manager`: a remote user manager's base credential — its own lease and presence, its
 /// own instance's service records and contract publication, and nothing of any other instance.
-/// Supervisor and executor carry the same rows; only the actor and the lifetime differ.
+/// The supervisor and the executor share rows 1–3, 6, 7, 9 and 10; only the executor (five
+/// minutes, the one credential a reference manager registers over) holds the instance-scoped
+/// registration surface on the auth bucket (rows 4, 5 and 8).
 ///
 /// | # | dir | row | why |
 /// |---|-----|-----|-----|
-/// | 1 | pub | `$JS.API.INFO` | |
-/// | 2 | pub | `$JS.API.STREAM.INFO.KV_cotal_manager_s`, `$JS.API.STREAM.MSG.GET.KV_cotal_manager_s` | lease bucket bind + read |
-/// | 3 | pub | `$KV.cotal_manager_s.lease.iid` | own instance lease only, never `lease.*` |
-/// | 4 | pub | `$KV.cotal_presence_s.o.a` | own presence key only |
-/// | 5 | pub | `$JS.API.STREAM.INFO.KV_cotal_presence_s`, `…CONSUMER.CREATE.KV_cotal_presence_s.>`, `…CONSUMER.INFO.KV_cotal_presence_s.>`, `$JS.FC.>` | roster watch (public) |
+/// | 1 | pub | `$JS.API.INFO`, `$JS.API.STREAM.INFO.KV_cotal_manager_s`, `$JS.API.STREAM.MSG.GET.KV_cotal_manager_s`, `$KV.cotal_manager_s.lease.iid` | own instance lease only, never `lease.*` |
+/// | 2 | pub | `$KV.cotal_presence_s.o.a` | own presence key only |
+/// | 3 | pub | `$JS.API.STREAM.INFO.KV_cotal_presence_s`, `…CONSUMER.CREATE.KV_cotal_presence_s.>`, `…CONSUMER.INFO.KV_cotal_presence_s.>`, `$JS.FC.>` | roster watch (public); flow control of every ordered consumer |
+/// | 4 | pub | `$KV.cotal_auth_s.epgate.manager.iid`, `….eprepair.manager.iid` | executor: gate provision, freeze/reopen CAS, the one repair cursor (F19–F23) |
+/// | 5 | pub | `$KV.cotal_auth_s.epcred.manager.iid.>` | executor: the instance's ledger family, stage and revoke (F68) |
 /// | 6 | pub | `$KV.cotal_records_s.svc.manager.iid.spec`, `….status`, `$KV.cotal_records_s.govern.manager` | this instance's registration records |
-/// | 7 | pub | `P.epc.*` | contract publication (one digest token; the store refuses a second message per subject) |
-/// | 8 | pub | `$JS.API.DIRECT.GET.EPC_s.P.epc.>`, `$JS.API.DIRECT.GET.EPC_s` | artifact read-back |
-/// | 9 | pub | `$JS.API.DIRECT.GET.KV_cotal_records_s.$KV.cotal_records_s.<key>` for the three keys of 6 | key-pinned reads |
-/// | 10 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_records_s` | leader-served records read (stream-wide residual) |
-/// | 11 | sub | `inbox` | |
+/// | 7 | pub | `P.epc.*`, `$JS.API.DIRECT.GET.EPC_s.P.epc.>`, `$JS.API.DIRECT.GET.EPC_s` | contract publication (one digest token; the store refuses a second message per subject) and read-back |
+/// | 8 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_auth_s`, `$JS.API.CONSUMER.CREATE.KV_cotal_auth_s.*.$KV.cotal_auth_s.epcred.manager.iid.>`, `$JS.API.CONSUMER.INFO.KV_cotal_auth_s.>`, `$JS.API.CONSUMER.DELETE.KV_cotal_auth_s.>` | executor: leader-served gate and row reads (the reference's named residual; it also reads a foreign slot holder's gate generation) and the family listing a reference barrier makes with `kv.keys` (an ordered push consumer) |
+/// | 9 | pub | `$JS.API.DIRECT.GET.KV_cotal_records_s.$KV.cotal_records_s.<key>` for the three keys of 6, `$JS.API.STREAM.MSG.GET.KV_cotal_records_s` | key-pinned and leader-served records reads |
+/// | 10 | sub | `inbox` | the only delivery subject: API replies, acks, the listing's deliveries |
 ///
-/// Keeps F90 (one owner, one server-derived actor, one instance; no wildcard spans instances)
-/// and F98 (no grant of any kind on the auth bucket: the reference's `epgate`/`epcred`/`eprepair`
-/// writes and auth consumer rows are omitted, the plane owns those writes).
+/// **Where this departs from the reference's rows**, each narrowing still admitting the
+/// reference manager's own client sequence (observe → provision → barrier → register serving):
+/// * the supervisor holds none of rows 4, 5 and 10: it is a 24 h standing credential and the
+///   reference manager registers over the executor alone, so a copied supervisor cannot freeze,
+///   revoke or list anything on the auth bucket;
+/// * the executor's consumer create is the filter-subject form pinned to its own family (the
+///   reference grants `CONSUMER.CREATE.KV_cotal_auth_s.>`): the server refuses a create whose
+///   body's filter is not the subject's (10131), so no consumer it makes can deliver anything but
+///   this instance's own ledger rows. F98's other concern, a consumer outliving the credential that
+///   made it, is answered by the plane's auth-consumer reaper, which deletes every consumer on the
+///   auth stream older than [`MANAGER_EXECUTOR_TTL_SECS`] (`cotal_io_nats::reaper`).
+///
+/// Keeps F90 (one owner, one server-derived actor, one instance; no wildcard spans instances).
 pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
     let sp = Space::new(&b.space);
-    let (p, rec) = (&sp.p, &sp.records);
+    let (p, rec, auth) = (&sp.p, &sp.records, &sp.auth);
     let i = &b.instance;
     let actor = remote_manager_actor(b.role, i)?;
     let holder = Principal::new(b.owner.clone(), actor);
     let manager = sp.bucket("manager");
     let presence = sp.bucket("presence");
     let manager_endpoint = EndpointName::parse(MANAGER_ENDPOINT)?;
+    let e = manager_endpoint.token();
+    let executor = b.role == ManagerRole::Executor;
     let record_keys = [
         keys::svc_spec(&manager_endpoint, i),
         keys::svc_status(&manager_endpoint, i),
@@ -734,10 +747,25 @@ pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
         format!("$JS.API.CONSUMER.INFO.KV_{presence}.>"),
         "$JS.FC.>".to_owned(),
     ];
+    if executor {
+        publish.extend([
+            format!("$KV.{auth}.epgate.{e}.{i}"),
+            format!("$KV.{auth}.eprepair.{e}.{i}"),
+            format!("$KV.{auth}.epcred.{e}.{i}.>"),
+        ]);
+    }
     publish.extend(record_keys.iter().map(|k| format!("$KV.{rec}.{k}")));
     publish.push(format!("{p}.epc.*"));
     publish.push(sp.epc_fetch());
     publish.push(format!("$JS.API.DIRECT.GET.{}", sp.epc));
+    if executor {
+        publish.extend([
+            format!("$JS.API.STREAM.MSG.GET.KV_{auth}"),
+            format!("$JS.API.CONSUMER.CREATE.KV_{auth}.*.$KV.{auth}.epcred.{e}.{i}.>"),
+            format!("$JS.API.CONSUMER.INFO.KV_{auth}.>"),
+            format!("$JS.API.CONSUMER.DELETE.KV_{auth}.>"),
+        ]);
+    }
     publish.extend(
         record_keys
             .iter()
