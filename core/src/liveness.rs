@@ -33,6 +33,7 @@ use crate::jwt::{Permission, Permissions};
 use crate::machine::Liveness;
 use crate::names::Principal;
 use crate::plane_claim::{ConnTuple, TupleLiveness};
+use crate::wire::ObjectWriter;
 
 /// The system-account user the trust root provisions for the plane alone.
 pub const SYSTEM_USER_NAME: &str = "cotal-plane";
@@ -542,3 +543,72 @@ pub fn kick_outcome(bytes: &[u8]) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests;
+
+/// What one verified eviction found for one holder, in the reference's `EvictionResult` shape:
+/// how many of its connections were kicked, how many the last sweep still listed, and whether
+/// that sweep was complete. Only `verified_gone` counts, and it is true only under a complete
+/// sweep that lists none of the holder's connections (the constructors keep that invariant).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionEvidence {
+    pub principal: Principal,
+    pub kicked: u64,
+    pub remaining: u64,
+    pub verified_gone: bool,
+    pub scan_complete: bool,
+    pub note: Option<String>,
+}
+
+impl EvictionEvidence {
+    /// A complete sweep lists none of the holder's connections.
+    pub fn gone(principal: Principal, kicked: u64) -> EvictionEvidence {
+        let note = (kicked == 0).then(|| "principal not currently live - nothing to evict".into());
+        EvictionEvidence {
+            principal,
+            kicked,
+            remaining: 0,
+            verified_gone: true,
+            scan_complete: true,
+            note,
+        }
+    }
+
+    /// A complete sweep still lists `remaining` connections of the holder after the kicks.
+    pub fn remaining(principal: Principal, kicked: u64, remaining: u64) -> EvictionEvidence {
+        EvictionEvidence {
+            principal,
+            kicked,
+            remaining,
+            verified_gone: remaining == 0,
+            scan_complete: true,
+            note: (remaining > 0)
+                .then(|| format!("{remaining} connection(s) remain after the kicks")),
+        }
+    }
+
+    /// No complete sweep could be had (`why`): nothing is known of the holder.
+    pub fn unknown(principal: Principal, kicked: u64, why: &str) -> EvictionEvidence {
+        EvictionEvidence {
+            principal,
+            kicked,
+            remaining: 0,
+            verified_gone: false,
+            scan_complete: false,
+            note: Some(format!("eviction is unknown: {why}")),
+        }
+    }
+
+    /// `{principal, kicked, remaining, verifiedGone, scanComplete, note?}`.
+    pub fn to_json(&self) -> String {
+        let flag = |b: bool| if b { "true" } else { "false" };
+        let mut w = ObjectWriter::new()
+            .string("principal", &self.principal.to_string())
+            .uint("kicked", self.kicked)
+            .uint("remaining", self.remaining)
+            .raw("verifiedGone", flag(self.verified_gone))
+            .raw("scanComplete", flag(self.scan_complete));
+        if let Some(note) = &self.note {
+            w = w.string("note", note);
+        }
+        w.finish()
+    }
+}

@@ -422,7 +422,10 @@ mod profiles {
         assert_eq!(pr.name, "remote-manager");
         assert_eq!(pr.tags, tags(&a));
         assert_eq!(pr.ttl_seconds, 7200);
-        assert_eq!(pr.permissions.publish.allow, remote_manager_publish(&a, false));
+        assert_eq!(
+            pr.permissions.publish.allow,
+            remote_manager_publish(&a, false)
+        );
         assert_eq!(pr.permissions.subscribe.allow, rows(&[INBOX]));
     }
 
@@ -439,7 +442,10 @@ mod profiles {
         let a = format!("manager_exec_{IID}");
         assert_eq!(pr.tags, tags(&a));
         assert_eq!(pr.ttl_seconds, 300);
-        assert_eq!(pr.permissions.publish.allow, remote_manager_publish(&a, true));
+        assert_eq!(
+            pr.permissions.publish.allow,
+            remote_manager_publish(&a, true)
+        );
         assert_eq!(
             remote_manager_actor(ManagerRole::Executor, &iid())
                 .unwrap()
@@ -1004,9 +1010,7 @@ mod profiles {
                 if row.contains("CONSUMER.CREATE") {
                     assert!(executor, "{}: {row}", pr.name);
                     assert!(
-                        row.ends_with(&format!(
-                            ".*.$KV.cotal_auth_prod.epcred.manager.{IID}.>"
-                        )),
+                        row.ends_with(&format!(".*.$KV.cotal_auth_prod.epcred.manager.{IID}.>")),
                         "{row}"
                     );
                 } else if row.contains("CONSUMER") {

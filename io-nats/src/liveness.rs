@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use async_nats::{Client, ConnectOptions};
 use cotal_core::liveness::{
-    connz_request, kick_outcome, kick_request, server_connz, server_kick, Listed, Listing, Sweep,
-    Topology, CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
+    connz_request, kick_outcome, kick_request, server_connz, server_kick, EvictionEvidence, Listed,
+    Listing, Sweep, Topology, CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
 };
 use cotal_core::machine::Liveness;
 use cotal_core::names::Principal;
@@ -297,53 +297,82 @@ impl Oracle {
     /// Kicks every connection of `holders` and verifies by fresh sweeps that none remains:
     /// one verdict per holder, `true` = verified gone. An incomplete first sweep kicks nothing.
     pub async fn evict(&self, holders: &[Principal]) -> Vec<bool> {
+        self.evict_with_evidence(holders)
+            .await
+            .iter()
+            .map(|e| e.verified_gone)
+            .collect()
+    }
+
+    /// [`Oracle::evict`] with what it found per holder, in `holders` order: connections kicked,
+    /// connections the last sweep still lists, and whether that sweep was complete.
+    pub async fn evict_with_evidence(&self, holders: &[Principal]) -> Vec<EvictionEvidence> {
         let client = match self.connect().await {
             Ok(client) => client,
             Err(why) => {
                 self.note(format!("eviction unverified: {why}"));
-                return vec![false; holders.len()];
+                return holders
+                    .iter()
+                    .map(|h| EvictionEvidence::unknown(h.clone(), 0, &why))
+                    .collect();
             }
         };
-        let verdicts = self.evict_on(&client, holders).await;
+        let evidence = self.evict_on(&client, holders).await;
         let _ = client.drain().await;
-        verdicts
+        evidence
     }
 
-    async fn evict_on(&self, client: &Client, holders: &[Principal]) -> Vec<bool> {
+    async fn evict_on(&self, client: &Client, holders: &[Principal]) -> Vec<EvictionEvidence> {
         let mut listing = self.sweep_on(client).await;
-        let mut kicked = 0usize;
+        let mut kicked = vec![0u64; holders.len()];
         for round in 0..=VERIFY_ROUNDS {
             if let Listing::Incomplete(why) = &listing {
                 self.note(format!(
                     "eviction of {} unverified: the sweep is incomplete ({why})",
                     names(holders)
                 ));
-                return vec![false; holders.len()];
+                return holders
+                    .iter()
+                    .zip(&kicked)
+                    .map(|(h, k)| EvictionEvidence::unknown(h.clone(), *k, why))
+                    .collect();
             }
-            let targets: Vec<(String, u64)> = holders
+            let targets: Vec<(usize, String, u64)> = holders
                 .iter()
-                .flat_map(|h| self.remaining(&listing, h))
-                .map(|c| (c.server.id.clone(), c.cid))
+                .enumerate()
+                .flat_map(|(i, h)| {
+                    self.remaining(&listing, h)
+                        .map(move |c| (i, c.server.id.clone(), c.cid))
+                })
                 .collect();
             if targets.is_empty() {
                 self.note(format!(
-                    "evicted {}: {kicked} connection(s) kicked, none left (verified by a \
-                     complete sweep)",
-                    names(holders)
+                    "evicted {}: {} connection(s) kicked, none left (verified by a complete \
+                     sweep)",
+                    names(holders),
+                    kicked.iter().sum::<u64>()
                 ));
-                return vec![true; holders.len()];
+                return holders
+                    .iter()
+                    .zip(&kicked)
+                    .map(|(h, k)| EvictionEvidence::gone(h.clone(), *k))
+                    .collect();
             }
             if round == VERIFY_ROUNDS {
                 break;
             }
-            for (server, cid) in targets {
+            for (i, server, cid) in targets {
                 match client
                     .request(server_kick(&server), kick_request(cid).into())
                     .await
                     .map_err(|e| e.to_string())
                     .and_then(|reply| kick_outcome(&reply.payload))
                 {
-                    Ok(()) => kicked += 1,
+                    Ok(()) => {
+                        if let Some(k) = kicked.get_mut(i) {
+                            *k += 1;
+                        }
+                    }
                     Err(why) => {
                         warn!(connection = %self.label, "kicking connection {cid} on {server} failed: {why}")
                     }
@@ -352,15 +381,18 @@ impl Oracle {
             tokio::time::sleep(VERIFY_PAUSE).await;
             listing = self.sweep_on(client).await;
         }
-        let verdicts: Vec<bool> = holders
-            .iter()
-            .map(|h| self.remaining(&listing, h).next().is_none())
-            .collect();
         self.note(format!(
             "eviction of {} unverified: connections remain after {VERIFY_ROUNDS} rounds of kicks",
             names(holders)
         ));
-        verdicts
+        holders
+            .iter()
+            .zip(&kicked)
+            .map(|(h, k)| {
+                let left = self.remaining(&listing, h).count() as u64;
+                EvictionEvidence::remaining(h.clone(), *k, left)
+            })
+            .collect()
     }
 
     /// `holder`'s listed connections but the spared ones.

@@ -6,6 +6,7 @@
 //!   current-registration proof;
 //! - [`host`]: the host's facts and the authenticated holder;
 //! - [`door`]: the one registered-manager check every operation calls;
+//! - [`maintenance`]: the family eviction and gate reconciliation a registered manager asks for;
 //! - [`select`]: which manager instance a `manager-caller` bearer addresses, chosen at the
 //!   exchange and re-checked at the callout.
 //!
@@ -17,6 +18,7 @@
 pub mod door;
 pub mod envelope;
 pub mod host;
+pub mod maintenance;
 pub mod proof;
 pub mod request;
 pub mod select;
@@ -26,6 +28,9 @@ pub use door::{check_registered, Door, DoorWording, GateRule, Knock, Presented};
 pub(crate) use envelope::{parse_coordinates, parse_identities};
 pub use envelope::{ManagerActors, ManagerEnvelope, ManagerIdentities, IDENTITY_NAMES};
 pub use host::{AgentOnboarding, ManagerHost, Supervisor, SUPERVISE};
+pub use maintenance::{
+    AuthorizeMaintenance, Maintenance, MaintenancePlan, MaintenanceRequest, MAINTENANCE_KIND,
+};
 pub use proof::{
     constant_time_eq, current_registration_proof, hmac_sha256, registration_proof, ProofSecret,
     CURRENT_REGISTRATION_DOMAIN,

@@ -22,8 +22,12 @@ use cotal_core::enrollment::{
 };
 use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::jwt::UnixSeconds;
+use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::manager::{ManagerAuthorityRequest, ManagerHost, Supervisor};
+use cotal_core::manager::{
+    AuthorizeMaintenance, MaintenancePlan, MaintenanceRequest, ManagerAuthorityRequest,
+    ManagerHost, Supervisor, MAINTENANCE_KIND,
+};
 use cotal_core::names::{ActorToken, SpaceName};
 use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
@@ -31,6 +35,7 @@ use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, Door, DoorRequest};
 use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::durables::NatsDurables;
+use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
@@ -51,6 +56,9 @@ pub(super) struct ManagerRoute {
     /// The public face's exchange URL, set once it is bound.
     pub(super) public_exchange: Arc<std::sync::OnceLock<String>>,
     pub(super) connections: PlaneLink,
+    /// The servers' listing and kick (sparing the plane's own connections): the maintenance
+    /// door's verified eviction.
+    pub(super) oracle: Arc<Oracle>,
     /// Agents' mailboxes, created and removed as real JetStream consumers.
     pub(super) durables: Arc<NatsDurables>,
     /// Run admission and attempts.
@@ -187,10 +195,14 @@ impl ManagerRoute {
                 let body = self.runs.attempt(self.host(), holder, request).await;
                 Ok((caller.clone(), body.map_err(refuse)?))
             }
+            MAINTENANCE_KIND => {
+                let request = MaintenanceRequest::parse(request).map_err(refuse)?;
+                let body = self.maintain(holder, request).await.map_err(refuse)?;
+                Ok((caller, body))
+            }
             k @ ("manager-retained-agent-validation"
             | "manager-goal-index-scan"
-            | "manager-admin-authorization"
-            | "manager-service-maintenance") => Err(refuse(unimplemented(&format!(
+            | "manager-admin-authorization") => Err(refuse(unimplemented(&format!(
                 "{k} is not served by this plane yet"
             )))),
             _ => {
@@ -209,6 +221,45 @@ impl ManagerRoute {
                 Ok((caller, body))
             }
         }
+    }
+
+    /// `manager-service-maintenance`: the core door decides what may be done, on the issuer
+    /// connection with the family listed by the sealed auth scanner (F98); an eviction then
+    /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
+    async fn maintain(
+        &self,
+        caller: Supervisor,
+        request: MaintenanceRequest,
+    ) -> Result<Value, EpError> {
+        let owner = caller.owner().clone();
+        let authorize = AuthorizeMaintenance {
+            host: self.host(),
+            caller,
+            request: request.clone(),
+        };
+        let connections = self.connections.get()?;
+        let (issuer, scanner) = (
+            connections.issuer.space()?,
+            connections.scanners.ledger.space()?,
+        );
+        let mut world = NatsWorld::new(&issuer);
+        world.set_scanner(Store::Auth, &scanner);
+        let plan = world.run(&mut Replay::new(authorize)).await?;
+        let answer = match plan {
+            MaintenancePlan::Evict(holders) => {
+                let evidence = self.oracle.evict_with_evidence(&holders).await;
+                request.eviction_answer(&owner, &evidence)?
+            }
+            MaintenancePlan::Reconcile(gate) => {
+                return Err(unimplemented(&format!(
+                    "manager-service maintenance reconcile-registration of {} is not served by \
+                     this plane yet; the operator reconciles it with {}",
+                    gate.key(),
+                    cotal_core::reconcile::remedy(&gate.space, &gate.endpoint, &gate.instance)
+                )))
+            }
+        };
+        json_of(&answer)
     }
 
     /// The host, with the public face's exchange URL once that face is bound (enrolled agents

@@ -630,6 +630,7 @@ fn doors(
             host: host.clone(),
             public_exchange: Arc::clone(public_exchange),
             connections: connections::PlaneLink::to(connections),
+            oracle: retirements.oracle(),
             durables: Arc::new(NatsDurables::new(
                 &inputs.server,
                 inputs.space.clone(),

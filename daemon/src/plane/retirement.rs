@@ -109,6 +109,12 @@ impl Retirements {
         }))
     }
 
+    /// The servers' listing and kick, sparing the plane's own connections: the one oracle every
+    /// eviction the plane runs on a caller's behalf uses.
+    pub(super) fn oracle(&self) -> Arc<Oracle> {
+        Arc::clone(&self.oracle)
+    }
+
     /// Runs `barrier`, or joins the run of its op id already in flight, and waits for it at
     /// most [`RETIRE_WAIT`]. A run in flight for the same op id but other coordinates refuses
     /// `conflict` and changes nothing: an op id names one lifecycle's retirement.
