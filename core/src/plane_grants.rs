@@ -299,31 +299,42 @@ pub fn auth_reader_watching(
 }
 
 /// `cotal:auth-scan:<s>` — the sealed auth-ledger scanner: its store's shape proof and
-/// leader-served reads, nothing else.
+/// leader-served reads, and the auth-consumer reaper's list and delete.
 ///
 /// **Deviation**: the reference's sealed scanners are the plane's only consumer-creating
 /// connections. This plane enumerates without consumers (`STREAM.INFO` with a subjects filter,
-/// F98), so no connection of it creates one, and the scanner grant carries no consumer row: a
-/// grant nothing exercises is only exposure. What the scanners keep is their role in the plane
-/// claim — the claim pins their exact connections, and either one's drop fences the plane.
+/// F98), so no connection of it creates one. The one principal that may create a consumer on
+/// the auth stream is a remote manager's five-minute executor (pinned to its own family, for
+/// the reference's `kv.keys`); this connection lists the stream's consumers and deletes every
+/// one older than that executor's lifetime, so none outlives the credential that made it
+/// (`cotal_io_nats::reaper`). The scanners keep their role in the plane claim — the claim pins
+/// their exact connections, and either one's drop fences the plane.
 pub fn auth_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
-    scanner(&Names::new(space).auth_stream, conn)
-}
-
-/// `cotal:records-scan:<s>` — the sealed records scanner, as [`auth_scan`] over the records
-/// store.
-pub fn records_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
-    scanner(&Names::new(space).rec_stream, conn)
-}
-
-/// A sealed scanner's rows over its one `stream`: shape proof and leader-served reads.
-fn scanner(stream: &str, conn: &ConnId) -> Result<Permissions, EpError> {
+    let stream = &Names::new(space).auth_stream;
     grant(
         vec![
             "$JS.API.INFO".to_owned(),
             format!("$JS.API.STREAM.INFO.{stream}"),
             format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            format!("$JS.API.CONSUMER.LIST.{stream}"),
+            format!("$JS.API.CONSUMER.DELETE.{stream}.*"),
         ],
+        conn,
+    )
+}
+
+/// `cotal:records-scan:<s>` — the sealed records scanner: its store's shape proof and
+/// leader-served reads, nothing else.
+pub fn records_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    grant(
+        {
+            let stream = &Names::new(space).rec_stream;
+            vec![
+                "$JS.API.INFO".to_owned(),
+                format!("$JS.API.STREAM.INFO.{stream}"),
+                format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            ]
+        },
         conn,
     )
 }

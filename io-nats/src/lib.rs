@@ -33,6 +33,7 @@ pub mod host;
 pub mod journal;
 pub mod liveness;
 pub mod observed;
+pub mod reaper;
 pub mod shape;
 pub mod space;
 

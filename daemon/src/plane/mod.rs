@@ -61,6 +61,7 @@ use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::host::hold_fence_pushed;
 use cotal_io_nats::observed::RunRequestObserver;
+use cotal_io_nats::reaper;
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
@@ -341,8 +342,13 @@ impl Plane {
                 registered.process_epoch,
                 registered.gate_revision,
             );
+            let space = inputs.space.clone();
             async move {
-                let why = watch_fence(&connections, &gate, epoch, floor, &metrics).await;
+                // The reaper never ends on its own: it stops with the fence watch.
+                let why = tokio::select! {
+                    why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
+                    never = reap_auth_consumers(&connections, &space) => match never {},
+                };
                 let (kind, cause) = match &why {
                     Ended::Fenced(why) => ("fenced", why.clone()),
                     Ended::Failed(why) => ("failed", why.clone()),
@@ -565,6 +571,40 @@ async fn observe_run_requests(
         }
     });
     Ok(observer)
+}
+
+/// Every [`reaper::REAP_PERIOD`], deletes each consumer on the auth stream older than the one
+/// credential that can create one (F98; [`reaper`]), on the sealed auth scanner. A failed sweep
+/// is logged and tried again next period.
+async fn reap_auth_consumers(
+    connections: &Arc<Connections>,
+    space: &cotal_core::names::SpaceName,
+) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(reaper::REAP_PERIOD).await;
+        let swept = match connections.scanners.ledger.space() {
+            Ok(bound) => {
+                reaper::reap_auth_consumers(
+                    bound.client(),
+                    space,
+                    reaper::MAX_CONSUMER_AGE,
+                    std::time::SystemTime::now(),
+                )
+                .await
+            }
+            Err(e) => Err(e.message),
+        };
+        match swept {
+            Ok(reaped) if !reaped.deleted.is_empty() => tracing::warn!(
+                "deleted {} consumer(s) on the auth stream that outlived the executor \
+                 credential that made them: {}",
+                reaped.deleted.len(),
+                reaped.deleted.join(", ")
+            ),
+            Ok(_) => {}
+            Err(why) => tracing::warn!("the auth-consumer sweep failed: {why}"),
+        }
+    }
 }
 
 /// How often the run request observation checks whether its connection was renewed.
