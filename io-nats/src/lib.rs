@@ -42,7 +42,7 @@ pub use driver::{drive, Evictor, NatsWorld, PlaneProber, Prober};
 pub use journal::RunJournals;
 pub use observed::RunRequestObserver;
 pub use shape::{Replicas, StoreLayout};
-pub use space::{SendHook, SendPhase, Space, SpaceOptions, StoreSet};
+pub use space::{Bind, SendHook, SendPhase, Space, SpaceOptions, StoreSet};
 
 /// The client this adapter is built on, for callers that need the same version (tests, the
 /// daemon's connection options).

@@ -25,7 +25,9 @@
 //!   minting, and memory storage loses every row on a restart.
 //! * **`allow_direct`** (F7, F8): the auth and admission stores are read only by leader-served
 //!   `STREAM.MSG.GET`; a follower-served Direct Get could be stale. Records and contracts allow
-//!   Direct Get for other clients' plain reads (§2.1) — the adapter itself never uses it.
+//!   Direct Get for other clients' plain reads (§2.1); the adapter uses it only for a
+//!   participant's contract reads (`crate::space::Bind::Participant`), whose grant holds no
+//!   other read there.
 //! * **no rollup** (F10): a `Nats-Rollup: all` header would wipe every current row of the stream.
 //! * **`deny_delete`** (F10): `STREAM.MSG.DELETE` could remove a current row.
 //! * **history 1 + discard-new-per-subject** on admission and contracts: one message per subject,

@@ -1,18 +1,21 @@
-//! One space's stores on a NATS server: bound and verified once, then every [`KvRequest`]
-//! executed against them with NATS JetStream KV semantics.
+//! One space's stores on a NATS server: bound once (and, on the plane's connections, verified),
+//! then every [`KvRequest`] executed against them with NATS JetStream KV semantics.
 //!
 //! Round trips (one request and its reply each; [`Space::round_trips`] counts them):
 //!
 //! | operation | round trips |
 //! | --- | --- |
 //! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (7 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
+//! | bind with [`Bind::Participant`] | none: stream handles by name |
 //! | [`Space::verify_shapes`] | 1 `STREAM.INFO` per bound store |
 //! | `Get` | 1 `STREAM.MSG.GET` (`last_by_subj`, leader-served) |
 //! | `GetFirst` | 1 `STREAM.MSG.GET` (`next_by_subj` from sequence 1, leader-served) |
+//! | `Get`, `GetFirst` of the contract store with [`Bind::Participant`] | 1 `DIRECT.GET` (`last_by_subj` in the subject; `next_by_subj` in the body) |
 //! | `CreateStrict`, `Update`, `Delete` | 1 publish + ack |
-//! | `Create` | 1 on an empty subject; over an existing message +1 leader read, and over a DEL/PURGE marker +1 pinned publish (3) |
+//! | `Create` | 1 on an empty subject; over an existing message +1 read, and over a DEL/PURGE marker +1 pinned publish (3) |
 //! | `Keys` | 1 `STREAM.INFO` with `subjects_filter` per page of subjects |
-//! | `ReadArtifact` | 1 leader read; +1 `next_by_subj` read of the first message when the last does not hash to the digest |
+//! | `Keys` with [`Bind::Participant`] | 1 `CONSUMER.CREATE` (the filter-subject form) + 1 `CONSUMER.DELETE`; the listing itself is pushed to the connection's inbox |
+//! | `ReadArtifact` | 1 read of the last message; +1 `next_by_subj` read of the first message when the last does not hash to the digest |
 //!
 //! No request binds anything: stream handles are made once at bind and reused, so the counts
 //! above are the whole cost. A request against a store this space did not bind
@@ -38,12 +41,15 @@ use std::time::Duration;
 
 use async_nats::connection::State;
 use async_nats::header::{HeaderMap, NATS_EXPECTED_STREAM};
+use async_nats::jetstream::consumer::{push, AckPolicy, DeliverPolicy};
 use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind, PublishErrorKind};
 use async_nats::jetstream::message::{PublishMessage, StreamMessage};
-use async_nats::jetstream::stream::{LastRawMessageErrorKind, Stream};
+use async_nats::jetstream::stream::{
+    ConsumerCreateStrictErrorKind, DirectGetErrorKind, LastRawMessageErrorKind, Stream,
+};
 use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::{self, Context};
-use async_nats::Client;
+use async_nats::{Client, StatusCode, Subscriber};
 use bytes::Bytes;
 use cotal_core::canon::Digest;
 use cotal_core::kv::{Entry, KvOutcome, KvRequest, Operation, Revision, Store};
@@ -51,6 +57,7 @@ use cotal_core::machine::Observation;
 use cotal_core::names::SpaceName;
 use cotal_core::EpError;
 use futures::future::BoxFuture;
+use futures::StreamExt as _;
 use serde_json::{json, Value};
 
 use crate::host::GateWrites;
@@ -79,6 +86,9 @@ const NO_RESPONDERS_WAITS: [Duration; 3] = [
     Duration::from_millis(200),
     Duration::from_millis(400),
 ];
+/// How long a participant's listing consumer outlives its subscription when its delete is lost:
+/// longer than any listing takes, short enough that an abandoned one does not linger.
+const LISTING_INACTIVE_THRESHOLD: Duration = Duration::from_secs(10);
 /// The reason header of server-written limit markers (ADR-43).
 const MARKER_REASON: &str = "Nats-Marker-Reason";
 
@@ -96,8 +106,8 @@ pub enum SendPhase {
 pub type SendHook = Box<dyn FnMut(SendPhase, &KvRequest) -> BoxFuture<'static, ()> + Send>;
 
 /// Which of a space's seven stores a [`Space`] binds. A restricted connection binds only the
-/// stores its grant covers: binding proves each store's shape with `STREAM.INFO` (F10), which
-/// a grant without that row cannot do.
+/// stores its grant covers: a [`Bind::Verified`] bind proves each store's shape with
+/// `STREAM.INFO` (F10), which a grant without that row cannot do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StoreSet {
     auth: bool,
@@ -148,6 +158,39 @@ impl StoreSet {
     }
 }
 
+/// What a bind proves before a [`Space`] serves on its stores, and so which requests the
+/// connection's grant must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Bind {
+    /// The plane's own connections: every bound store's shape is proven with `STREAM.INFO` at
+    /// bind (F10) and a missing store may be created; `Keys` is the stream leader's
+    /// `STREAM.INFO` subjects listing, which creates nothing (F98).
+    #[default]
+    Verified,
+    /// An untrusted participant's connection over a reference-shaped grant (a remote manager's
+    /// executor, `cotal_core::profiles::remote_manager`): no `STREAM.INFO` on any store, reads
+    /// by `STREAM.MSG.GET` and Direct Get, writes by key-pinned publishes, and a family listing
+    /// only as a consumer pinned to its own family.
+    ///
+    /// * The bind makes no request: stream handles are made from the store names
+    ///   ([`StoreLayout`]), shapes unproven, and no store is ever created
+    ///   ([`SpaceOptions::create_missing`], [`SpaceOptions::replicas`] and
+    ///   [`SpaceOptions::replicas_as_found`] are not consulted). Skipping the proof is sound
+    ///   here because a participant decides no authority: the plane, which proves every store's
+    ///   shape at each of its own binds, does, and every write a participant makes is a
+    ///   revision-pinned publish the server fences (`Nats-Expected-Last-Subject-Sequence`,
+    ///   `Nats-Expected-Stream`), so a misread store can make a participant's write lose, never
+    ///   land over a row it did not see.
+    /// * `Keys` runs as an ephemeral listing consumer (see the round-trip table): the
+    ///   reference's `kv.keys`, the one listing the reference grant admits.
+    /// * Reads of the contract store are Direct Gets, the only reads that grant holds on
+    ///   `EPC_<space>`: an artifact sits on its digest's subject, one message per subject,
+    ///   and the reader hashes what comes back ([`Space::read_artifact`]), so a follower's
+    ///   answer can at worst be stale absence, never other bytes. Every other store is still
+    ///   read leader-served.
+    Participant,
+}
+
 /// How to reach and bind a space.
 #[derive(Debug, Clone)]
 pub struct SpaceOptions {
@@ -165,6 +208,22 @@ pub struct SpaceOptions {
     /// read-only views, the reconciler), whose callers need not know how the space was made.
     /// Every other part of the shape is still verified.
     pub replicas_as_found: bool,
+    /// What the bind proves, and so the requests the connection's grant must hold.
+    pub bind: Bind,
+}
+
+impl SpaceOptions {
+    /// A participant's binding of `stores` ([`Bind::Participant`]): no request at bind, no
+    /// store created, every request bounded by the default timeout.
+    pub fn participant(stores: StoreSet) -> SpaceOptions {
+        SpaceOptions {
+            create_missing: false,
+            replicas_as_found: true,
+            stores,
+            bind: Bind::Participant,
+            ..SpaceOptions::default()
+        }
+    }
 }
 
 impl Default for SpaceOptions {
@@ -175,6 +234,7 @@ impl Default for SpaceOptions {
             create_missing: true,
             stores: StoreSet::ALL,
             replicas_as_found: false,
+            bind: Bind::Verified,
         }
     }
 }
@@ -188,16 +248,17 @@ fn replicas_for(options: &SpaceOptions, live: &async_nats::jetstream::stream::Co
     }
 }
 
-/// One store: its layout and, when bound, the stream handle every request reuses.
+/// One store: its layout and, when bound, the stream handle every request reuses. The handle
+/// caches no info: every request reads the stream's live state.
 #[derive(Debug)]
 struct Bound {
     layout: StoreLayout,
-    stream: Option<Stream>,
+    stream: Option<Stream<()>>,
 }
 
 impl Bound {
     /// The stream handle, or why there is none (the store was not bound).
-    fn stream(&self) -> Result<&Stream, String> {
+    fn stream(&self) -> Result<&Stream<()>, String> {
         self.stream.as_ref().ok_or_else(|| {
             format!(
                 "store {} (stream {}) is not bound on this connection, so nothing was sent",
@@ -207,7 +268,8 @@ impl Bound {
     }
 }
 
-/// A space's stores on one connection, the bound ones shape-verified.
+/// A space's stores on one connection, the bound ones shape-verified unless the connection is
+/// a participant's ([`Bind::Participant`]).
 #[derive(Debug)]
 pub struct Space {
     client: Client,
@@ -322,7 +384,8 @@ impl Space {
     /// stream's config (creating missing ones when allowed) and verifies its shape
     /// ([`crate::shape`]). Any store of the wrong shape fails the whole bind with
     /// `failed-precondition` naming the setting: the plane does not serve on it. With all four
-    /// stores: 4 round trips for an existing space, 8 for a new one.
+    /// stores: 4 round trips for an existing space, 8 for a new one. A participant's bind
+    /// ([`Bind::Participant`]) reads nothing and makes the handles from the names.
     pub async fn bind(
         client: Client,
         space: SpaceName,
@@ -369,7 +432,8 @@ impl Space {
     }
 
     /// Re-reads every bound store's config and verifies it again (1 round trip each): for a
-    /// long-running plane that must stop serving when an operator reshapes a store under it.
+    /// long-running plane that must stop serving when an operator reshapes a store under it. A
+    /// participant's grant holds no `STREAM.INFO`, so there it is `unavailable`.
     pub async fn verify_shapes(&self) -> Result<(), EpError> {
         for bound in self.all() {
             let Some(stream) = &bound.stream else {
@@ -594,17 +658,28 @@ impl Space {
         }
     }
 
+    /// Whether reads of `bound` are Direct Gets: only a participant's reads of the contract
+    /// store, whose grant holds no other read there (see [`Bind::Participant`]).
+    fn direct_reads(&self, bound: &Bound) -> bool {
+        self.options.bind == Bind::Participant && bound.layout.store == Store::Contracts
+    }
+
     /// Leader-served read of `key`'s last message (`STREAM.MSG.GET last_by_subj`), never a
-    /// Direct Get a follower could answer stale (F6, F7, F8).
+    /// Direct Get a follower could answer stale (F6, F7, F8); except a participant's contract
+    /// read ([`Self::direct_reads`]), which only a Direct Get can make.
     async fn get(&self, bound: &Bound, key: &str) -> Result<Option<Entry>, String> {
         self.connected()?;
         let subject = bound.layout.subject(key);
+        let stream = bound.stream()?;
         self.count();
-        match bound
-            .stream()?
-            .get_last_raw_message_by_subject(&subject)
-            .await
-        {
+        if self.direct_reads(bound) {
+            return match stream.direct_get_last_for_subject(subject.as_str()).await {
+                Ok(message) => decode(key, message).map(Some),
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("the direct read of {subject} failed: {e}")),
+            };
+        }
+        match stream.get_last_raw_message_by_subject(&subject).await {
             Ok(message) => decode(key, message).map(Some),
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => Ok(None),
             Err(e) => Err(format!("the leader read of {subject} failed: {e}")),
@@ -612,7 +687,7 @@ impl Space {
     }
 
     /// The first message on `key`'s subject (`STREAM.MSG.GET next_by_subj` from sequence
-    /// `from`), leader-served.
+    /// `from`), leader-served; a Direct Get where [`Self::get`] makes one.
     async fn first_from(
         &self,
         bound: &Bound,
@@ -621,9 +696,21 @@ impl Space {
     ) -> Result<Option<Entry>, String> {
         self.connected()?;
         let subject = bound.layout.subject(key);
+        let stream = bound.stream()?;
         self.count();
-        match bound
-            .stream()?
+        if self.direct_reads(bound) {
+            return match stream
+                .direct_get_next_for_subject(subject.as_str(), Some(from))
+                .await
+            {
+                Ok(message) => decode(key, message).map(Some),
+                Err(e) if e.kind() == DirectGetErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!(
+                    "the direct read of {subject} from {from} failed: {e}"
+                )),
+            };
+        }
+        match stream
             .get_first_raw_message_by_subject(&subject, from)
             .await
         {
@@ -657,19 +744,26 @@ impl Space {
         Ok(out)
     }
 
-    /// Every key under `prefix` whose subject holds a message, markers included, sorted:
-    /// `STREAM.INFO` with a `subjects_filter`, paged. The stream leader answers it and no
-    /// consumer is created, so enumeration needs no `CONSUMER.CREATE` grant on the auth bucket
-    /// (F98) and a DEL/PURGE marker is listed, never skipped.
+    /// Every key under `prefix` whose subject holds a message, markers included, sorted, as
+    /// the bind's mode lists them: [`Self::keys_by_info`] or, for a participant,
+    /// [`Self::keys_by_consumer`]. Both return the same keys: a DEL/PURGE marker is listed,
+    /// never skipped, and its reader sees the marker when it reads the key.
     async fn keys(&self, bound: &Bound, prefix: &str) -> Result<Vec<String>, String> {
         self.connected()?;
-        // The filter must be token-aligned: everything up to the prefix's last `.`, then `>`;
-        // the rest of the prefix is matched here.
-        let aligned = prefix
-            .rfind('.')
-            .and_then(|i| prefix.get(..=i))
-            .unwrap_or("");
-        let filter = format!("{}{aligned}>", bound.layout.subject_prefix);
+        let mut keys = match self.options.bind {
+            Bind::Verified => self.keys_by_info(bound, prefix).await?,
+            Bind::Participant => self.keys_by_consumer(bound, prefix).await?,
+        };
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// `STREAM.INFO` with a `subjects_filter`, paged. The stream leader answers it and no
+    /// consumer is created, so enumeration needs no `CONSUMER.CREATE` grant on the auth bucket
+    /// (F98).
+    async fn keys_by_info(&self, bound: &Bound, prefix: &str) -> Result<Vec<String>, String> {
+        let filter = listing_filter(&bound.layout, prefix);
         let api = format!("STREAM.INFO.{}", bound.layout.stream);
         let mut keys = Vec::new();
         let mut offset: u64 = 0;
@@ -706,9 +800,102 @@ impl Space {
                 break;
             }
         }
-        keys.sort();
-        keys.dedup();
         Ok(keys)
+    }
+
+    /// A participant's listing, the reference's `kv.keys`: an ephemeral push consumer made with
+    /// the filter-subject create (`CONSUMER.CREATE.<stream>.<name>.<filter>`, the only create a
+    /// reference-shaped grant admits, pinned to one family), delivering the last message of each
+    /// subject under the filter, headers only, to a fresh inbox under the connection's own
+    /// prefix. The subscription is made before the consumer, so no delivery is missed; the
+    /// listing ends with the delivery the server counts no message pending after, or at once
+    /// when the consumer was made with nothing to deliver. Every delivery is a key with a
+    /// message, whatever its operation: a marker is listed as [`Self::keys_by_info`] lists it.
+    /// The listing is bounded by [`SpaceOptions::request_timeout`]; the consumer is deleted
+    /// after it, best-effort (its inactivity threshold removes one a lost delete leaves).
+    async fn keys_by_consumer(&self, bound: &Bound, prefix: &str) -> Result<Vec<String>, String> {
+        let stream = bound.stream()?;
+        let filter = listing_filter(&bound.layout, prefix);
+        let inbox = self.client.new_inbox();
+        // The inbox's last token is a fresh NUID: unique, and a valid consumer name.
+        let name = format!(
+            "keys_{}",
+            inbox.rsplit_once('.').map_or(inbox.as_str(), |(_, t)| t)
+        );
+        let deadline = tokio::time::Instant::now() + self.options.request_timeout;
+        let mut deliveries = self
+            .client
+            .subscribe(inbox.clone())
+            .await
+            .map_err(|e| format!("listing {filter}: subscribing its inbox failed: {e}"))?;
+        let config = push::Config {
+            deliver_subject: inbox,
+            name: Some(name.clone()),
+            filter_subject: filter.clone(),
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ack_policy: AckPolicy::None,
+            headers_only: true,
+            memory_storage: true,
+            num_replicas: 1,
+            inactive_threshold: LISTING_INACTIVE_THRESHOLD,
+            ..push::Config::default()
+        };
+        self.count();
+        let created = tokio::time::timeout_at(
+            deadline,
+            self.js
+                .create_consumer_strict_on_stream(config, &bound.layout.stream),
+        )
+        .await;
+        let listed = match created {
+            Ok(Ok(consumer)) => {
+                let info = consumer.cached_info();
+                // Empty only if nothing is pending and nothing went out: an info taken after
+                // the deliveries began (a clustered create answers with live info) counts 0
+                // pending once the last one left, and that one says so itself.
+                if info.num_pending == 0 && info.delivered.consumer_sequence == 0 {
+                    Ok(Vec::new())
+                } else {
+                    tokio::time::timeout_at(
+                        deadline,
+                        read_listing(&mut deliveries, &self.js, &bound.layout, prefix),
+                    )
+                    .await
+                    .unwrap_or_else(|_| {
+                        Err(format!(
+                            "listing {filter} did not complete within {:?}",
+                            self.options.request_timeout
+                        ))
+                    })
+                }
+            }
+            // The server answered, refusing: no consumer of ours exists, and a namesake is not
+            // ours to delete.
+            Ok(Err(e))
+                if matches!(
+                    e.kind(),
+                    ConsumerCreateStrictErrorKind::JetStream(_)
+                        | ConsumerCreateStrictErrorKind::AlreadyExists
+                ) =>
+            {
+                return Err(format!("listing {filter} was refused: {e}"));
+            }
+            Ok(Err(e)) => Err(format!("creating the listing of {filter} failed: {e}")),
+            Err(_) => Err(format!(
+                "creating the listing of {filter} got no answer within {:?}",
+                self.options.request_timeout
+            )),
+        };
+        drop(deliveries);
+        self.count();
+        if let Err(e) = stream.delete_consumer(&name).await {
+            tracing::debug!(
+                consumer = %name,
+                stream = %bound.layout.stream,
+                "the listing consumer was not deleted ({e}); its inactivity threshold removes it"
+            );
+        }
+        listed
     }
 
     /// Publishes one message with `Nats-Expected-Stream` (so a write can only land in this
@@ -855,6 +1042,67 @@ impl Space {
     }
 }
 
+/// The subject filter listing `prefix` of `layout`'s store. It must be token-aligned:
+/// everything up to the prefix's last `.`, then `>`; the rest of the prefix is matched against
+/// each listed key.
+fn listing_filter(layout: &StoreLayout, prefix: &str) -> String {
+    let aligned = prefix
+        .rfind('.')
+        .and_then(|i| prefix.get(..=i))
+        .unwrap_or("");
+    format!("{}{aligned}>", layout.subject_prefix)
+}
+
+/// Reads a listing consumer's deliveries until one says no message is pending after it
+/// (the `pending` token of its `$JS.ACK` reply subject), returning the key of each delivered
+/// subject under `prefix`.
+async fn read_listing(
+    deliveries: &mut Subscriber,
+    js: &Context,
+    layout: &StoreLayout,
+    prefix: &str,
+) -> Result<Vec<String>, String> {
+    let mut keys = Vec::new();
+    while let Some(message) = deliveries.next().await {
+        // A heartbeat or flow-control message (100) carries no row (this consumer asks for
+        // neither); any other status ends the listing unfinished, as the server ended it.
+        match message.status {
+            None => {}
+            Some(StatusCode::IDLE_HEARTBEAT) => continue,
+            Some(status) => {
+                return Err(format!(
+                    "the server interrupted the listing ({status} {})",
+                    message.description.as_deref().unwrap_or("")
+                ))
+            }
+        }
+        let delivery = jetstream::Message {
+            message,
+            context: js.clone(),
+        };
+        let pending = delivery
+            .info()
+            .map_err(|e| {
+                format!(
+                    "a listing delivery on {} carries no readable JetStream metadata ({e})",
+                    delivery.subject
+                )
+            })?
+            .pending;
+        let key = delivery
+            .subject
+            .as_str()
+            .strip_prefix(layout.subject_prefix.as_str());
+        if let Some(key) = key.filter(|k| k.starts_with(prefix)) {
+            keys.push(key.to_owned());
+        }
+        if pending == 0 {
+            return Ok(keys);
+        }
+    }
+    Err("the listing's subscription ended before its last delivery".to_owned())
+}
+
 /// Maps a publish result to the request's outcome; `create_only` says whether a full
 /// discard-new-per-subject subject refutes the write's own condition (a create) or refuses an
 /// otherwise valid write (an update or delete on a one-message-per-subject store).
@@ -877,7 +1125,8 @@ fn write_outcome(sent: Result<Revision, PublishFailure>, create_only: bool) -> K
 
 /// Binds one store: `STREAM.INFO`, else (when missing and allowed) `STREAM.CREATE`; then
 /// verifies the live config. A concurrent creator with another config makes the create fail;
-/// the store is then re-read and verified, so the refusal names the differing setting.
+/// the store is then re-read and verified, so the refusal names the differing setting. A
+/// participant's bind ([`Bind::Participant`]) only names the stream.
 async fn bind_store(
     js: &Context,
     layout: StoreLayout,
@@ -889,6 +1138,9 @@ async fn bind_store(
             layout,
             stream: None,
         });
+    }
+    if options.bind == Bind::Participant {
+        return named(js, layout).await;
     }
     let count = || round_trips.fetch_add(1, Ordering::Relaxed);
     let unreachable = |what: &str, e: &dyn std::fmt::Display| {
@@ -930,10 +1182,22 @@ async fn bind_store(
     };
     let live = &stream.cached_info().config;
     verify(&layout, live, replicas_for(options, live))?;
-    Ok(Bound {
-        layout,
-        stream: Some(stream),
-    })
+    named(js, layout).await
+}
+
+/// The bound store with its reusable stream handle, made without a request: a verified bind
+/// has just read the config it needs, and a participant's reads none.
+async fn named(js: &Context, layout: StoreLayout) -> Result<Bound, EpError> {
+    match js.get_stream_no_info(&layout.stream).await {
+        Ok(stream) => Ok(Bound {
+            layout,
+            stream: Some(stream),
+        }),
+        Err(e) => Err(EpError::internal(format!(
+            "stream {} of store {} cannot be named: {e}",
+            layout.stream, layout.name
+        ))),
+    }
 }
 
 #[cfg(test)]
@@ -953,5 +1217,15 @@ mod tests {
         assert!(is_valid_prefix("svc.x"));
         assert!(!is_valid_prefix("a.>"));
         assert!(!is_valid_prefix("."));
+    }
+
+    #[test]
+    fn a_listing_filter_is_token_aligned() {
+        let layout = StoreLayout::of(Store::Auth, &SpaceName::parse("s").unwrap());
+        let filter = |prefix| listing_filter(&layout, prefix);
+        assert_eq!(filter("epcred.m.i."), "$KV.cotal_auth_s.epcred.m.i.>");
+        assert_eq!(filter("epcred.m.i.sha"), "$KV.cotal_auth_s.epcred.m.i.>");
+        assert_eq!(filter("epcred"), "$KV.cotal_auth_s.>");
+        assert_eq!(filter(""), "$KV.cotal_auth_s.>");
     }
 }
