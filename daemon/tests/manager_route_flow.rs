@@ -8,22 +8,14 @@
 //!
 //! What is real: the IdP token, the grant ledger, the plane and its issuer connection, every
 //! KV row the route reads and writes, the contract publication (on the connection of the
-//! supervisor credential `prepare` issued), the registration ceremony's gate, ledger and
-//! records writes on a real server (with the servers' own connection listing as the liveness
-//! oracle and the system account's kick as the evictor), and every connect.
+//! supervisor credential `prepare` issued), the instance's own registration over the executor
+//! credential `prepare` issued (its gate provision, barrier, ledger and records writes on a real
+//! server, eviction through the plane's maintenance door, verified by the servers' own
+//! connection listing and the system account's kick), and every connect.
 //!
-//! What stands in for a missing piece, each marked `STAND-IN` where it happens (in the
-//! fixture this test shares with `benches/renewal.rs`, `common/manager.rs`):
-//! * the manager gate `epgate.manager.<iid>` is provisioned by the test's admin connection: no
-//!   plane path provisions a remote manager's gate;
-//! * the registration ceremony runs on a connection the test signs with exactly the plane's
-//!   registration-executor rows for `manager/<iid>` (`plane_grants::gate_reconcile`), under a
-//!   static name authority binding `manager` to the owner: F98 took the auth-bucket rows out of
-//!   the `remote-manager` profile ("the plane owns those writes"), but no plane door runs or
-//!   authorizes a remote manager's registration, and nothing on a real server holds the
-//!   operator's provisioning authority for the single-label name `manager`;
-//! * the hosted run a `renewRunDriver` renews is written by the admin connection: this plane
-//!   does not serve `manager-run-admission`/`manager-run-attempt` yet.
+//! What stands in for a missing piece, marked `STAND-IN` where it happens (in the fixture this
+//! test shares with `benches/renewal.rs`, `common/manager.rs`): the hosted run a
+//! `renewRunDriver` renews is written by the admin connection (the run driver's write).
 //!
 //! Regressions this flow found on the real server (the model has no grants): the issuer
 //! connection could not write the renewal cleanup intent `renewclean.manager.<iid>`, so every
@@ -126,9 +118,8 @@ async fn manager_route_flow_prepare_activate_and_renewals_on_a_real_server() {
         "{violations:?}"
     );
 
-    // The instance registers (stand-ins: provisioning, the registration executor and the name
-    // authority; see the module doc).
-    f.provision().await;
+    // The instance registers itself over the executor credential, as the reference manager
+    // does (see the fixture's module doc).
     let registered = f.register(&closure, 1).await;
     let gate = f.gate().await;
     assert_eq!(gate.state(), GateState::Open);
@@ -412,4 +403,67 @@ async fn manager_route_flow_reregistration_fences_the_previous_epoch() {
     f.connect(&token, &f.keys[2]).await;
     renew["registrationProof"] = json!(second);
     f.granted(&renew);
+}
+
+/// Two restarts of one manager instance race, each over its own executor credential with its
+/// own op id: exactly one commits the next epoch, the other is refused, and the gate ends open
+/// at that one epoch — never two live epochs (F69, F11).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_racing_restarts_of_one_manager_leave_one_epoch() {
+    let f = Flow::new().await;
+    let (_supervisor, closure) = f.prepared_and_registered().await;
+    let (a, b) = tokio::join!(f.try_register(&closure, 2), f.try_register(&closure, 3));
+    let epochs: Vec<u64> = [&a, &b]
+        .iter()
+        .filter_map(|r| r.as_ref().ok().map(|r| r.process_epoch.0))
+        .collect();
+    assert_eq!(epochs, [1], "a: {a:?}\nb: {b:?}");
+    let gate = f.gate().await;
+    assert_eq!((gate.state(), gate.process_epoch().0), (GateState::Open, 1));
+}
+
+/// A restart after the instance activated: its family has live holders, which the barrier has
+/// the plane evict through `manager-service-maintenance` (verified gone by the servers'
+/// listing) before the epoch advances; the door refuses a principal outside that family.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_over_a_live_family_evicts_through_the_maintenance_door() {
+    let f = Flow::new().await;
+    let (_supervisor, closure) = f.prepared_and_registered().await;
+    let activated = f.granted(&f.activate_request("activate000000000000001"));
+    let (goal_jwt, _) = f.credential(&activated, "goalWriter", &f.keys[3]);
+    let goal = f.connect(&goal_jwt, &f.keys[3]).await;
+    goal.client.flush().await.unwrap();
+    let holder = format!("{}.manager_goal_{IID}", f.owner);
+
+    let mut outside = f.envelope("prepare", "maintain00000000000000002");
+    outside["kind"] = json!("manager-service-maintenance");
+    outside["operation"] = json!("evict-family-principal");
+    outside["targetInstanceId"] = json!(IID);
+    outside["principals"] = json!([holder, format!("{}.someone_else", f.owner)]);
+    f.refused(&outside, "outside that family");
+    assert_eq!(
+        goal.client.connection_state(),
+        async_nats::connection::State::Connected,
+        "a refused eviction kicks nobody"
+    );
+
+    let mut inside = outside.clone();
+    inside["principals"] = json!([holder]);
+    let answer = f.granted(&inside);
+    assert_eq!(answer["owner"], json!(f.owner));
+    assert_eq!(answer["evictions"][0]["principal"], json!(holder));
+    assert_eq!(answer["evictions"][0]["verifiedGone"], json!(true));
+    assert_eq!(answer["evictions"][0]["scanComplete"], json!(true));
+    assert_eq!(answer["evictions"][0]["remaining"], json!(0));
+    assert!(
+        answer["evictions"][0]["kicked"].as_u64().unwrap() >= 1,
+        "{answer}"
+    );
+
+    let registered = f.register(&closure, 2).await;
+    assert_eq!(registered.process_epoch.0, 1);
+    assert!(
+        f.active().await.is_empty(),
+        "the restart revoked the family"
+    );
 }

@@ -126,9 +126,7 @@ async fn real_redeemed_session_exchanges_for_holder_session_caller_bearer() {
     let (jwt, _) = flow.credential(&prepared, "supervisor", &flow.keys[0]);
     let supervisor = flow.connect(&jwt, &flow.keys[0]).await;
     let closure = flow.publish_contract(&supervisor).await;
-    flow.provision().await;
     let registered = flow.register(&closure, 1).await;
-    flow.report_ready(&registered).await;
     let epoch = registered.process_epoch.0;
     let activated = flow.granted(&flow.activate_request("activate000000000000001"));
     let (ledger_jwt, ledger_claims) = flow.credential(&activated, "sessionLedger", &flow.keys[4]);

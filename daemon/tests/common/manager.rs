@@ -4,16 +4,16 @@
 //! instance's registration, `activate` — then its renewals. Shared by
 //! `tests/manager_route_flow.rs` (`mod common;`) and `benches/renewal.rs` (by `#[path]`).
 //!
-//! What stands in for a missing piece, each marked `STAND-IN` where it happens:
-//! * the manager gate `epgate.manager.<iid>` is provisioned by the admin connection: no plane
-//!   path provisions a remote manager's gate;
-//! * the registration ceremony runs on a connection the fixture signs with exactly the plane's
-//!   registration-executor rows for `manager/<iid>` (`plane_grants::gate_reconcile`), under a
-//!   static name authority binding `manager` to the owner: no plane door runs or authorizes a
-//!   remote manager's registration, and nothing on a real server holds the operator's
-//!   provisioning authority for the single-label name `manager`;
-//! * a hosted run's status record is written by the admin connection: it is the run driver's
-//!   write, and no driver runs here.
+//! The instance registers itself as the reference manager does (`registerRemoteManagerAuthority`
+//! in the reference's `packages/manager`): over the executor credential `prepare` issued and
+//! nothing else, it observes its gate, provisions it when absent, runs the registration barrier
+//! with eviction through the plane's `manager-service-maintenance` door, and registers serving
+//! (the READY status at the committed epoch), under the same self name authority the reference
+//! manager passes (the name `manager` for its own owner).
+//!
+//! What stands in for a missing piece, marked `STAND-IN` where it happens: a hosted run's status
+//! record is written by the admin connection (it is the run driver's write, and no driver runs
+//! here).
 #![allow(
     dead_code,
     clippy::unwrap_used,
@@ -39,15 +39,15 @@ use cotal_core::machine::{script, Replay};
 use cotal_core::manager::{
     current_registration_proof, registration_proof, ManagerAuthorityRequest, ProofSecret,
 };
-use cotal_core::names::{EndpointName, InstanceId, OpId, OwnerToken, SpaceName};
-use cotal_core::plane_grants;
+use cotal_core::names::{EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
 use cotal_core::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use cotal_core::run::{write_run_status, HostedRunStatus, RunState};
-use cotal_core::service::{ServiceSpec, WriteStatus};
+use cotal_core::service::ServiceSpec;
+use cotal_core::serving::RegisterServing;
 use cotal_core::trust::DaemonMaterial;
+use cotal_core::EpError;
 use cotal_io_nats::async_nats::{self, jetstream, Client, ConnectOptions};
-use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::{drive, AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
+use cotal_io_nats::{drive, AuthorityClient, Evictor, NatsWorld, SpaceOptions, StoreSet};
 use nkeys::{KeyPair, KeyPairType};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -460,23 +460,6 @@ impl Flow {
             .collect()
     }
 
-    /// STAND-IN (no plane path provisions a remote manager's gate): the admin connection
-    /// provisions `epgate.manager.<iid>` open at generation 0 for the owner's server-derived
-    /// serve principal `<owner>.manager_serve_<iid>`.
-    pub async fn provision(&self) {
-        let envelope =
-            ManagerAuthorityRequest::parse(&self.envelope("prepare", "provision0000000000000001"))
-                .unwrap()
-                .envelope;
-        let serve = envelope.serve_principal(&self.owner_token()).unwrap();
-        drive(
-            &mut ProvisionGate::machine(manager_gate(), serve),
-            &self.admin.space().unwrap(),
-        )
-        .await
-        .unwrap();
-    }
-
     /// Publishes the manager's cluster (root document, then manifest) on the supervisor
     /// credential's own connection — its `P.epc.*` row, one create-only message per digest —
     /// and returns the closure digest a service spec names. Real: what `prepare` issued is what
@@ -505,60 +488,78 @@ impl Flow {
         publish(ClusterManifest::new(root).to_bytes()).await
     }
 
-    /// The registration ceremony of the manager instance under op `op`, for the spec naming
-    /// `closure`, on a real server.
-    ///
-    /// STAND-IN (no plane door runs, or authorizes, a remote manager's registration): the
-    /// ceremony runs on a connection the test signs from the trust root with exactly the
-    /// registration-executor rows the plane would scope to `manager/<iid>`
-    /// (`plane_grants::gate_reconcile`: gate, repair cursor, the instance's `epcred` family,
-    /// its spec/status/governance records, contract reads); the name authority is a static
-    /// binding of `manager` to the owner, standing in for the operator's provisioning
-    /// authority no real server holds. Liveness and eviction are real: the servers'
-    /// connection listing and the system account's kick.
+    /// The executor credential of a fresh `prepare` (request id `rid`), connected on its own
+    /// inbox: the one credential a reference manager registers over.
+    pub async fn executor(&self, rid: &str) -> Holder {
+        let prepared = self.granted(&self.envelope("prepare", rid));
+        let (token, _) = self.credential(&prepared, "executor", &self.keys[1]);
+        self.connect(&token, &self.keys[1]).await
+    }
+
+    /// The instance's registration under op `op`, for the spec naming `closure`, run as the
+    /// reference manager runs it over the executor credential a fresh `prepare` issued: observe
+    /// the gate and provision it when absent, then the barrier (evicting the family's holders
+    /// through [`Flow::maintenance_evictor`]) and the serving registration with its READY
+    /// status. Nothing here holds more than that credential's rows.
     pub async fn register(&self, closure: &Digest, op: u8) -> Registered {
+        self.try_register(closure, op)
+            .await
+            .unwrap_or_else(|e| panic!("the manager's registration failed: {e}"))
+    }
+
+    /// [`Flow::register`], returning the ceremony's refusal.
+    pub async fn try_register(&self, closure: &Digest, op: u8) -> Result<Registered, EpError> {
+        let executor = self.executor(&format!("prepareexecutor{op:0>9}")).await;
+        let result = self.register_on(&executor, closure, op).await;
+        executor.client.drain().await.unwrap();
+        result
+    }
+
+    /// The reference manager's registration sequence on an executor connection.
+    pub async fn register_on(
+        &self,
+        executor: &Holder,
+        closure: &Digest,
+        op: u8,
+    ) -> Result<Registered, EpError> {
         let (space, endpoint, instance) = (
             space_name(),
             EndpointName::parse("manager").unwrap(),
             InstanceId::parse(IID).unwrap(),
         );
-        let executor = {
-            let (endpoint, instance) = (endpoint.clone(), instance.clone());
-            let space = space.clone();
-            AuthorityClient::open(
-                &self.server,
-                "test-manager-registration".to_owned(),
-                DataAccountSigner {
-                    account: self.material.data_account().to_owned(),
-                    signer: Arc::new(self.material.data_signing_key().clone()),
-                },
-                move |conn| {
-                    plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
-                },
-                Duration::from_secs(300),
-                space_name(),
-                SpaceOptions {
-                    create_missing: false,
-                    replicas_as_found: true,
-                    stores: StoreSet::of(&[Store::Auth, Store::Records, Store::Contracts]),
-                    ..SpaceOptions::default()
-                },
+        let bound = cotal_io_nats::Space::bind(
+            executor.client.clone(),
+            space.clone(),
+            SpaceOptions::participant(StoreSet::of(&[
+                Store::Auth,
+                Store::Records,
+                Store::Contracts,
+            ])),
+        )
+        .await?;
+        let gate = manager_gate();
+        let observed = {
+            let gate = gate.clone();
+            drive(
+                &mut Replay::new(script(move |cx| observe_gate(cx, &gate))),
+                &bound,
             )
-            .await
-            .unwrap()
+            .await?
         };
-        let oracle = Arc::new(Oracle::new(
-            &self.server,
-            self.material.system_user().creds(),
-            self.material.data_account(),
-            "test-manager-oracle".to_owned(),
-        ));
+        if observed.is_none() {
+            let serve = ManagerAuthorityRequest::parse(
+                &self.envelope("prepare", "provision00000000000000001"),
+            )
+            .unwrap()
+            .envelope
+            .serve_principal(&self.owner_token())?;
+            drive(&mut ProvisionGate::machine(gate, serve), &bound).await?;
+        }
         let spec = ServiceSpec::from_value(
             json!({"endpoint": "manager", "owner": self.owner,
                    "clusterDigests": [closure.to_prefixed()], "protocol": {"v": 1}}),
             &endpoint,
-        )
-        .unwrap();
+        )?;
         let ceremony = RegisterInstance {
             space: space.clone(),
             registrant: self.owner_token(),
@@ -571,13 +572,56 @@ impl Flow {
             op_id: OpId::mint([op; 20]),
             evict_max: EVICT_PRINCIPALS_MAX,
         };
-        let bound = executor.space().unwrap();
         let mut world = NatsWorld::new(&bound);
-        world.set_evictor(oracle.evictor());
-        world.set_prober(oracle.prober());
-        let registered = world.run(&mut Replay::new(ceremony)).await;
-        executor.close().await.unwrap();
-        registered.unwrap_or_else(|e| panic!("the manager's registration failed: {e}"))
+        world.set_evictor(self.maintenance_evictor());
+        let serving = world
+            .run(&mut Replay::new(RegisterServing {
+                register: ceremony,
+                status: serde_json::Map::new(),
+            }))
+            .await?;
+        Ok(serving.registered)
+    }
+
+    /// The registration barrier's evictor, as the reference manager wires it: each set of
+    /// holders goes to `POST /manager-service-authority` as one `manager-service-maintenance`
+    /// `evict-family-principal` request for this instance, and a holder counts as evicted only
+    /// when the plane answers `verifiedGone: true` for it.
+    pub fn maintenance_evictor(&self) -> Evictor {
+        let url = self.d["url"].as_str().unwrap().to_owned();
+        let cap = self.d["cap"].as_str().map(str::to_owned);
+        let idp_token = self.space.idp_token("alice");
+        let mut base = self.envelope("prepare", "maintain00000000000000001");
+        base["kind"] = json!("manager-service-maintenance");
+        base["operation"] = json!("evict-family-principal");
+        base["targetInstanceId"] = json!(IID);
+        Box::new(move |holders: Vec<Principal>| {
+            let (url, cap, idp_token) = (url.clone(), cap.clone(), idp_token.clone());
+            let mut request = base.clone();
+            Box::pin(async move {
+                let names: Vec<String> = holders.iter().map(ToString::to_string).collect();
+                request["principals"] = json!(names);
+                let body = json!({"idpToken": idp_token, "request": request});
+                let (status, answer) = tokio::task::spawn_blocking(move || {
+                    post_to(&url, "/manager-service-authority", cap.as_deref(), &body)
+                })
+                .await
+                .unwrap();
+                let verdicts: Option<Vec<bool>> = (status == 200)
+                    .then(|| answer["evictions"].as_array())
+                    .flatten()
+                    .map(|a| a.iter().map(|e| e["verifiedGone"] == true).collect());
+                match verdicts {
+                    Some(v) if v.len() == names.len() => v,
+                    _ => {
+                        eprintln!(
+                            "the maintenance door did not evict {names:?}: {status} {answer}"
+                        );
+                        vec![false; names.len()]
+                    }
+                }
+            })
+        })
     }
 
     /// STAND-IN (the run driver writes its run's status; no driver runs here): the admin
@@ -621,28 +665,6 @@ impl Flow {
             .unwrap();
     }
 
-    /// STAND-IN (the manager process reports its own converged status over its `epr` rail; no
-    /// manager runs here): the admin connection writes the instance's `ready` status at the
-    /// epoch and spec revision its registration committed, through the core's status fence,
-    /// which makes the instance a manager-caller candidate (reference §3.10).
-    pub async fn report_ready(&self, registered: &Registered) {
-        let status = WriteStatus {
-            gate: manager_gate(),
-            endpoint: EndpointName::parse("manager").unwrap(),
-            instance: InstanceId::parse(IID).unwrap(),
-            epoch: registered.process_epoch,
-            status: json!({
-                "epoch": registered.process_epoch.0, "state": "ready",
-                "observedSpecRevision": registered.registration_revision.0,
-            }),
-            expected_status_revision: None,
-            supervisor: false,
-        };
-        drive(&mut Replay::new(status), &self.admin.space().unwrap())
-            .await
-            .unwrap();
-    }
-
     /// prepare → the supervisor connects and publishes the contract → the instance registers
     /// (epoch 0); returns the supervisor's connection and the closure digest.
     pub async fn prepared_and_registered(&self) -> (Holder, Digest) {
@@ -650,7 +672,6 @@ impl Flow {
         let (supervisor_jwt, _) = self.credential(&prepared, "supervisor", &self.keys[0]);
         let supervisor = self.connect(&supervisor_jwt, &self.keys[0]).await;
         let closure = self.publish_contract(&supervisor).await;
-        self.provision().await;
         self.register(&closure, 1).await;
         (supervisor, closure)
     }
