@@ -15,10 +15,12 @@ use crate::barrier::{self, FreezeToken};
 use crate::error::{EpError, ErrorCode};
 use crate::gate::{Coordinates, GateState, Generation, OpKind};
 use crate::issuance::{observe_gate, GateRef};
+use crate::ledger::CredState;
 use crate::machine::{Ctx, Halt, Liveness, Script};
 use crate::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
 use crate::registration::{complete_frozen_from_spec, evict_all, Completion, EVICT_PRINCIPALS_MAX};
 use crate::repair;
+use crate::wire::ObjectWriter;
 
 /// The operator command that runs [`ReconcileGate`] (`cotal-authd gate reconcile`).
 pub const RECONCILE_COMMAND: &str = "cotal-authd gate reconcile";
@@ -121,7 +123,8 @@ pub struct ReconcileReport {
     pub after: Coordinates,
     pub liveness: Liveness,
     pub family_rows: usize,
-    pub revoked: usize,
+    /// The credential ids of the rows this reconcile revoked (those active at enumeration).
+    pub revoked: Vec<String>,
     pub holders: Vec<Principal>,
     pub holders_verified_before_attempt: Vec<Principal>,
     pub holders_verified_this_attempt: Vec<Principal>,
@@ -129,6 +132,76 @@ pub struct ReconcileReport {
     pub completed_registration: bool,
     pub repair_cursor_cleanup: CursorCleanup,
     pub reopened_at_generation: Generation,
+}
+
+impl ReconcileReport {
+    /// The reference's `GateReconcileReport` as JSON, in its member order: the gate, the freeze
+    /// it finished, the coordinates before and after, the liveness that allowed it (always
+    /// `gone`, from a complete listing), the family and what was revoked and evicted.
+    /// `holdersRemaining` is empty: a reconcile that leaves a holder unverified refuses instead
+    /// of reporting.
+    pub fn to_reference_json(&self) -> String {
+        let coordinates = |c: &Coordinates| {
+            ObjectWriter::new()
+                .uint("generation", c.generation.0)
+                .uint("processEpoch", c.process_epoch.0)
+                .uint("registrationRevision", c.registration_revision.0)
+                .uint("nameAuthorityRevision", c.name_authority_revision.0)
+                .finish()
+        };
+        let names =
+            |ps: &[Principal]| -> Vec<String> { ps.iter().map(ToString::to_string).collect() };
+        let (holders, before, now) = (
+            names(&self.holders),
+            names(&self.holders_verified_before_attempt),
+            names(&self.holders_verified_this_attempt),
+        );
+        let liveness = ObjectWriter::new()
+            .string("state", liveness_word(self.liveness))
+            .string(
+                "detail",
+                "the servers' connection listing, complete on every server",
+            )
+            .finish();
+        ObjectWriter::new()
+            .string("endpoint", self.gate.endpoint.as_str())
+            .string("instanceId", self.gate.instance.as_str())
+            .string("holderPrincipal", &self.holder_principal.to_string())
+            .string("opId", self.op_id.as_str())
+            .uint("freezeToken", self.freeze_token.0 .0)
+            .raw("before", &coordinates(&self.before))
+            .raw("after", &coordinates(&self.after))
+            .raw("liveness", &liveness)
+            .uint("familyRows", self.family_rows as u64)
+            .strings("revoked", self.revoked.iter().map(String::as_str))
+            .strings("evicted", now.iter().map(String::as_str))
+            .strings("holders", holders.iter().map(String::as_str))
+            .strings(
+                "holdersVerifiedBeforeAttempt",
+                before.iter().map(String::as_str),
+            )
+            .strings("holdersVerifiedThisAttempt", now.iter().map(String::as_str))
+            .strings("holdersRemaining", std::iter::empty())
+            .string(
+                "repairCursorCleanup",
+                match self.repair_cursor_cleanup {
+                    CursorCleanup::Retained => "retained",
+                    CursorCleanup::None | CursorCleanup::Deleted => "deleted",
+                },
+            )
+            .uint("reopenedAtGeneration", self.reopened_at_generation.0)
+            .finish()
+    }
+}
+
+/// The wire word of a liveness verdict.
+pub fn liveness_word(liveness: Liveness) -> &'static str {
+    match liveness {
+        Liveness::Live => "live",
+        Liveness::Gone => "gone",
+        Liveness::Unknown => "unknown",
+        Liveness::Unestablishable => "unestablishable",
+    }
 }
 
 /// Reconciles one frozen registration gate.
@@ -227,7 +300,12 @@ impl Script for ReconcileGate {
             }
         }
         let family = barrier::enumerate_family(cx, gate)?;
-        let revoked = barrier::revoke_active(cx, &family)?;
+        barrier::revoke_active(cx, &family)?;
+        let revoked: Vec<String> = family
+            .iter()
+            .filter(|r| r.row.state() == CredState::Active)
+            .map(|r| r.row.credential_id().to_string())
+            .collect();
         let mut holders: Vec<Principal> = family
             .iter()
             .map(|r| r.row.holder_principal().clone())

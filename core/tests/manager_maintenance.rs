@@ -308,3 +308,65 @@ fn the_answer_echoes_the_request_then_one_result_per_principal_in_request_order(
         ErrorCode::Internal
     );
 }
+
+/// `reconcile-registration`'s answer: the echo, then the reconcile report in the reference's
+/// `GateReconcileReport` shape (a frozen registration whose holder is gone, reopened at the
+/// next generation, its active row revoked and both holders verified gone).
+#[test]
+fn a_reconcile_answer_carries_the_reference_report() {
+    let mut world = world_with_family(Gate::Frozen);
+    world.set_prober(Box::new(|_| cotal_core::machine::Liveness::Gone));
+    world.set_evictor(Box::new(|holders| vec![true; holders.len()]));
+    let raw = raw("reconcile-registration", IID, None);
+    let request = MaintenanceRequest::parse(&raw).unwrap();
+    let MaintenancePlan::Reconcile(gate) = authorize(&mut world, supervise(), &raw).unwrap() else {
+        panic!("a reconcile plan")
+    };
+    let report = run(&mut world, cotal_core::reconcile::ReconcileGate { gate }).unwrap();
+    let answer: Value =
+        serde_json::from_str(&request.reconcile_answer(&owner(), &report.to_reference_json()))
+            .unwrap();
+    assert_eq!(answer["owner"], OWNER);
+    assert_eq!(answer["targetInstanceId"], IID);
+    assert!(answer.get("principals").is_none());
+    let r = &answer["reconciliation"];
+    let keys: Vec<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "endpoint",
+            "instanceId",
+            "holderPrincipal",
+            "opId",
+            "freezeToken",
+            "before",
+            "after",
+            "liveness",
+            "familyRows",
+            "revoked",
+            "evicted",
+            "holders",
+            "holdersVerifiedBeforeAttempt",
+            "holdersVerifiedThisAttempt",
+            "holdersRemaining",
+            "repairCursorCleanup",
+            "reopenedAtGeneration"
+        ]
+    );
+    assert_eq!(r["endpoint"], "manager");
+    assert_eq!(r["instanceId"], IID);
+    assert_eq!(r["holderPrincipal"], format!("{OWNER}.manager_serve_{IID}"));
+    assert_eq!(r["liveness"]["state"], "gone");
+    assert_eq!(r["familyRows"], 1);
+    assert_eq!(r["revoked"], json!([format!("sha256-{}", "a".repeat(64))]));
+    assert_eq!(
+        r["holders"],
+        json!([goal_holder(), format!("{OWNER}.manager_serve_{IID}")])
+    );
+    assert_eq!(r["evicted"], r["holdersVerifiedThisAttempt"]);
+    assert_eq!(r["holdersRemaining"], json!([]));
+    assert_eq!(r["repairCursorCleanup"], "deleted");
+    let before = r["before"]["generation"].as_u64().unwrap();
+    assert_eq!(r["after"]["generation"].as_u64().unwrap(), before + 1);
+    assert_eq!(r["reopenedAtGeneration"], r["after"]["generation"]);
+}

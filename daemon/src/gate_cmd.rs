@@ -2,7 +2,7 @@
 //! the operator's liveness-guarded repair of one frozen registration gate.
 
 use cotal_core::issuance::{GateObservation, GateRef, ObserveGate};
-use cotal_core::machine::{Liveness, Replay};
+use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_core::reconcile::{ReconcileCondition, ReconcileGate, ReconcileReport};
 use cotal_core::registry::{ListGates, ListedGate};
@@ -207,6 +207,43 @@ pub enum Reconciled {
     LeftFrozen { found: String, why: String },
 }
 
+/// The reconciler's own short-lived connection for `gate`: the registration-executor rows of
+/// exactly that instance (`plane_grants::gate_reconcile`), self-minted from the trust root.
+/// Shared by `gate reconcile` and the manager maintenance door's `reconcile-registration`.
+pub async fn open_reconciler(
+    server: &str,
+    material: &cotal_core::trust::DaemonMaterial,
+    gate: &GateRef,
+) -> Result<AuthorityClient, String> {
+    let options = SpaceOptions {
+        create_missing: false,
+        replicas_as_found: true,
+        stores: StoreSet::of(&[Store::Auth, Store::Records]),
+        ..SpaceOptions::default()
+    };
+    let (space, endpoint, instance) = (
+        gate.space.clone(),
+        gate.endpoint.clone(),
+        gate.instance.clone(),
+    );
+    AuthorityClient::open(
+        server,
+        PlaneConnection::GateReconcile.label(&gate.space),
+        DataAccountSigner {
+            account: material.data_account().to_owned(),
+            signer: Arc::new(material.data_signing_key().clone()),
+        },
+        move |conn| {
+            plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
+        },
+        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+        gate.space.clone(),
+        options,
+    )
+    .await
+    .map_err(|e| e.message.clone())
+}
+
 /// Runs `gate reconcile`: the liveness-guarded repair of one frozen registration gate
 /// ([`ReconcileGate`]: F14, F16, F52, F53, F68), with the servers' own connection listing as
 /// the oracle and the system account's kick as the evictor. It never reopens over a live or
@@ -218,33 +255,7 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
         args.endpoint.clone(),
         args.instance.clone(),
     );
-    let options = SpaceOptions {
-        create_missing: false,
-        replicas_as_found: true,
-        stores: StoreSet::of(&[Store::Auth, Store::Records]),
-        ..SpaceOptions::default()
-    };
-    let (space, endpoint, instance) = (
-        args.space.clone(),
-        args.endpoint.clone(),
-        args.instance.clone(),
-    );
-    let client = AuthorityClient::open(
-        &args.server,
-        PlaneConnection::GateReconcile.label(&args.space),
-        DataAccountSigner {
-            account: material.data_account().to_owned(),
-            signer: Arc::new(material.data_signing_key().clone()),
-        },
-        move |conn| {
-            plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
-        },
-        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
-        args.space.clone(),
-        options,
-    )
-    .await
-    .map_err(|e| e.message.clone())?;
+    let client = open_reconciler(&args.server, &material, &gate).await?;
     let oracle = Arc::new(Oracle::new(
         &args.server,
         material.system_user().creds(),
@@ -353,7 +364,7 @@ fn report_text(r: &ReconcileReport, found: &[String]) -> String {
     lines.push(format!(
         "did: revoked {} of {} credential row(s); verified {} holder(s) gone ({} already by an \
          earlier attempt)",
-        r.revoked,
+        r.revoked.len(),
         r.family_rows,
         r.holders.len(),
         r.holders_verified_before_attempt.len()
@@ -387,14 +398,9 @@ fn report_json(r: &ReconcileReport, found: &[String], after: Option<&Value>) -> 
         "opId": r.op_id.as_str(),
         "holderPrincipal": r.holder_principal.to_string(),
         "freezeToken": r.freeze_token.0 .0,
-        "liveness": match r.liveness {
-            Liveness::Live => "live",
-            Liveness::Gone => "gone",
-            Liveness::Unknown => "unknown",
-            Liveness::Unestablishable => "unestablishable",
-        },
+        "liveness": cotal_core::reconcile::liveness_word(r.liveness),
         "familyRows": r.family_rows,
-        "revoked": r.revoked,
+        "revoked": r.revoked.len(),
         "holders": r.holders.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "completedRegistration": r.completed_registration,
         "before": coordinates(&r.before),

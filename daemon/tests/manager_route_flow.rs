@@ -467,3 +467,77 @@ async fn a_restart_over_a_live_family_evicts_through_the_maintenance_door() {
         "the restart revoked the family"
     );
 }
+
+/// STAND-IN for a registration that died after its freeze (the admin connection freezes the
+/// gate under a registration op no process runs): the gate stays frozen under that op.
+async fn freeze_by_a_dead_registration(f: &Flow) {
+    use cotal_core::gate::GateOp;
+    use cotal_core::issuance::observe_gate;
+    use cotal_core::kv::{KvOutcome, KvRequest, Store};
+    use cotal_core::machine::{script, Replay};
+    use cotal_core::names::OpId;
+    let bound = f.admin.space().unwrap();
+    let gate = manager_gate();
+    let observed = cotal_io_nats::drive(
+        &mut Replay::new(script(move |cx| observe_gate(cx, &gate))),
+        &bound,
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let frozen = observed
+        .gate
+        .frozen(GateOp::registration(OpId::mint([99; 20])))
+        .unwrap();
+    let written = bound
+        .execute(&KvRequest::Update {
+            store: Store::Auth,
+            key: manager_gate().key(),
+            value: frozen.to_bytes(),
+            expected: observed.revision,
+        })
+        .await;
+    assert!(matches!(written, KvOutcome::Written(_)), "{written:?}");
+}
+
+fn reconcile_request(f: &Flow, rid: &str) -> serde_json::Value {
+    let mut r = f.envelope("prepare", rid);
+    r["kind"] = json!("manager-service-maintenance");
+    r["operation"] = json!("reconcile-registration");
+    r["targetInstanceId"] = json!(IID);
+    r
+}
+
+/// `reconcile-registration` through the door: a frozen registration whose freeze holder is
+/// live is refused and left frozen (F52); once the holder is gone it is reopened at the next
+/// generation with the reference's report, and the manager registers again over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_registration_is_reconciled_through_the_maintenance_door() {
+    let f = Flow::new().await;
+    let (_supervisor, closure) = f.prepared_and_registered().await;
+    let activated = f.granted(&f.activate_request("activate000000000000001"));
+    let (serve_jwt, _) = f.credential(&activated, "serve", &f.keys[2]);
+    let serving = f.connect(&serve_jwt, &f.keys[2]).await;
+    serving.client.flush().await.unwrap();
+
+    freeze_by_a_dead_registration(&f).await;
+    f.refused(
+        &reconcile_request(&f, "reconcile00000000000000001"),
+        "ALIVE",
+    );
+    assert_eq!(f.gate().await.state(), GateState::Frozen);
+
+    serving.client.drain().await.unwrap();
+    let before = f.gate().await.generation().0;
+    let answer = f.granted(&reconcile_request(&f, "reconcile00000000000000002"));
+    let r = &answer["reconciliation"];
+    assert_eq!(r["liveness"]["state"], "gone", "{answer}");
+    assert_eq!(r["instanceId"], IID);
+    assert_eq!(r["after"]["generation"], json!(before + 1));
+    assert_eq!(r["holdersRemaining"], json!([]));
+    assert_eq!(f.gate().await.state(), GateState::Open);
+    assert!(f.active().await.is_empty(), "the family was revoked");
+
+    let registered = f.register(&closure, 2).await;
+    assert_eq!(registered.process_epoch.0, 1);
+}

@@ -21,6 +21,7 @@ use cotal_core::enrollment::{
     PrepareRetirementRequest, ENROLLMENT_KIND, PREPARE_RETIREMENT_KIND,
 };
 use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::issuance::GateRef;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
@@ -29,6 +30,7 @@ use cotal_core::manager::{
     ManagerHost, Supervisor, MAINTENANCE_KIND,
 };
 use cotal_core::names::{ActorToken, SpaceName};
+use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
@@ -59,6 +61,8 @@ pub(super) struct ManagerRoute {
     /// The servers' listing and kick (sparing the plane's own connections): the maintenance
     /// door's verified eviction.
     pub(super) oracle: Arc<Oracle>,
+    /// The servers, for the reconciler's own connection.
+    pub(super) server: String,
     /// Agents' mailboxes, created and removed as real JetStream consumers.
     pub(super) durables: Arc<NatsDurables>,
     /// Run admission and attempts.
@@ -251,15 +255,33 @@ impl ManagerRoute {
                 request.eviction_answer(&owner, &evidence)?
             }
             MaintenancePlan::Reconcile(gate) => {
-                return Err(unimplemented(&format!(
-                    "manager-service maintenance reconcile-registration of {} is not served by \
-                     this plane yet; the operator reconciles it with {}",
-                    gate.key(),
-                    cotal_core::reconcile::remedy(&gate.space, &gate.endpoint, &gate.instance)
-                )))
+                let report = self.reconcile(&gate).await?;
+                request.reconcile_answer(&owner, &report.to_reference_json())
             }
         };
         json_of(&answer)
+    }
+
+    /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
+    /// (F52, F53, F68), on its own short-lived connection scoped to the target gate, with the
+    /// plane's oracle as prober and evictor. A refusal (holder alive or unknown, eviction
+    /// unverified, raced) leaves the gate frozen and answers its sentence.
+    async fn reconcile(&self, gate: &GateRef) -> Result<ReconcileReport, EpError> {
+        let client = crate::gate_cmd::open_reconciler(&self.server, &self.material, gate)
+            .await
+            .map_err(EpError::unavailable)?;
+        let result = async {
+            let bound = client.space()?;
+            let mut world = NatsWorld::new(&bound);
+            world.set_prober(self.oracle.prober());
+            world.set_evictor(self.oracle.evictor());
+            world
+                .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
+                .await
+        }
+        .await;
+        let _ = client.close().await;
+        result
     }
 
     /// The host, with the public face's exchange URL once that face is bound (enrolled agents

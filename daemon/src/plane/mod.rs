@@ -671,6 +671,7 @@ fn doors(
             public_exchange: Arc::clone(public_exchange),
             connections: connections::PlaneLink::to(connections),
             oracle: retirements.oracle(),
+            server: inputs.server.clone(),
             durables: Arc::new(NatsDurables::new(
                 &inputs.server,
                 inputs.space.clone(),
