@@ -26,6 +26,7 @@ fi
 
 echo "== oidc-provider for the real-IdP test"
 scripts/oidc-provider.sh >/dev/null
+scripts/nats-js.sh >/dev/null  # the NATS JS client libraries of the reference-client test
 
 fuzz_seconds="${FUZZ_SECONDS:-10}"
 if [ "$fuzz_seconds" != "0" ]; then
