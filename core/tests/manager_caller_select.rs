@@ -23,17 +23,18 @@ use cotal_core::gate::ProcessEpoch;
 use cotal_core::kv::model::{Fault, Trigger};
 use cotal_core::kv::{KvOp, Revision, Store};
 use cotal_core::manager::{
-    AuthorizeManagerCaller, ManagerCallerVerdict, SelectManagerInstance, Verdict,
+    AuthorizeManagerCaller, LocalManager, ManagerCallerVerdict, SelectManagerInstance, Verdict,
     MANAGER_GATE_PREFIX,
 };
-use cotal_core::names::InstanceId;
+use cotal_core::names::{InstanceId, Principal};
 use cotal_core::service::WriteStatus;
 use cotal_core::{EpError, ErrorCode};
+use nkeys::KeyPairType;
 use serde_json::json;
 
 use common::run;
 use manager_fixture::*;
-use renewal_support::{manager_gate, register, FOREIGN_OWNER, OWNER};
+use renewal_support::{key, manager_gate, register, FOREIGN_OWNER, OWNER};
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -51,6 +52,7 @@ fn verdict_for(world: &mut ModelWorld, owner: &str, instance: &str) -> Result<Ve
         ManagerCallerVerdict {
             space: space(),
             owner: owner_token(owner),
+            local: None,
             instance: iid(instance),
         },
     )
@@ -62,6 +64,7 @@ fn select(world: &mut ModelWorld, requested: Option<&str>) -> Result<InstanceId,
         SelectManagerInstance {
             space: space(),
             owner: owner_token(OWNER),
+            local: None,
             requested: requested.map(iid),
         },
     )
@@ -73,6 +76,7 @@ fn authorize(world: &mut ModelWorld, instance: &str) -> Result<(), EpError> {
         AuthorizeManagerCaller {
             space: space(),
             owner: owner_token(OWNER),
+            local: None,
             instance: iid(instance),
         },
     )
@@ -118,8 +122,8 @@ fn the_listing_prefix_is_the_manager_gate_keys_prefix() {
 // ---- cell: "no manager candidate" ------------------------------------------------------------
 
 /// Cell "no manager candidate": with no manager gate at all, and with only another owner's
-/// live manager, the selection refuses "found no manager candidate for owner X" — there is no
-/// local manager to fall back to.
+/// live manager, the selection refuses "found no manager candidate for owner X" when no local
+/// manager is persisted either.
 #[test]
 fn no_manager_candidate_for_an_owner_without_a_manager_gate() {
     let mut w = world();
@@ -453,6 +457,7 @@ fn the_permission_mint_re_checks_the_verdict_the_exchange_selected_on() {
         AuthorizeManagerCaller {
             space: space(),
             owner: owner_token(FOREIGN_OWNER),
+            local: None,
             instance: iid(A),
         },
     ));
@@ -545,4 +550,92 @@ fn round_trips_stay_at_the_documented_counts() {
     let served = w.kv.requests_served();
     select(&mut w, None).unwrap();
     assert_eq!(w.kv.requests_served() - served, 1 + 2 + 2);
+}
+
+// ---- the co-located local manager ------------------------------------------------------------
+
+/// The workspace's own manager `instance`: its gate records `local.<serve nkey>`, its spec
+/// names owner `local`, and it serves at the gate's coordinates.
+fn put_local(world: &mut ModelWorld, instance: &str, state: Gate) -> LocalManager {
+    let serve = format!("local.{}", key(KeyPairType::User, 77).public_key());
+    let revision = put_spec(world, instance, "local");
+    put_gate_for(world, instance, &serve, revision.0, state);
+    put_status(world, instance, EPOCH, revision.0);
+    LocalManager {
+        instance: iid(instance),
+        serve: Principal::parse(&serve).unwrap(),
+    }
+}
+
+fn select_with(
+    world: &mut ModelWorld,
+    local: &LocalManager,
+    requested: Option<&str>,
+) -> Result<InstanceId, EpError> {
+    run(
+        world,
+        SelectManagerInstance {
+            space: space(),
+            owner: owner_token(OWNER),
+            local: Some(local.clone()),
+            requested: requested.map(iid),
+        },
+    )
+}
+
+/// Reference cell "local manager fallback": an owner with no remote manager gate is given the
+/// workspace's own serving manager, and the callout's re-check admits it.
+#[test]
+fn local_manager_fallback_for_an_owner_without_a_remote_manager() {
+    let mut w = world();
+    let local = put_local(&mut w, C, Gate::Open);
+    assert_eq!(select_with(&mut w, &local, None).unwrap(), iid(C));
+    assert_eq!(select_with(&mut w, &local, Some(C)).unwrap(), iid(C));
+    run(
+        &mut w,
+        AuthorizeManagerCaller {
+            space: space(),
+            owner: owner_token(OWNER),
+            local: Some(local.clone()),
+            instance: iid(C),
+        },
+    )
+    .unwrap();
+    // Without the persisted identity the same gate is nobody's manager for this owner.
+    let (code, message) = refused(select(&mut w, None));
+    assert_eq!(code, ErrorCode::FailedPrecondition, "{message}");
+    assert_eq!(verdict_of(&mut w, C), Verdict::NotThisOwners);
+}
+
+/// Reference cell "one live remote beats local": a live remote manager of the owner is chosen
+/// over the local one; a remote mid-restart (frozen) refuses `unavailable` instead of falling
+/// through to the local manager.
+#[test]
+fn one_live_remote_beats_local_and_a_restarting_remote_never_falls_through() {
+    let mut w = world();
+    let local = put_local(&mut w, C, Gate::Open);
+    put_manager(&mut w, A, OWNER, Gate::Open);
+    assert_eq!(select_with(&mut w, &local, None).unwrap(), iid(A));
+    put_manager(&mut w, A, OWNER, Gate::Frozen);
+    let (code, message) = refused(select_with(&mut w, &local, None));
+    assert_eq!(code, ErrorCode::Unavailable, "{message}");
+}
+
+/// The local manager's records must name owner `local` and serve at its gate's coordinates: a
+/// gate recording its serve principal over a spec of another owner is not registered, and a
+/// frozen local gate is not open; neither is picked.
+#[test]
+fn a_local_manager_not_serving_its_registration_is_no_fallback() {
+    let mut w = world();
+    let local = put_local(&mut w, C, Gate::Open);
+    put_spec(&mut w, C, OWNER);
+    let (code, _) = refused(select_with(&mut w, &local, None));
+    assert_eq!(code, ErrorCode::FailedPrecondition);
+    let (_, message) = refused(select_with(&mut w, &local, Some(C)));
+    assert!(message.contains("is not registered"), "{message}");
+
+    let mut frozen = world();
+    let local = put_local(&mut frozen, C, Gate::Frozen);
+    let (_, message) = refused(select_with(&mut frozen, &local, Some(C)));
+    assert!(message.contains("is not open"), "{message}");
 }

@@ -15,6 +15,9 @@
 //! * `<root>/space.<hex>/high-water.json` — `{"ver":1,"gates":{"<gate key>":{"revision",
 //!   "processEpoch","generation"}}}`, the highest coordinates this state dir saw of its gate,
 //!   so a start notices a store that rolled back underneath it (`cotal_core::rollback`).
+//! * `<root>/auth/manager-instance.<hex>.json` — read only: the workspace's own manager's
+//!   persisted identity `{"instanceId","serveIdentity":{"id","seed"}}` as the reference's
+//!   manager writes it, which makes that instance a manager-caller candidate (§3.10).
 //! * `<root>/space.<hex>/auth-registration.lock` — held (`flock`) by the one start registering:
 //!   while a start holds it, the recorded operation has a live executor and nobody else runs it;
 //!   the kernel drops it when that process dies, which is the proof a resume needs.
@@ -27,7 +30,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cotal_core::kv::Revision;
-use cotal_core::names::{InstanceId, OpId, SpaceName};
+use cotal_core::manager::{LocalManager, UserKey};
+use cotal_core::names::{InstanceId, OpId, Principal, SpaceName};
 use cotal_core::rollback::Mark;
 use cotal_io_fs::trust;
 use nkeys::KeyPair;
@@ -541,6 +545,55 @@ pub fn redacted(url: &str) -> String {
         .join(",")
 }
 
+/// Where the workspace's own manager persists its identity for `space` (the reference's
+/// `manager-instance.<hex(space)>.json` in the auth dir).
+pub fn local_manager_path(root: &Path, space: &SpaceName) -> PathBuf {
+    // The space's hex spelling, as its state-dir segment `space.<hex>` carries it.
+    let segment = trust::space_segment(space);
+    let hex = segment.strip_prefix("space.").unwrap_or(&segment);
+    root.join("auth")
+        .join(format!("manager-instance.{hex}.json"))
+}
+
+/// The workspace's own manager, when its identity file exists: its instance id and the gate
+/// principal `local.<serve nkey>`. The seed the file also holds is not kept. A file that is a
+/// symlink, not a regular file, or malformed is an error naming it, never "no local manager":
+/// the reference refuses to mint over a malformed identity, and so does a selection here.
+pub fn load_local_manager(path: &Path) -> Result<Option<LocalManager>, String> {
+    let shown = path.display();
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(format!(
+                "the local manager identity {shown} is unreadable: {e}"
+            ))
+        }
+    };
+    if !meta.file_type().is_file() {
+        return Err(format!(
+            "the local manager identity {shown} is not a regular file; refusing it"
+        ));
+    }
+    let bytes = fs::read(path)
+        .map_err(|e| format!("the local manager identity {shown} is unreadable: {e}"))?;
+    let malformed = |why: &str| format!("the local manager identity {shown} is malformed: {why}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| malformed(&e.to_string()))?;
+    let instance = doc
+        .get("instanceId")
+        .and_then(serde_json::Value::as_str)
+        .and_then(|s| InstanceId::parse(s).ok())
+        .ok_or_else(|| malformed("instanceId is not a lifecycle token"))?;
+    let serve = doc
+        .pointer("/serveIdentity/id")
+        .and_then(serde_json::Value::as_str)
+        .and_then(UserKey::parse)
+        .ok_or_else(|| malformed("serveIdentity.id is not a user nkey"))?;
+    let serve = Principal::parse(&format!("local.{serve}")).map_err(|e| malformed(&e.message))?;
+    Ok(Some(LocalManager { instance, serve }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -552,5 +605,31 @@ mod tests {
             "nats://a:4222,nats://b:4222"
         );
         assert_eq!(redacted("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+    }
+
+    #[test]
+    fn the_local_manager_identity_is_read_fail_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let space = SpaceName::parse("demo").unwrap();
+        let path = local_manager_path(dir.path(), &space);
+        assert!(path.ends_with("auth/manager-instance.64656d6f.json"));
+        assert_eq!(load_local_manager(&path).unwrap(), None);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let serve = "U".to_owned() + &"A".repeat(55);
+        let doc = serde_json::json!({"instanceId": "llllllllllllllllllllllllll",
+            "serveIdentity": {"id": serve, "seed": "SU..."}});
+        fs::write(&path, doc.to_string()).unwrap();
+        let local = load_local_manager(&path).unwrap().unwrap();
+        assert_eq!(local.instance.as_str(), "llllllllllllllllllllllllll");
+        assert_eq!(local.serve.to_string(), format!("local.{serve}"));
+        fs::write(&path, "{\"instanceId\": \"x\"}").unwrap();
+        let e = load_local_manager(&path).unwrap_err();
+        assert!(e.contains("is malformed"), "{e}");
+        fs::remove_file(&path).unwrap();
+        let elsewhere = dir.path().join("elsewhere.json");
+        fs::write(&elsewhere, doc.to_string()).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        let e = load_local_manager(&path).unwrap_err();
+        assert!(e.contains("not a regular file"), "{e}");
     }
 }

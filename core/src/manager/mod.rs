@@ -40,8 +40,8 @@ pub use request::{
     Retirement, RetirementTarget, RunFence, SessionGrant,
 };
 pub use select::{
-    manager_verdict, AuthorizeManagerCaller, ManagerCallerVerdict, SelectManagerInstance, Verdict,
-    MANAGER_GATE_PREFIX,
+    manager_verdict, AuthorizeManagerCaller, LocalManager, ManagerCallerVerdict,
+    SelectManagerInstance, Verdict, MANAGER_GATE_PREFIX,
 };
 pub use tokens::{AccountKey, RegistrationProof, RequestId, UserKey};
 

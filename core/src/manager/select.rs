@@ -4,13 +4,13 @@
 //! connection's permissions (§8.4, [`AuthorizeManagerCaller`]). A bearer outlives the decision it
 //! was minted on, so the callout never trusts the instance the bearer names: it re-reads.
 //!
-//! **No co-located local manager.** The reference also accepts a manager running inside the
-//! auth service itself (gate principal `local.<serve nkey>` of a persisted local identity, spec
-//! owner `local`) and falls back to it when no remote manager is live. This authority plane runs
-//! no manager of its own, so it has neither that arm nor the local-identity file: the only
-//! candidates are remote managers, whose gate records `<owner>.manager_serve_<iid>`, and where
-//! the reference would fall back to the local candidate the selection refuses "found no manager
-//! candidate for owner X".
+//! **The co-located local manager.** Besides remote managers (gate principal
+//! `<owner>.manager_serve_<iid>`, spec owner `<owner>`), the reference accepts the workspace's
+//! own manager: the instance whose identity is persisted beside the plane's state
+//! ([`LocalManager`], re-read by the caller at every selection), whose gate records
+//! `local.<serve nkey>` and whose spec names owner `local`. It is a candidate for any owner's
+//! caller, and the selection falls back to it only when the owner has no remote manager gate at
+//! all: a remote manager mid-restart never lets a caller fall through to the local one.
 //!
 //! Every decision is a fresh leader-served read (F7) of `epgate.manager.<iid>` and the
 //! instance's `svc` records, never a cached view. Such a read is not a fence (F6): the verdict
@@ -29,6 +29,27 @@ use crate::names::{keys, ActorToken, EndpointName, InstanceId, OwnerToken, Princ
 use crate::service::{read_record, RecordRead, ServiceSpec, ServiceStatus};
 
 use super::envelope::ManagerActors;
+
+/// The workspace's own manager instance, as its persisted identity names it: the instance id
+/// and the gate principal `local.<serve nkey>` its registration provisions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalManager {
+    pub instance: InstanceId,
+    /// `local.<serve nkey>`.
+    pub serve: Principal,
+}
+
+/// The spec owner of the local manager's registration.
+pub const LOCAL_OWNER: &str = "local";
+
+/// Whose manager a gate is, to one owner's caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arm {
+    /// The owner's own remote manager.
+    Remote,
+    /// The workspace's co-located manager.
+    Local,
+}
 
 /// Every manager gate of a space's auth bucket: `epgate.<token of "manager">.`, with the
 /// trailing dot so no sibling endpoint whose token merely starts with `manager` is listed. The
@@ -172,32 +193,55 @@ fn verdict(
     cx: &mut Ctx<'_>,
     space: &SpaceName,
     owner: &OwnerToken,
+    local: Option<&LocalManager>,
     instance: &InstanceId,
 ) -> Result<Verdict, Halt> {
-    Ok(manager_verdict(cx, space, owner, instance)?.0)
+    Ok(judge(cx, space, owner, local, instance)?.0)
 }
 
 /// [`verdict`], with the process epoch the gate read runs at when there is a gate: what a
-/// session's serving check compares the session's epoch with.
+/// session's serving check compares the session's epoch with. Remote managers only.
 pub fn manager_verdict(
     cx: &mut Ctx<'_>,
     space: &SpaceName,
     owner: &OwnerToken,
     instance: &InstanceId,
 ) -> Result<(Verdict, Option<ProcessEpoch>), Halt> {
+    let (verdict, epoch, _) = judge(cx, space, owner, None, instance)?;
+    Ok((verdict, epoch))
+}
+
+/// Reads gate `instance` fresh and judges it for `owner`'s caller: this owner's remote
+/// manager, or (when `local` names this instance) the workspace's own manager, whose gate
+/// records `local.<serve nkey>` and whose spec names owner `local`. Returns the arm that owns
+/// it (`None` when it is neither). KV round trips: 1–3.
+fn judge(
+    cx: &mut Ctx<'_>,
+    space: &SpaceName,
+    owner: &OwnerToken,
+    local: Option<&LocalManager>,
+    instance: &InstanceId,
+) -> Result<(Verdict, Option<ProcessEpoch>, Option<Arm>), Halt> {
     let gate = manager_gate(space, instance)?;
     let Some(observed) = observe_gate(cx, &gate)? else {
-        return Ok((Verdict::Unknown, None));
+        return Ok((Verdict::Unknown, None, None));
     };
     let row = &observed.gate;
     let epoch = Some(row.process_epoch());
-    if !owned_by(row, owner, instance)? {
-        return Ok((Verdict::NotThisOwners, epoch));
-    }
+    let (arm, spec_owner) = if owned_by(row, owner, instance)? {
+        (Arm::Remote, owner.clone())
+    } else if local.is_some_and(|l| l.instance == *instance && *row.principal() == l.serve) {
+        (
+            Arm::Local,
+            OwnerToken::parse(LOCAL_OWNER).map_err(EpError::stored)?,
+        )
+    } else {
+        return Ok((Verdict::NotThisOwners, epoch, None));
+    };
     if row.state() != GateState::Open {
-        return Ok((Verdict::NotOpen, epoch));
+        return Ok((Verdict::NotOpen, epoch, Some(arm)));
     }
-    Ok((registration(cx, owner, &gate, row)?, epoch))
+    Ok((registration(cx, &spec_owner, &gate, row)?, epoch, Some(arm)))
 }
 
 /// `managerGate(owner, iid)` (§3.10): the [`Verdict`] on manager instance `instance` for
@@ -208,13 +252,21 @@ pub fn manager_verdict(
 pub struct ManagerCallerVerdict {
     pub space: SpaceName,
     pub owner: OwnerToken,
+    /// The workspace's own manager, when one is persisted.
+    pub local: Option<LocalManager>,
     pub instance: InstanceId,
 }
 
 impl Script for ManagerCallerVerdict {
     type Output = Verdict;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Verdict, Halt> {
-        verdict(cx, &self.space, &self.owner, &self.instance)
+        verdict(
+            cx,
+            &self.space,
+            &self.owner,
+            self.local.as_ref(),
+            &self.instance,
+        )
     }
 }
 
@@ -228,13 +280,21 @@ impl Script for ManagerCallerVerdict {
 pub struct AuthorizeManagerCaller {
     pub space: SpaceName,
     pub owner: OwnerToken,
+    /// The workspace's own manager, when one is persisted (re-read for every connect).
+    pub local: Option<LocalManager>,
     pub instance: InstanceId,
 }
 
 impl Script for AuthorizeManagerCaller {
     type Output = ();
     fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
-        let verdict = verdict(cx, &self.space, &self.owner, &self.instance)?;
+        let verdict = verdict(
+            cx,
+            &self.space,
+            &self.owner,
+            self.local.as_ref(),
+            &self.instance,
+        )?;
         Ok(verdict.require_candidate(&self.instance, " at the permission mint")?)
     }
 }
@@ -261,6 +321,8 @@ impl Script for AuthorizeManagerCaller {
 pub struct SelectManagerInstance {
     pub space: SpaceName,
     pub owner: OwnerToken,
+    /// The workspace's own manager, when one is persisted (re-read for every selection).
+    pub local: Option<LocalManager>,
     pub requested: Option<InstanceId>,
 }
 
@@ -270,7 +332,8 @@ impl Script for SelectManagerInstance {
     fn run(&self, cx: &mut Ctx<'_>) -> Result<InstanceId, Halt> {
         let owner = &self.owner;
         if let Some(instance) = &self.requested {
-            verdict(cx, &self.space, owner, instance)?.require_candidate(instance, "")?;
+            verdict(cx, &self.space, owner, self.local.as_ref(), instance)?
+                .require_candidate(instance, "")?;
             return Ok(instance.clone());
         }
         let listed = match cx.keys(Store::Auth, MANAGER_GATE_PREFIX)? {
@@ -291,15 +354,22 @@ impl Script for SelectManagerInstance {
             .map_err(EpError::stored)?;
         // One memoized iteration per gate, so a space with many managers replays linearly.
         let verdicts = cx.each(&instances, |cx, instance| {
-            verdict(cx, &self.space, owner, instance)
+            let (verdict, _, arm) = judge(cx, &self.space, owner, self.local.as_ref(), instance)?;
+            Ok((verdict, arm))
         })?;
         // A gate gone since the listing reads `unknown` and, like another owner's, is not
-        // this owner's.
+        // this owner's; the local manager's gate is not a remote one.
         let owned: Vec<(&InstanceId, Verdict)> = instances
             .iter()
-            .zip(verdicts.iter().map(|verdict| **verdict))
-            .filter(|(_, verdict)| verdict.is_this_owners())
+            .zip(verdicts.iter().map(|judged| **judged))
+            .filter(|(_, (verdict, arm))| verdict.is_this_owners() && *arm == Some(Arm::Remote))
+            .map(|(instance, (verdict, _))| (instance, verdict))
             .collect();
+        let local = instances
+            .iter()
+            .zip(verdicts.iter().map(|judged| **judged))
+            .find(|(_, judged)| *judged == (Verdict::Candidate, Some(Arm::Local)))
+            .map(|(instance, _)| instance);
         let live: Vec<&InstanceId> = owned
             .iter()
             .filter(|(_, verdict)| *verdict == Verdict::Candidate)
@@ -307,11 +377,15 @@ impl Script for SelectManagerInstance {
             .collect();
         match (live.as_slice(), owned.is_empty()) {
             ([one], _) => Ok((*one).clone()),
-            ([], true) => Err(EpError::failed_precondition(format!(
-                "manager-caller selection found no manager candidate for owner {owner} - no \
-                 manager gate records its serve principal; register a remote manager first"
-            ))
-            .into()),
+            ([], true) => match local {
+                Some(local) => Ok(local.clone()),
+                None => Err(EpError::failed_precondition(format!(
+                    "manager-caller selection found no manager candidate for owner {owner} - no \
+                     manager gate records its serve principal and the workspace's own manager \
+                     is not serving; register a manager first"
+                ))
+                .into()),
+            },
             ([], false) => Err(EpError::unavailable(format!(
                 "owner {owner}'s remote manager instances are unavailable: none of {} is open \
                  and serving its current registration - retry once one is, or pass \

@@ -9,7 +9,7 @@ use cotal_core::error::EpError;
 use cotal_core::issued::{IssueManagerCaller, IssuedGeneration};
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::manager::{AuthorizeManagerCaller, SelectManagerInstance};
+use cotal_core::manager::{AuthorizeManagerCaller, LocalManager, SelectManagerInstance};
 use cotal_core::names::{InstanceId, OwnerToken, SpaceName};
 use cotal_core::profiles::{manager_caller, ManagerCallerBinding, Profile};
 use cotal_io_fs::FileActors;
@@ -22,6 +22,9 @@ use crate::state;
 #[derive(Debug, Clone)]
 pub(super) struct ManagerCallers {
     pub(super) space: SpaceName,
+    /// Where the workspace's own manager persists its identity, re-read at every selection and
+    /// re-check (§3.10).
+    pub(super) local_identity: std::path::PathBuf,
     pub(super) connections: PlaneLink,
     pub(super) ledger: FileActors,
 }
@@ -29,14 +32,21 @@ pub(super) struct ManagerCallers {
 impl ManagerCallers {
     pub(super) fn new(
         space: &SpaceName,
+        root: &std::path::Path,
         connections: &Arc<Connections>,
         ledger: FileActors,
     ) -> ManagerCallers {
         ManagerCallers {
             space: space.clone(),
+            local_identity: state::local_manager_path(root, space),
             connections: PlaneLink::to(connections),
             ledger,
         }
+    }
+
+    /// The workspace's own manager, read fresh (a malformed identity refuses, `internal`).
+    fn local(&self) -> Result<Option<LocalManager>, EpError> {
+        state::load_local_manager(&self.local_identity).map_err(EpError::internal)
     }
 
     /// §3.10: the owner's one live remote manager instance, or the requested one if it is a
@@ -57,6 +67,7 @@ impl ManagerCallers {
         let select = SelectManagerInstance {
             space: self.space.clone(),
             owner: owner.clone(),
+            local: self.local()?,
             requested,
         };
         world.run(&mut Replay::new(select)).await
@@ -73,6 +84,7 @@ impl ManagerCallers {
         let check = AuthorizeManagerCaller {
             space: self.space.clone(),
             owner: owner.clone(),
+            local: self.local()?,
             instance: instance.clone(),
         };
         NatsWorld::new(&bound).run(&mut Replay::new(check)).await

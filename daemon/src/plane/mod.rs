@@ -656,6 +656,7 @@ fn doors(
             roots: roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
             callers: manager_caller::ManagerCallers::new(
                 &inputs.space,
+                &inputs.root,
                 connections,
                 ledger.clone(),
             ),
@@ -718,7 +719,12 @@ async fn serve_callout(
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
-        callers: manager_caller::ManagerCallers::new(&inputs.space, connections, ledger.clone()),
+        callers: manager_caller::ManagerCallers::new(
+            &inputs.space,
+            &inputs.root,
+            connections,
+            ledger.clone(),
+        ),
         sessions: session_caller::SessionCallers::new(&inputs.space, connections),
         ledger,
         connections: connections::PlaneLink::to(connections),
