@@ -541,3 +541,82 @@ async fn a_dead_registration_is_reconciled_through_the_maintenance_door() {
     let registered = f.register(&closure, 2).await;
     assert_eq!(registered.process_epoch.0, 1);
 }
+
+/// A remote manager's life end to end, built only from what the plane hands out — the executor
+/// `prepare` issues and the doors it serves: prepare → its own registration (epoch 0) →
+/// activate → renew → a restart over its live family (eviction through the maintenance door,
+/// epoch 1) → renew at epoch 1 → retire. After each step the credential it returned connects
+/// to the real server; the restart kicks the previous serve connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_manager_registers_activates_renews_restarts_and_retires() {
+    let f = Flow::new().await;
+    let (_supervisor, closure) = f.prepared_and_registered().await;
+    assert_eq!(f.gate().await.process_epoch().0, 0);
+
+    let activated = f.granted(&f.activate_request("activate000000000000001"));
+    let proof0 = activated["nextRegistrationProof"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (serve, _) = f.credential(&activated, "serve", &f.keys[2]);
+    let serving = f.connect(&serve, &f.keys[2]).await;
+    serving.client.flush().await.unwrap();
+
+    let renewed = f.granted(&f.renewal(
+        "renewStandingBundle",
+        "standing0000000000000001",
+        &proof0,
+        0,
+    ));
+    let (serve, _) = f.credential(&renewed, "serve", &f.keys[2]);
+    f.connect(&serve, &f.keys[2]).await;
+
+    // The restart: the family's holders (the serve connections above) are evicted through the
+    // maintenance door before the epoch advances.
+    let registered = f.register(&closure, 2).await;
+    assert_eq!(registered.process_epoch.0, 1);
+    let deadline = std::time::Instant::now() + READY_TIMEOUT;
+    while serving.client.connection_state() == async_nats::connection::State::Connected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restart did not evict the previous serve connection"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+
+    // Re-activate in a later second (the goal-writer and session-ledger ids are JWT digests).
+    let (_, first_goal) = f.credential(&activated, "goalWriter", &f.keys[3]);
+    while now_secs() <= first_goal.iat.0 {
+        tokio::time::sleep(POLL).await;
+    }
+    let again = f.granted(&f.activate_request("activate000000000000002"));
+    let proof1 = again["nextRegistrationProof"].as_str().unwrap().to_owned();
+    let renewed = f.granted(&f.renewal(
+        "renewStandingBundle",
+        "standing0000000000000002",
+        &proof1,
+        1,
+    ));
+    assert_eq!(renewed["processEpoch"], 1);
+    let (serve, _) = f.credential(&renewed, "serve", &f.keys[2]);
+    f.connect(&serve, &f.keys[2]).await;
+
+    // retire: the retirement requester for one of the owner's lifecycles, at serve epoch 1.
+    let requester = key(21);
+    let target_uid = cotal_core::names::LifecycleUid::parse("tttttttttttttttttttttttttt").unwrap();
+    let mut retire = f.envelope("retire", "retire000000000000000001");
+    retire["retirement"] = json!({
+        "id": requester.public_key(),
+        "target": {"owner": f.owner, "actor": "worker", "lifecycleUid": target_uid.as_str()},
+        "opId": cotal_core::manager::managed_retirement_op_id(&target_uid).unwrap().as_str(),
+        "serveEpoch": 1,
+    });
+    retire["registrationProof"] = json!(format!("sha256:{}", "0".repeat(64)));
+    let parsed = cotal_core::manager::ManagerAuthorityRequest::parse(&retire).unwrap();
+    let proof = cotal_core::manager::registration_proof(&f.owner_token(), &parsed).unwrap();
+    retire["registrationProof"] = json!(proof.as_str());
+    let retired = f.granted(&retire);
+    assert_eq!(Flow::names(&retired), ["retirementRequester"]);
+    let (token, _) = f.credential(&retired, "retirementRequester", &requester);
+    f.connect(&token, &requester).await;
+}
