@@ -467,6 +467,14 @@ str_newtype! {
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+str_newtype! {
+    /// A goal id: the last token of a goal's record keys (`goal.…`, `goalidx.…`), as the
+    /// endpoint grammar bounds ids (SPEC §13.2).
+    GoalId, "goal id", "[A-Za-z0-9_-]{1,64}",
+    |s: &str| (1..=64).contains(&s.len())
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 pub fn space_prefix(space: &SpaceName) -> String {
     format!("cotal.{}", space.token())
 }
@@ -613,8 +621,8 @@ impl fmt::Display for SourceMember {
 /// exactly once; parsers take a key back apart so a row can be checked to rebuild its own key.
 pub mod keys {
     use super::{
-        quote, ActorToken, CredentialId, EndpointName, EndpointToken, InstanceId, LifecycleUid,
-        OwnerToken,
+        quote, ActorToken, CredentialId, EndpointName, EndpointToken, GoalId, InstanceId,
+        LifecycleUid, OwnerToken,
     };
     use crate::error::EpError;
     use crate::journal::RunId;
@@ -712,6 +720,24 @@ pub mod keys {
     /// `run.<endpointToken>.<runId>.status`.
     pub fn run_status(e: &EndpointName, run: &RunId) -> String {
         format!("run.{}.{}.status", e.token(), run.as_str())
+    }
+
+    /// `goalidx.<endpointToken>.<owner>.<actor>.<uid>.<goalId>`: one in-flight action goal of
+    /// an endpoint's reconcile index (records store, one atomic key), keyed by its caller.
+    pub fn goal_index(
+        e: &EndpointName,
+        owner: &OwnerToken,
+        actor: &ActorToken,
+        uid: &LifecycleUid,
+        goal: &GoalId,
+    ) -> String {
+        format!("{}{actor}.{uid}.{goal}", goal_index_owner_prefix(e, owner))
+    }
+
+    /// `goalidx.<endpointToken>.<owner>.`: every index entry one owner's callers hold at an
+    /// endpoint (the trailing dot keeps an owner whose token merely starts with this one's out).
+    pub fn goal_index_owner_prefix(e: &EndpointName, owner: &OwnerToken) -> String {
+        format!("goalidx.{}.{owner}.", e.token())
     }
 
     /// Refuses `key` as a whole, carrying the inner grammar refusal (if any) as the reason.

@@ -30,6 +30,7 @@ use crate::manager::door::{check_registered, Door, Knock, Presented};
 use crate::manager::{ManagerHost, Supervisor};
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
+pub(crate) use request::{closed, exact_target, grammar, object, parse_envelope, refuse};
 pub use request::{
     EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest, RuntimeRequest,
 };
@@ -46,7 +47,8 @@ pub const RUNTIME_STATUS_KIND: &str = "manager-managed-agent-runtime-status";
 /// The bound on each enrollment list: wider is a configuration mistake or a body-size attack.
 pub const MAX_ENROLLMENT_LIST: usize = 64;
 
-const ENVELOPE_KEYS: [&str; 9] = [
+/// The members of [`ManagedEnvelope`] on the wire, besides `identities`.
+pub(crate) const ENVELOPE_KEYS: [&str; 9] = [
     "v",
     "kind",
     "space",
@@ -157,7 +159,7 @@ fn target_owned(
 
 /// Maps a ledger failure to the caller's error: a refusal is `permission-denied` (the envelope
 /// or the row spaces forbid it), a broken row `internal`, an unreachable ledger `unavailable`.
-fn ledger_error(outcome: ActorsOutcome, wanted: &str) -> EpError {
+pub(crate) fn ledger_error(outcome: ActorsOutcome, wanted: &str) -> EpError {
     match outcome {
         ActorsOutcome::Refused(why) => EpError::permission_denied(why),
         ActorsOutcome::Corrupt(why) => EpError::internal(why),

@@ -18,7 +18,9 @@ use super::{ENROLLMENT_KIND, ENVELOPE_KEYS, MAX_ENROLLMENT_LIST, PREPARE_RETIREM
 
 // ---- Requests ---------------------------------------------------------------------------------
 
-/// The envelope every managed-agent request shares.
+/// The envelope every request a registered manager presents with its host-issued
+/// current-registration proof shares: the managed-agent requests, and the retained-agent
+/// validation, goal-index scan and admin authorization doors of [`crate::manager`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedEnvelope {
     pub manager: ManagerEnvelope,
@@ -66,16 +68,21 @@ impl PrepareRetirementRequest {
     }
 }
 
-fn refuse(what: &str, detail: impl AsRef<str>) -> EpError {
+pub(crate) fn refuse(what: &str, detail: impl AsRef<str>) -> EpError {
     EpError::bad_request(format!("{what} request {}", detail.as_ref()))
 }
 
-fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpError> {
+pub(crate) fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpError> {
     raw.as_object()
         .ok_or_else(|| refuse(what, "must be an object"))
 }
 
-fn closed(map: &Map<String, Value>, allowed: &[&str], what: &str, at: &str) -> Result<(), EpError> {
+pub(crate) fn closed(
+    map: &Map<String, Value>,
+    allowed: &[&str],
+    what: &str,
+    at: &str,
+) -> Result<(), EpError> {
     match wire::unknown_member(map, allowed) {
         Some(key) => Err(refuse(
             what,
@@ -93,11 +100,13 @@ fn non_empty<'m>(map: &'m Map<String, Value>, key: &str, what: &str) -> Result<&
 }
 
 /// Prefixes a grammar refusal from [`crate::names`] with the request it came from.
-fn grammar(what: &str) -> impl Fn(EpError) -> EpError + '_ {
+pub(crate) fn grammar(what: &str) -> impl Fn(EpError) -> EpError + '_ {
     move |e| refuse(what, e.message)
 }
 
-fn parse_envelope(
+/// The shared envelope, in the reference's order: `{ v: 1, kind }`, the coordinates, the
+/// current-registration proof, the serve epoch, then the identities.
+pub(crate) fn parse_envelope(
     map: &Map<String, Value>,
     what: &str,
     kind: &str,
@@ -332,7 +341,10 @@ impl PrepareRetirementRequest {
 
 /// The exact incarnation a request names: `target` is exactly `{owner (u_), actor,
 /// lifecycleUid}`.
-fn exact_target(map: &Map<String, Value>, what: &str) -> Result<RetirementTarget, EpError> {
+pub(crate) fn exact_target(
+    map: &Map<String, Value>,
+    what: &str,
+) -> Result<RetirementTarget, EpError> {
     let t = map
         .get("target")
         .and_then(Value::as_object)

@@ -206,6 +206,14 @@ pub const ACTIVATION: DoorWording = DoorWording {
     ..CURRENT_REGISTRATION
 };
 
+/// The wording of the admin-authorization door, which the reference words apart from the
+/// shared current-registration check.
+pub const ADMIN: DoorWording = DoorWording {
+    foreign_gate: "{door} gate belongs to {principal}, not {serve}",
+    bad_proof: "{door} proof does not match the current host registration",
+    ..CURRENT_REGISTRATION
+};
+
 /// `renew`.
 pub const RENEW: Door = Door {
     name: "manager-service renew",
@@ -265,4 +273,22 @@ pub const RUNTIME_STATUS: Door = Door {
     name: "managed agent runtime-status",
     gate: GateRule::Open,
     wording: &CURRENT_REGISTRATION,
+};
+/// Retained-agent validation (`manager-retained-agent-validation`).
+pub const RETAINED_VALIDATION: Door = Door {
+    name: "manager retained-agent validation",
+    gate: GateRule::Open,
+    wording: &CURRENT_REGISTRATION,
+};
+/// The goal-index scan (`manager-goal-index-scan`).
+pub const GOAL_INDEX_SCAN: Door = Door {
+    name: "manager goal-index scan",
+    gate: GateRule::Open,
+    wording: &CURRENT_REGISTRATION,
+};
+/// Admin authorization (`manager-admin-authorization`).
+pub const ADMIN_AUTHORIZATION: Door = Door {
+    name: "manager admin authorization",
+    gate: GateRule::Open,
+    wording: &ADMIN,
 };

@@ -75,10 +75,16 @@ impl Supervisor {
         self.owner.owner()
     }
 
+    /// Whether the holder's scope names `supervise` itself (F90: `spawn` and `admin` never
+    /// imply it).
+    pub fn supervises(&self) -> bool {
+        self.scope.iter().any(|s| s == SUPERVISE)
+    }
+
     /// `permission-denied` "<who> needs scope "supervise"; spawn/admin do not imply it" unless
     /// the holder's scope names `supervise` (F90).
     pub fn require_supervise(&self, who: &str) -> Result<(), EpError> {
-        if self.scope.iter().any(|s| s == SUPERVISE) {
+        if self.supervises() {
             return Ok(());
         }
         Err(EpError::permission_denied(format!(

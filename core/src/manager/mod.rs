@@ -7,6 +7,10 @@
 //! - [`host`]: the host's facts and the authenticated holder;
 //! - [`door`]: the one registered-manager check every operation calls;
 //! - [`maintenance`]: the family eviction and gate reconciliation a registered manager asks for;
+//! - [`retained`]: whether a managed agent a restarted manager kept running is still the same
+//!   live lifecycle;
+//! - [`goal_index`]: the in-flight goals of the manager endpoint a restarted manager settles;
+//! - [`admin`]: whether one of a manager's users currently holds `admin`;
 //! - [`select`]: which manager instance a `manager-caller` bearer addresses, chosen at the
 //!   exchange and re-checked at the callout.
 //!
@@ -15,18 +19,29 @@
 //! are written in the parser's canonical order (supervisor, executor, serve, goalWriter,
 //! sessionLedger) whatever order the caller sent, exactly as the reference rebuilds them.
 
+pub mod admin;
 pub mod door;
 pub mod envelope;
+pub mod goal_index;
 pub mod host;
 pub mod maintenance;
 pub mod proof;
 pub mod request;
+pub mod retained;
 pub mod select;
 pub mod tokens;
 
+pub use admin::{
+    AdminAuthorization, AdminAuthorizationRequest, AdminCaller, AuthorizeManagerAdmin,
+    ADMIN_AUTHORIZATION_KIND, ADMIN_SCOPE,
+};
 pub use door::{check_registered, Door, DoorWording, GateRule, Knock, Presented};
 pub(crate) use envelope::{parse_coordinates, parse_identities};
 pub use envelope::{ManagerActors, ManagerEnvelope, ManagerIdentities, IDENTITY_NAMES};
+pub use goal_index::{
+    AuthorizeGoalIndexScan, GoalAllocation, GoalIndexEntry, GoalIndexScan, GoalIndexScanRequest,
+    ScanGoalIndex, GOAL_INDEX_SCAN_KIND,
+};
 pub use host::{AgentOnboarding, ManagerHost, Supervisor, SUPERVISE};
 pub use maintenance::{
     AuthorizeMaintenance, Maintenance, MaintenancePlan, MaintenanceRequest, MAINTENANCE_KIND,
@@ -39,6 +54,10 @@ pub use request::{
     managed_retirement_op_id, ManagerAuthorityRequest, ManagerCall, ManagerOperation, RenewalFence,
     Retirement, RetirementTarget, RunFence, SessionGrant,
 };
+pub use retained::{
+    RetainedAgentAuthority, RetainedAgentValidation, RetainedSecret, RetainedValidationRequest,
+    ValidateRetainedAgent, ACTOR_TOKEN_MAX, RETAINED_VALIDATION_KIND, SENTINEL_CREDS_MAX,
+};
 pub use select::{
     manager_verdict, AuthorizeManagerCaller, LocalManager, ManagerCallerVerdict,
     SelectManagerInstance, Verdict, MANAGER_GATE_PREFIX,
@@ -47,7 +66,9 @@ pub use tokens::{AccountKey, RegistrationProof, RequestId, UserKey};
 
 use serde_json::{Map, Value};
 
-use crate::wire;
+use crate::enrollment::ManagedEnvelope;
+use crate::names::OwnerToken;
+use crate::wire::{self, ObjectWriter};
 
 /// A JavaScript `Number.isSafeInteger(x) && x >= min` field.
 pub(crate) fn safe_at_least(map: &Map<String, Value>, key: &str, min: u64) -> Option<u64> {
@@ -66,4 +87,28 @@ pub(crate) fn exactly<'m>(
     value
         .and_then(Value::as_object)
         .filter(|m| m.len() == keys.len() && keys.iter().all(|k| m.contains_key(*k)))
+}
+
+/// The members a current-registration door's answer opens with, in the reference's order:
+/// `v`, `kind`, `space`, the authenticated `owner` where the door places it there, then the
+/// request's coordinates, its proof and its serve epoch (never its identities).
+pub(crate) fn echo_current(
+    kind: &str,
+    e: &ManagedEnvelope,
+    owner: Option<&OwnerToken>,
+) -> ObjectWriter {
+    let m = &e.manager;
+    let mut w = ObjectWriter::new()
+        .uint("v", 1)
+        .string("kind", kind)
+        .string("space", m.space.as_str());
+    if let Some(owner) = owner {
+        w = w.string("owner", owner.as_str());
+    }
+    w.string("actor", m.actor.as_str())
+        .string("instanceId", m.instance_id.as_str())
+        .string("managerLifecycleUid", m.manager_lifecycle_uid.as_str())
+        .string("requestId", m.request_id.as_str())
+        .string("registrationProof", e.registration_proof.as_str())
+        .uint("serveEpoch", e.serve_epoch.0)
 }

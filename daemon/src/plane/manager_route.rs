@@ -8,9 +8,11 @@
 //! `renewStandingBundle`, `renewRunDriver`, `session`, `retire`: `core::renewal`), run on the
 //! plane's remote-manager issuer connection, and managed-agent enrollment and retirement
 //! preparation (`core::enrollment`, under the alias lock, the agent's mailboxes real JetStream
-//! consumers), and run admission and attempts (`core::run`, see [`super::runs`]). Refused as
-//! `unimplemented`: the kinds the reference leaves to a host platform, and the ones this plane
-//! does not serve yet.
+//! consumers), run admission and attempts (`core::run`, see [`super::runs`]), and the doors a
+//! restarted manager knocks on (`core::manager`): retained-agent validation and admin
+//! authorization against the host's actor ledger, and the goal-index scan, enumerated on the
+//! sealed records scanner. Refused as `unimplemented`: the kinds the reference leaves to a host
+//! platform.
 
 use std::sync::Arc;
 
@@ -24,10 +26,12 @@ use cotal_core::error::{EpError, ErrorCode};
 use cotal_core::issuance::GateRef;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
+use cotal_core::machine::{Replay, Script};
 use cotal_core::manager::{
-    AuthorizeMaintenance, MaintenancePlan, MaintenanceRequest, ManagerAuthorityRequest,
-    ManagerHost, Supervisor, MAINTENANCE_KIND,
+    AdminAuthorizationRequest, AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin,
+    GoalIndexScanRequest, MaintenancePlan, MaintenanceRequest, ManagerAuthorityRequest,
+    ManagerHost, RetainedValidationRequest, ScanGoalIndex, Supervisor, ValidateRetainedAgent,
+    ADMIN_AUTHORIZATION_KIND, GOAL_INDEX_SCAN_KIND, MAINTENANCE_KIND, RETAINED_VALIDATION_KIND,
 };
 use cotal_core::names::{ActorToken, SpaceName};
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
@@ -204,11 +208,36 @@ impl ManagerRoute {
                 let body = self.maintain(holder, request).await.map_err(refuse)?;
                 Ok((caller, body))
             }
-            k @ ("manager-retained-agent-validation"
-            | "manager-goal-index-scan"
-            | "manager-admin-authorization") => Err(refuse(unimplemented(&format!(
-                "{k} is not served by this plane yet"
-            )))),
+            RETAINED_VALIDATION_KIND => {
+                let request = RetainedValidationRequest::parse(request).map_err(refuse)?;
+                let validate = ValidateRetainedAgent {
+                    host: self.host(),
+                    caller: holder,
+                    request,
+                };
+                let result = self.with_ledger(validate).await.map_err(refuse)?;
+                let body = json_of(&result.to_json()).map_err(refuse)?;
+                Ok((caller, body))
+            }
+            ADMIN_AUTHORIZATION_KIND => {
+                let request = AdminAuthorizationRequest::parse(request).map_err(refuse)?;
+                let authorize = AuthorizeManagerAdmin {
+                    host: self.host(),
+                    holder,
+                    request,
+                };
+                let result = self.with_ledger(authorize).await.map_err(refuse)?;
+                let body = json_of(&result.to_json()).map_err(refuse)?;
+                Ok((caller, body))
+            }
+            GOAL_INDEX_SCAN_KIND => {
+                let request = GoalIndexScanRequest::parse(request).map_err(refuse)?;
+                let body = self
+                    .scan_goal_index(holder, request)
+                    .await
+                    .map_err(refuse)?;
+                Ok((caller, body))
+            }
             _ => {
                 let parsed = ManagerAuthorityRequest::parse(request).map_err(refuse)?;
                 let call = ManagerAuthority::new(self.host(), holder, parsed, now_ms);
@@ -292,6 +321,45 @@ impl ManagerRoute {
             host.agents.agent_bearer_exchange_url = url.clone();
         }
         host
+    }
+
+    /// Runs a registered-manager door that reads the host's actor ledger (retained-agent
+    /// validation, admin authorization) on the issuer connection with the ledger attached, read
+    /// fresh at every call.
+    async fn with_ledger<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
+        let bound = self.connections.get()?.issuer.space()?;
+        NatsWorld::new(&bound)
+            .with_actors(Arc::new(self.ledger.clone()))
+            .run(&mut Replay::new(script))
+            .await
+    }
+
+    /// `manager-goal-index-scan`: the door on the issuer connection (the manager gate), then the
+    /// enumeration of the authenticated owner's index entries, listed and read on the sealed
+    /// records scanner (reference §4.7, F98), and core writes the answer.
+    async fn scan_goal_index(
+        &self,
+        caller: Supervisor,
+        request: GoalIndexScanRequest,
+    ) -> Result<Value, EpError> {
+        let owner = caller.owner().clone();
+        let authorize = AuthorizeGoalIndexScan {
+            host: self.host(),
+            caller,
+            request: request.clone(),
+        };
+        let connections = self.connections.get()?;
+        let (issuer, scanner) = (
+            connections.issuer.space()?,
+            connections.scanners.records.space()?,
+        );
+        NatsWorld::new(&issuer)
+            .run(&mut Replay::new(authorize))
+            .await?;
+        let scan = NatsWorld::new(&scanner)
+            .run(&mut Replay::new(ScanGoalIndex { owner, request }))
+            .await?;
+        json_of(&scan.to_json())
     }
 
     /// Runs a managed-agent operation under its alias lock on the issuer connection, with the
