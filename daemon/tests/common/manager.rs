@@ -515,10 +515,34 @@ impl Flow {
         result
     }
 
-    /// The reference manager's registration sequence on an executor connection.
+    /// The reference manager's registration sequence on an executor connection: its stores
+    /// bound as a participant (no request at bind), eviction through the maintenance door.
     pub async fn register_on(
         &self,
         executor: &Holder,
+        closure: &Digest,
+        op: u8,
+    ) -> Result<Registered, EpError> {
+        let bound = cotal_io_nats::Space::bind(
+            executor.client.clone(),
+            space_name(),
+            SpaceOptions::participant(StoreSet::of(&[
+                Store::Auth,
+                Store::Records,
+                Store::Contracts,
+            ])),
+        )
+        .await?;
+        self.register_over(&bound, self.maintenance_evictor(), closure, op)
+            .await
+    }
+
+    /// The registration sequence on `bound` with `evictor`: observe the gate, provision it when
+    /// absent, then the ceremony and the serving registration with its READY status.
+    pub async fn register_over(
+        &self,
+        bound: &cotal_io_nats::Space,
+        evictor: Evictor,
         closure: &Digest,
         op: u8,
     ) -> Result<Registered, EpError> {
@@ -527,22 +551,12 @@ impl Flow {
             EndpointName::parse("manager").unwrap(),
             InstanceId::parse(IID).unwrap(),
         );
-        let bound = cotal_io_nats::Space::bind(
-            executor.client.clone(),
-            space.clone(),
-            SpaceOptions::participant(StoreSet::of(&[
-                Store::Auth,
-                Store::Records,
-                Store::Contracts,
-            ])),
-        )
-        .await?;
         let gate = manager_gate();
         let observed = {
             let gate = gate.clone();
             drive(
                 &mut Replay::new(script(move |cx| observe_gate(cx, &gate))),
-                &bound,
+                bound,
             )
             .await?
         };
@@ -553,7 +567,7 @@ impl Flow {
             .unwrap()
             .envelope
             .serve_principal(&self.owner_token())?;
-            drive(&mut ProvisionGate::machine(gate, serve), &bound).await?;
+            drive(&mut ProvisionGate::machine(gate, serve), bound).await?;
         }
         let spec = ServiceSpec::from_value(
             json!({"endpoint": "manager", "owner": self.owner,
@@ -572,8 +586,8 @@ impl Flow {
             op_id: OpId::mint([op; 20]),
             evict_max: EVICT_PRINCIPALS_MAX,
         };
-        let mut world = NatsWorld::new(&bound);
-        world.set_evictor(self.maintenance_evictor());
+        let mut world = NatsWorld::new(bound);
+        world.set_evictor(evictor);
         let serving = world
             .run(&mut Replay::new(RegisterServing {
                 register: ceremony,
