@@ -89,8 +89,9 @@ mod connect {
     }
 
     /// `provision.ts` `permissionsFor` agent arm (pub/deny/sub in its emission order) with the
-    /// `subjects.ts` names and the `endpoint-grants.ts` baseline and spawn capability rows; the
-    /// presence/channel watch rows are the module's documented departure.
+    /// `subjects.ts` names and the `endpoint-grants.ts` baseline and spawn capability rows,
+    /// with the presence and channel-registry watch rows a reference endpoint's `kv.watch()`
+    /// opens.
     #[test]
     fn issued_profile_census_agent() {
         let p = agent(&binding()).unwrap();
@@ -119,8 +120,15 @@ mod connect {
             format!("$JS.API.CONSUMER.INFO.DLV_prod.dlv_{n}"),
             format!("$JS.API.CONSUMER.MSG.NEXT.DLV_prod.dlv_{n}"),
             format!("$JS.ACK.DLV_prod.dlv_{n}.>"),
+            "$JS.API.CONSUMER.CREATE.KV_cotal_presence_prod.>".to_owned(),
+            "$JS.API.CONSUMER.INFO.KV_cotal_presence_prod.>".to_owned(),
+            "$JS.API.CONSUMER.DELETE.KV_cotal_presence_prod.>".to_owned(),
+            "$JS.FC.>".to_owned(),
             "$KV.cotal_presence_prod.u_aaaaaaaaaaaaaaaaaaaaaaaaaa.alice".to_owned(),
             "$JS.API.STREAM.MSG.GET.KV_cotal_channels_prod".to_owned(),
+            "$JS.API.CONSUMER.CREATE.KV_cotal_channels_prod.>".to_owned(),
+            "$JS.API.CONSUMER.INFO.KV_cotal_channels_prod.>".to_owned(),
+            "$JS.API.CONSUMER.DELETE.KV_cotal_channels_prod.>".to_owned(),
             "$JS.API.STREAM.INFO.KV_cotal_delivery_prod".to_owned(),
             "$JS.API.STREAM.MSG.GET.KV_cotal_delivery_prod".to_owned(),
             "$JS.API.CONSUMER.INFO.TASK_prod.svc_reviewer".to_owned(),
@@ -676,14 +684,19 @@ mod connect {
                 }
                 assert!(!row.contains("CONSUMER.DURABLE.CREATE"), "{row}");
                 if row.contains("CONSUMER.CREATE") {
+                    let watch = [
+                        "$JS.API.CONSUMER.CREATE.KV_cotal_presence_prod.>",
+                        "$JS.API.CONSUMER.CREATE.KV_cotal_channels_prod.>",
+                    ];
                     assert!(
-                        row.starts_with(&format!(
-                            "$JS.API.CONSUMER.CREATE.CHAT_prod.chathist_u_aaaaaaaaaaaaaaaaaaaaaaaaaa-alice-{UID}.cotal.prod.chat.*.*."
-                        )),
-                        "only the history consumer, filter pinned: {row}"
+                        watch.contains(&row.as_str())
+                            || row.starts_with(&format!(
+                                "$JS.API.CONSUMER.CREATE.CHAT_prod.chathist_u_aaaaaaaaaaaaaaaaaaaaaaaaaa-alice-{UID}.cotal.prod.chat.*.*."
+                            )),
+                        "only the public registries' watches and the history consumer, \
+                         filter pinned: {row}"
                     );
                 }
-                assert_ne!(row, "$JS.FC.>");
             }
         }
     }

@@ -28,16 +28,15 @@
 //! `implementations/auth/src/permissions.ts` (the callout's view dispatch) of `Cotal-AI/Cotal`.
 //!
 //! **Where this departs from the reference.**
-//! * The `agent` profile holds no `CONSUMER.CREATE`, `CONSUMER.INFO` or `CONSUMER.DELETE` with a
-//!   `.>` tail on the presence or channel-registry bucket (the reference's ordered-watch rows), nor
-//!   the `$JS.FC.>` they need. A consumer-create body is not confined by subject ACLs: its
-//!   `deliver_subject` makes the broker publish into any subject, past the creator's publish
-//!   permissions (the reasoning of F98, applied to the public buckets), and a `.>` delete lets an
-//!   agent tear down a peer's watcher. The newest reference has withdrawn these rows from agents
-//!   too, in favour of trusted-provisioned, lifecycle-pinned watchers this plane does not provision
-//!   yet; until it does, an agent reads the registry by point reads only. The `admin` and
-//!   `deployer` views keep their cells' watch rows: they are operator instruments gated by the
-//!   `admin`/`spawn` ledger scope, and their reference cells name those rows.
+//! * The `agent` profile grants the reference's ordered-watch rows as the reference release line
+//!   does (`CONSUMER.{CREATE,INFO,DELETE}` with a `.>` tail on the presence and channel-registry
+//!   buckets, and `$JS.FC.>`): a reference endpoint's `bindConnection` awaits `kv.watch()` on
+//!   both buckets (both watches on by default) and fails its whole bind when the create is
+//!   refused, so without them no reference agent connects. The residual is the reference's own: a
+//!   consumer-create body names its `deliver_subject`, so the broker can be made to publish
+//!   those buckets' rows into a subject of the creator's choosing, and a `.>` delete reaches a
+//!   peer's watcher. The lifecycle-pinned watchers that would close it exist only in unreleased
+//!   reference code.
 //! * `channel-writer` holds no `STREAM.CREATE` on the channel bucket (the reference keeps it for a
 //!   client's create-if-matching open): backing streams are created once at space setup, by
 //!   provisioning, and no credential a bearer can obtain creates one.
@@ -305,8 +304,8 @@ pub struct AgentBinding {
 /// | 7 | pub | `$JS.API.CONSUMER.{INFO,MSG.NEXT,DELETE}.CHAT_s.chathist_n` | its own history consumer only |
 /// | 8 | pub | bind rows on `DM_s` / `dm_n` | its own lifecycle's DM mailbox, bind-only |
 /// | 9 | pub | bind rows on `DLV_s` / `dlv_n` | its own lifecycle's durable delivery, bind-only |
-/// | 10 | pub | `$KV.cotal_presence_s.o.a` | its own presence key only |
-/// | 11 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_channels_s` | channel-registry point reads |
+/// | 10 | pub | `$JS.API.CONSUMER.{CREATE,INFO,DELETE}.KV_cotal_presence_s.>`, `$JS.FC.>`, `$KV.cotal_presence_s.o.a` | the roster watch (an ordered consumer, rebuilt and cleaned up by the client) and its own presence key only |
+/// | 11 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_channels_s`, `$JS.API.CONSUMER.{CREATE,INFO,DELETE}.KV_cotal_channels_s.>` | channel-registry point reads and watch |
 /// | 12 | pub | `$JS.API.STREAM.INFO.KV_cotal_delivery_s`, `…STREAM.MSG.GET.KV_cotal_delivery_s` | delivery health, read-only |
 /// | 13 | pub | with a role: bind rows on `TASK_s` / `svc_<role>` | its role's task queue, bind-only |
 /// | 14 | pub | `P.ep.one.*.describe.c.*`, `$JS.API.DIRECT.GET.EPC_s.P.epc.>` | describe any endpoint, fetch its contract |
@@ -383,8 +382,15 @@ pub fn agent(b: &AgentBinding) -> Result<Profile, EpError> {
     publish.extend(bind_rows(&dm, &format!("dm_{n}")));
     publish.extend(bind_rows(&dlv, &format!("dlv_{n}")));
     publish.extend([
+        format!("$JS.API.CONSUMER.CREATE.KV_{presence}.>"),
+        format!("$JS.API.CONSUMER.INFO.KV_{presence}.>"),
+        format!("$JS.API.CONSUMER.DELETE.KV_{presence}.>"),
+        "$JS.FC.>".to_owned(),
         format!("$KV.{presence}.{me}"),
         format!("$JS.API.STREAM.MSG.GET.KV_{channels}"),
+        format!("$JS.API.CONSUMER.CREATE.KV_{channels}.>"),
+        format!("$JS.API.CONSUMER.INFO.KV_{channels}.>"),
+        format!("$JS.API.CONSUMER.DELETE.KV_{channels}.>"),
         format!("$JS.API.STREAM.INFO.KV_{delivery}"),
         format!("$JS.API.STREAM.MSG.GET.KV_{delivery}"),
     ]);
