@@ -620,3 +620,168 @@ async fn a_remote_manager_registers_activates_renews_restarts_and_retires() {
     let (token, _) = f.credential(&retired, "retirementRequester", &requester);
     f.connect(&token, &requester).await;
 }
+
+/// The executor's reach, on the real server: the one `prepare` issued for instance A cannot
+/// write instance B's gate (nothing is written), and an executor past its five minutes is
+/// refused by the server (signed here with the same profile, dated 301 s back, since a test
+/// does not wait five minutes), while one about to expire is disconnected when it does and
+/// writes nothing after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executor_reaches_only_its_instance_and_only_for_its_lifetime() {
+    use cotal_core::gate::EndpointGate;
+    use cotal_core::jwt::{Creds, UnixSeconds};
+    use cotal_core::kv::{KvOutcome, KvRequest, Store};
+    use cotal_core::names::{InstanceId, OwnerToken, Principal};
+    use cotal_core::profiles::{remote_manager, ConnId, ManagerRole, RemoteManagerBinding};
+    use cotal_io_nats::{SpaceOptions, StoreSet};
+
+    let f = Flow::new().await;
+    let other = "bbbbbbbbbbbbbbbbbbbbbbbbbb";
+    let executor = f.executor("prepareexecutor000000001").await;
+    let bound = cotal_io_nats::Space::bind(
+        executor.client.clone(),
+        space_name(),
+        SpaceOptions::participant(StoreSet::of(&[Store::Auth])),
+    )
+    .await
+    .unwrap();
+    let foreign = EndpointGate::provisioned(
+        Principal::parse(&format!("{}.manager_serve_{other}", f.owner)).unwrap(),
+    )
+    .unwrap();
+    let written = bound
+        .execute(&KvRequest::Create {
+            store: Store::Auth,
+            key: format!("epgate.manager.{other}"),
+            value: foreign.to_bytes(),
+        })
+        .await;
+    assert!(!matches!(written, KvOutcome::Written(_)), "{written:?}");
+    let admin = f.admin.space().unwrap();
+    let read = admin
+        .execute(&KvRequest::Get {
+            store: Store::Auth,
+            key: format!("epgate.manager.{other}"),
+        })
+        .await;
+    assert!(matches!(read, KvOutcome::Entry(None)), "{read:?}");
+    executor.client.drain().await.unwrap();
+
+    let key = key(13);
+    let profile = remote_manager(&RemoteManagerBinding {
+        space: space_name(),
+        owner: OwnerToken::parse(&f.owner).unwrap(),
+        instance: InstanceId::parse(IID).unwrap(),
+        conn: ConnId::parse(&key.public_key()).unwrap(),
+        role: ManagerRole::Executor,
+    })
+    .unwrap();
+    let creds_at = |issued: u64| {
+        let issued = profile
+            .sign_for(
+                f.material.data_signing_key(),
+                f.material.data_account(),
+                &key.public_key(),
+                UnixSeconds(issued),
+            )
+            .unwrap();
+        Creds {
+            jwt: issued.jwt,
+            seed: key.seed().unwrap(),
+        }
+        .text()
+    };
+    let stale = async_nats::ConnectOptions::with_credentials(&creds_at(now_secs() - 301))
+        .unwrap()
+        .custom_inbox_prefix(format!("_INBOX_{}", key.public_key()))
+        .max_reconnects(Some(1))
+        .connect(&f.server)
+        .await;
+    assert!(stale.is_err(), "an expired executor connected");
+
+    let expiring = async_nats::ConnectOptions::with_credentials(&creds_at(now_secs() - 298))
+        .unwrap()
+        .custom_inbox_prefix(format!("_INBOX_{}", key.public_key()))
+        .max_reconnects(Some(1))
+        .connect(&f.server)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while expiring.connection_state() == async_nats::connection::State::Connected {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server kept an expired executor connected"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    let late = cotal_io_nats::Space::bind(
+        expiring.clone(),
+        space_name(),
+        SpaceOptions::participant(StoreSet::of(&[Store::Auth])),
+    )
+    .await
+    .unwrap();
+    let written = late
+        .execute(&KvRequest::Create {
+            store: Store::Auth,
+            key: manager_gate().key(),
+            value: foreign.to_bytes(),
+        })
+        .await;
+    assert!(!matches!(written, KvOutcome::Written(_)), "{written:?}");
+    let read = admin
+        .execute(&KvRequest::Get {
+            store: Store::Auth,
+            key: manager_gate().key(),
+        })
+        .await;
+    assert!(matches!(read, KvOutcome::Entry(None)), "{read:?}");
+}
+
+/// A foreign in-flight slot, repaired the way the reference manager repairs it: instance A's
+/// restart dies mid-barrier (its holders never verified gone), leaving its gate frozen and the
+/// endpoint's governance slot held in flight; once A's process is gone, a new instance B of the
+/// owner registers — refused by A's slot, it asks `reconcile-registration` of A through the
+/// maintenance door once (A reopened at the next generation), then registers at epoch 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_in_flight_slot_is_reconciled_through_the_door_and_the_new_instance_registers() {
+    use cotal_io_nats::{Evictor, SpaceOptions, StoreSet};
+    let f = Flow::new().await;
+    let (_supervisor, closure) = f.prepared_and_registered().await;
+    let activated = f.granted(&f.activate_request("activate000000000000001"));
+    let (serve_jwt, _) = f.credential(&activated, "serve", &f.keys[2]);
+    let serving = f.connect(&serve_jwt, &f.keys[2]).await;
+    serving.client.flush().await.unwrap();
+
+    let executor = f.executor("prepareexecutor000000002").await;
+    let bound = cotal_io_nats::Space::bind(
+        executor.client.clone(),
+        space_name(),
+        SpaceOptions::participant(StoreSet::of(&[
+            cotal_core::kv::Store::Auth,
+            cotal_core::kv::Store::Records,
+            cotal_core::kv::Store::Contracts,
+        ])),
+    )
+    .await
+    .unwrap();
+    let never: Evictor = Box::new(|holders| Box::pin(async move { vec![false; holders.len()] }));
+    let died = f.register_over(&bound, never, &closure, 2).await;
+    assert!(died.is_err(), "{died:?}");
+    let before = f.gate().await;
+    assert_eq!(before.state(), GateState::Frozen);
+    executor.client.drain().await.unwrap();
+    serving.client.drain().await.unwrap();
+
+    let b = "nnnnnnnnnnnnnnnnnnnnnnnnnn";
+    let executor_b = f.executor_for(b, "prepareexecutorb00000001").await;
+    let registered = f
+        .register_instance_on(b, &executor_b, &closure, 3)
+        .await
+        .unwrap();
+    assert_eq!(registered.process_epoch.0, 0);
+    let after = f.gate().await;
+    assert_eq!(after.state(), GateState::Open);
+    assert_eq!(after.generation().0, before.generation().0 + 1);
+    executor_b.client.drain().await.unwrap();
+}

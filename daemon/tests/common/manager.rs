@@ -30,6 +30,7 @@ use cotal_core::authority::SelfAuthority;
 use cotal_core::canon::Digest;
 use cotal_core::contract::{artifact_canonical_bytes, ClusterManifest};
 use cotal_core::gate::EndpointGate;
+use cotal_core::govern::ForeignSlotCondition;
 use cotal_core::issuance::{observe_gate, GateRef, ProvisionGate};
 use cotal_core::journal::{FencingToken, RunEpoch, RunHolder, RunId};
 use cotal_core::jwt::{self, ClaimType, Claims, Creds, UnixSeconds};
@@ -213,10 +214,15 @@ impl Flow {
 
     /// The request envelope of `operation` for the held nkeys.
     pub fn envelope(&self, operation: &str, rid: &str) -> Value {
+        self.envelope_for(IID, operation, rid)
+    }
+
+    /// [`Flow::envelope`] for manager instance `iid`.
+    pub fn envelope_for(&self, iid: &str, operation: &str, rid: &str) -> Value {
         let id = |k: &KeyPair| json!({"id": k.public_key()});
         json!({
             "v": 1, "kind": "manager-service-authority", "operation": operation,
-            "space": SPACE, "actor": "cli", "instanceId": IID, "managerLifecycleUid": UID,
+            "space": SPACE, "actor": "cli", "instanceId": iid, "managerLifecycleUid": UID,
             "requestId": rid,
             "identities": {
                 "supervisor": id(&self.keys[0]), "executor": id(&self.keys[1]),
@@ -491,7 +497,12 @@ impl Flow {
     /// The executor credential of a fresh `prepare` (request id `rid`), connected on its own
     /// inbox: the one credential a reference manager registers over.
     pub async fn executor(&self, rid: &str) -> Holder {
-        let prepared = self.granted(&self.envelope("prepare", rid));
+        self.executor_for(IID, rid).await
+    }
+
+    /// [`Flow::executor`] for manager instance `iid`.
+    pub async fn executor_for(&self, iid: &str, rid: &str) -> Holder {
+        let prepared = self.granted(&self.envelope_for(iid, "prepare", rid));
         let (token, _) = self.credential(&prepared, "executor", &self.keys[1]);
         self.connect(&token, &self.keys[1]).await
     }
@@ -523,6 +534,20 @@ impl Flow {
         closure: &Digest,
         op: u8,
     ) -> Result<Registered, EpError> {
+        self.register_instance_on(IID, executor, closure, op).await
+    }
+
+    /// [`Flow::register_on`] for manager instance `iid`, with the reference manager's one
+    /// repair: a registration refused because another instance's registration holds the
+    /// governance slot in flight asks the plane to `reconcile-registration` that holder once,
+    /// then registers again.
+    pub async fn register_instance_on(
+        &self,
+        iid: &str,
+        executor: &Holder,
+        closure: &Digest,
+        op: u8,
+    ) -> Result<Registered, EpError> {
         let bound = cotal_io_nats::Space::bind(
             executor.client.clone(),
             space_name(),
@@ -533,7 +558,32 @@ impl Flow {
             ])),
         )
         .await?;
-        self.register_over(&bound, self.maintenance_evictor(), closure, op)
+        let first = self
+            .register_instance_over(iid, &bound, self.maintenance_evictor_for(iid), closure, op)
+            .await;
+        let Err(refused) = &first else {
+            return first;
+        };
+        if ForeignSlotCondition::of(refused) != Some(ForeignSlotCondition::InFlight) {
+            return first;
+        }
+        let holder = refused
+            .details
+            .iter()
+            .find_map(|d| d.get("holderInstanceId").and_then(Value::as_str))
+            .unwrap()
+            .to_owned();
+        let mut reconcile = self.envelope_for(iid, "prepare", "reconcileholder00000000001");
+        reconcile["kind"] = json!("manager-service-maintenance");
+        reconcile["operation"] = json!("reconcile-registration");
+        reconcile["targetInstanceId"] = json!(holder);
+        let (status, answer) = self.ask(&reconcile);
+        if status != 200 {
+            return Err(EpError::conflict(format!(
+                "reconciling the slot holder {holder} was refused: {answer}"
+            )));
+        }
+        self.register_instance_over(iid, &bound, self.maintenance_evictor_for(iid), closure, op)
             .await
     }
 
@@ -546,12 +596,25 @@ impl Flow {
         closure: &Digest,
         op: u8,
     ) -> Result<Registered, EpError> {
+        self.register_instance_over(IID, bound, evictor, closure, op)
+            .await
+    }
+
+    /// [`Flow::register_over`] for manager instance `iid`.
+    pub async fn register_instance_over(
+        &self,
+        iid: &str,
+        bound: &cotal_io_nats::Space,
+        evictor: Evictor,
+        closure: &Digest,
+        op: u8,
+    ) -> Result<Registered, EpError> {
         let (space, endpoint, instance) = (
             space_name(),
             EndpointName::parse("manager").unwrap(),
-            InstanceId::parse(IID).unwrap(),
+            InstanceId::parse(iid).unwrap(),
         );
-        let gate = manager_gate();
+        let gate = GateRef::new(space.clone(), endpoint.clone(), instance.clone());
         let observed = {
             let gate = gate.clone();
             drive(
@@ -561,9 +624,11 @@ impl Flow {
             .await?
         };
         if observed.is_none() {
-            let serve = ManagerAuthorityRequest::parse(
-                &self.envelope("prepare", "provision00000000000000001"),
-            )
+            let serve = ManagerAuthorityRequest::parse(&self.envelope_for(
+                iid,
+                "prepare",
+                "provision00000000000000001",
+            ))
             .unwrap()
             .envelope
             .serve_principal(&self.owner_token())?;
@@ -602,13 +667,18 @@ impl Flow {
     /// `evict-family-principal` request for this instance, and a holder counts as evicted only
     /// when the plane answers `verifiedGone: true` for it.
     pub fn maintenance_evictor(&self) -> Evictor {
+        self.maintenance_evictor_for(IID)
+    }
+
+    /// [`Flow::maintenance_evictor`] for manager instance `iid`.
+    pub fn maintenance_evictor_for(&self, iid: &str) -> Evictor {
         let url = self.d["url"].as_str().unwrap().to_owned();
         let cap = self.d["cap"].as_str().map(str::to_owned);
         let idp_token = self.space.idp_token("alice");
-        let mut base = self.envelope("prepare", "maintain00000000000000001");
+        let mut base = self.envelope_for(iid, "prepare", "maintain00000000000000001");
         base["kind"] = json!("manager-service-maintenance");
         base["operation"] = json!("evict-family-principal");
-        base["targetInstanceId"] = json!(IID);
+        base["targetInstanceId"] = json!(iid);
         Box::new(move |holders: Vec<Principal>| {
             let (url, cap, idp_token) = (url.clone(), cap.clone(), idp_token.clone());
             let mut request = base.clone();
