@@ -35,7 +35,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::manager::{manager_gate, space_name, Flow};
+use common::manager::{manager_gate, participant, space_name, Flow};
 use cotal_core::kv::Store;
 use cotal_core::plane_grants;
 use cotal_io_nats::liveness::Oracle;
@@ -111,17 +111,7 @@ async fn bench(n: usize) {
         let op = u8::try_from(10 + 2 * i).unwrap();
         let start = Instant::now();
         let executor = f.executor(&format!("benchprepare{i:012}")).await;
-        let bound = cotal_io_nats::Space::bind(
-            executor.client.clone(),
-            space_name(),
-            SpaceOptions::participant(StoreSet::of(&[
-                Store::Auth,
-                Store::Records,
-                Store::Contracts,
-            ])),
-        )
-        .await
-        .unwrap();
+        let bound = participant(&executor).await.unwrap();
         f.register_over(&bound, f.maintenance_evictor(), &closure, op)
             .await
             .unwrap_or_else(|e| panic!("manager registration {i}: {e}"));

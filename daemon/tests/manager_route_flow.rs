@@ -745,7 +745,7 @@ async fn an_executor_reaches_only_its_instance_and_only_for_its_lifetime() {
 /// maintenance door once (A reopened at the next generation), then registers at epoch 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_in_flight_slot_is_reconciled_through_the_door_and_the_new_instance_registers() {
-    use cotal_io_nats::{Evictor, SpaceOptions, StoreSet};
+    use cotal_io_nats::Evictor;
     let f = Flow::new().await;
     let (_supervisor, closure) = f.prepared_and_registered().await;
     let activated = f.granted(&f.activate_request("activate000000000000001"));
@@ -754,17 +754,7 @@ async fn a_foreign_in_flight_slot_is_reconciled_through_the_door_and_the_new_ins
     serving.client.flush().await.unwrap();
 
     let executor = f.executor("prepareexecutor000000002").await;
-    let bound = cotal_io_nats::Space::bind(
-        executor.client.clone(),
-        space_name(),
-        SpaceOptions::participant(StoreSet::of(&[
-            cotal_core::kv::Store::Auth,
-            cotal_core::kv::Store::Records,
-            cotal_core::kv::Store::Contracts,
-        ])),
-    )
-    .await
-    .unwrap();
+    let bound = participant(&executor).await.unwrap();
     let never: Evictor = Box::new(|holders| Box::pin(async move { vec![false; holders.len()] }));
     let died = f.register_over(&bound, never, &closure, 2).await;
     assert!(died.is_err(), "{died:?}");

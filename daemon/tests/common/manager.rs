@@ -122,6 +122,21 @@ pub struct RunFence {
     pub token: u64,
 }
 
+/// The stores a reference manager binds over its executor connection, as a participant (no
+/// request at bind: the executor holds no `STREAM.INFO`).
+pub async fn participant(executor: &Holder) -> Result<cotal_io_nats::Space, EpError> {
+    cotal_io_nats::Space::bind(
+        executor.client.clone(),
+        space_name(),
+        SpaceOptions::participant(StoreSet::of(&[
+            Store::Auth,
+            Store::Records,
+            Store::Contracts,
+        ])),
+    )
+    .await
+}
+
 /// One connection made with an issued credential; server errors (permission violations)
 /// arrive on `errors`.
 pub struct Holder {
@@ -548,16 +563,7 @@ impl Flow {
         closure: &Digest,
         op: u8,
     ) -> Result<Registered, EpError> {
-        let bound = cotal_io_nats::Space::bind(
-            executor.client.clone(),
-            space_name(),
-            SpaceOptions::participant(StoreSet::of(&[
-                Store::Auth,
-                Store::Records,
-                Store::Contracts,
-            ])),
-        )
-        .await?;
+        let bound = participant(executor).await?;
         let first = self
             .register_instance_over(iid, &bound, self.maintenance_evictor_for(iid), closure, op)
             .await;
