@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs the official NATS JS client libraries the reference manager registers with
+# Installs the official NATS JS client libraries the reference's manager and endpoints use
 # (@nats-io/transport-node, @nats-io/jetstream, @nats-io/kv; exact versions pinned by
 # tests/reference-client/package-lock.json) into the git-ignored
 # tests/reference-client/node_modules with `npm ci`, when they are missing or of another
 # version, then prints that directory's absolute path (the only thing this script writes to
 # stdout).
 #
-# tests/reference-client/manager-calls.mjs imports them; the reference-client test
-# (daemon/tests/reference_manager_client.rs) runs this script first. Needs only node (20 or
+# tests/reference-client/manager-calls.mjs and agent-watch.mjs import them; the reference-client
+# tests (daemon/tests/reference_manager_client.rs, reference_agent_watch.rs) run this script
+# first. Needs only node (20 or
 # later) and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."

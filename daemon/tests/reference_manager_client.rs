@@ -26,13 +26,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use common::manager::{manager_document, now_secs, space_name, Flow, IID};
+use common::reference_client::{install, run_script};
 use common::SPACE;
 use cotal_core::canon::Digest;
 use cotal_core::contract::{artifact_canonical_bytes, ClusterManifest};
@@ -54,8 +53,6 @@ use cotal_io_nats::drive;
 use serde_json::{json, Value};
 
 /// The command that installs the pinned libraries, quoted in every "missing" failure.
-const INSTALL_COMMAND: &str = "scripts/nats-js.sh";
-const CLIENT_DIR: &str = "tests/reference-client";
 const CALLS: &str = "tests/reference-client/manager-calls.mjs";
 /// Another manager instance of the same owner: nothing of it is the executor's.
 const OTHER_IID: &str = "nnnnnnnnnnnnnnnnnnnnnnnnnn";
@@ -82,35 +79,6 @@ const STEPS: [&str; 19] = [
     "records.spec-read",
     "gate.reopen",
 ];
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_owned()
-}
-
-/// Runs the install script (a no-op once the pinned versions are there); the libraries must
-/// then be in place.
-fn install() {
-    let out = Command::new("bash")
-        .arg(repo_root().join(INSTALL_COMMAND))
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {INSTALL_COMMAND} ({e}); bash is needed"));
-    assert!(
-        out.status.success(),
-        "{INSTALL_COMMAND} failed (it needs node and npm; run it by hand to install the pinned \
-         NATS JS client libraries into {CLIENT_DIR}/node_modules): {}",
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
-    let modules = repo_root().join(CLIENT_DIR).join("node_modules/@nats-io");
-    for package in ["transport-node", "jetstream", "kv"] {
-        assert!(
-            modules.join(package).join("package.json").is_file(),
-            "@nats-io/{package} is missing from {CLIENT_DIR}/node_modules; run {INSTALL_COMMAND}"
-        );
-    }
-}
 
 /// Every byte the script writes, from the core's row types.
 struct Rows {
@@ -199,41 +167,12 @@ impl Rows {
     }
 }
 
-/// Runs the script to its end, answering what it asks; its step lines, exit and stderr.
 fn run_calls(config: Value, rows: &Rows) -> (ExitStatus, Vec<Value>, String) {
-    let mut child = Command::new("node")
-        .arg(repo_root().join(CALLS))
-        .current_dir(repo_root().join(CLIENT_DIR))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot start node ({e}); install Node.js >= 20, then {INSTALL_COMMAND}")
-        });
-    let mut err_pipe = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut buf = String::new();
-        let _ = err_pipe.read_to_string(&mut buf);
-        buf
-    });
-    let mut stdin = child.stdin.take().unwrap();
-    writeln!(stdin, "{config}").unwrap();
-    let mut steps = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line = line.unwrap();
-        let value: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("the script printed a line that is not JSON ({e}): {line}"));
-        if value.get("need").is_some() {
-            let bytes = rows.answer(&value);
-            writeln!(stdin, "{}", json!({"bytes": B64.encode(bytes)})).unwrap();
-        } else {
-            steps.push(value);
-        }
-    }
-    drop(stdin);
-    let status = child.wait().unwrap();
-    (status, steps, stderr.join().unwrap())
+    run_script(
+        CALLS,
+        &config,
+        |need| json!({"bytes": B64.encode(rows.answer(need))}),
+    )
 }
 
 fn b64(bytes: &[u8]) -> String {

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use rustix::process::{kill_process, Pid, Signal};
 
 pub mod manager;
+pub mod reference_client;
 pub mod signin;
 use serde_json::Value;
 
