@@ -8,8 +8,7 @@
 #
 # tests/reference-client/manager-calls.mjs and agent-watch.mjs import them; the reference-client
 # tests (daemon/tests/reference_manager_client.rs, reference_agent_watch.rs) run this script
-# first. Needs only node (20 or
-# later) and npm.
+# first. Needs only node (20 or later) and npm.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
