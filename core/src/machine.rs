@@ -75,6 +75,18 @@ pub enum Liveness {
     Unestablishable,
 }
 
+impl Liveness {
+    /// The verdict's wire word, as reports and the reference's `liveness.state` write it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Liveness::Live => "live",
+            Liveness::Gone => "gone",
+            Liveness::Unknown => "unknown",
+            Liveness::Unestablishable => "unestablishable",
+        }
+    }
+}
+
 /// The world's answer to the last effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Observation {

@@ -157,7 +157,7 @@ impl ReconcileReport {
             names(&self.holders_verified_this_attempt),
         );
         let liveness = ObjectWriter::new()
-            .string("state", liveness_word(self.liveness))
+            .string("state", self.liveness.as_str())
             .string(
                 "detail",
                 "the servers' connection listing, complete on every server",
@@ -191,16 +191,6 @@ impl ReconcileReport {
             )
             .uint("reopenedAtGeneration", self.reopened_at_generation.0)
             .finish()
-    }
-}
-
-/// The wire word of a liveness verdict.
-pub fn liveness_word(liveness: Liveness) -> &'static str {
-    match liveness {
-        Liveness::Live => "live",
-        Liveness::Gone => "gone",
-        Liveness::Unknown => "unknown",
-        Liveness::Unestablishable => "unestablishable",
     }
 }
 

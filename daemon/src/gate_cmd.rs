@@ -398,7 +398,7 @@ fn report_json(r: &ReconcileReport, found: &[String], after: Option<&Value>) -> 
         "opId": r.op_id.as_str(),
         "holderPrincipal": r.holder_principal.to_string(),
         "freezeToken": r.freeze_token.0 .0,
-        "liveness": cotal_core::reconcile::liveness_word(r.liveness),
+        "liveness": r.liveness.as_str(),
         "familyRows": r.family_rows,
         "revoked": r.revoked.len(),
         "holders": r.holders.iter().map(ToString::to_string).collect::<Vec<_>>(),

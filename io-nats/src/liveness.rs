@@ -246,7 +246,7 @@ impl Oracle {
             Listing::Complete(conns) => format!(
                 "liveness of {holder}: {} ({} of its connections among {} listed; every server \
                  answered)",
-                verdict(liveness),
+                liveness.as_str(),
                 listing.held_by(holder).count(),
                 conns.len()
             ),
@@ -431,15 +431,6 @@ impl Oracle {
             let oracle = Arc::clone(&oracle);
             Box::pin(async move { oracle.evict(&holders).await })
         })
-    }
-}
-
-fn verdict(liveness: Liveness) -> &'static str {
-    match liveness {
-        Liveness::Live => "live",
-        Liveness::Gone => "gone",
-        Liveness::Unknown => "unknown",
-        Liveness::Unestablishable => "unestablishable",
     }
 }
 
