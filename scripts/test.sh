@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's whole check, as CI runs it on a clean clone: formatting, lints, the pinned
 # nats-server install (scripts/nats-server.sh, a no-op once present), the pinned oidc-provider
-# install (scripts/oidc-provider.sh, likewise), iproute2 for the namespaced cluster of the fault
+# install (scripts/oidc-provider.sh, likewise), the pinned NATS JS client libraries
+# (scripts/nats-js.sh, likewise), iproute2 for the namespaced cluster of the fault
 # campaigns (from Debian, when `ip` is missing), a short fuzz smoke over every target, then the
 # workspace tests (the test summary is the last thing printed).
 #
@@ -26,7 +27,9 @@ fi
 
 echo "== oidc-provider for the real-IdP test"
 scripts/oidc-provider.sh >/dev/null
-scripts/nats-js.sh >/dev/null  # the NATS JS client libraries of the reference-client test
+
+echo "== the NATS JS client libraries of the reference-client tests"
+scripts/nats-js.sh >/dev/null
 
 fuzz_seconds="${FUZZ_SECONDS:-10}"
 if [ "$fuzz_seconds" != "0" ]; then
