@@ -186,32 +186,37 @@ fn idp_eddsa_token_verifies() {
     assert_eq!(id.algorithm, Algorithm::EdDSA);
 }
 
+/// The reference's IdP bridge verifies EdDSA only: an RS256 or ES256 token is refused by its
+/// algorithm, even signed by a key the JWKS lists, and such a key never verifies.
 #[test]
-fn idp_rs256_token_verifies() {
-    let token = sign(Algorithm::RS256, Some("rsa-1"), &idp_claims(), &rsa_key());
-    let id = idp().verify(&token, now()).unwrap();
-    assert_eq!(
-        (id.subject.as_str(), id.algorithm),
-        ("human-42", Algorithm::RS256)
-    );
+fn idp_rs256_and_es256_tokens_are_refused_eddsa_only() {
+    for (alg, kid, key) in [
+        (Algorithm::RS256, "rsa-1", rsa_key()),
+        (Algorithm::ES256, "ec-1", ec_key()),
+    ] {
+        let token = sign(alg, Some(kid), &idp_claims(), &key);
+        assert_eq!(
+            denied(idp().verify(&token, now())),
+            format!("algorithm {alg:?} is not accepted; accepted: EdDSA")
+        );
+    }
 }
 
+/// `aud` as a one-element array naming exactly the pin verifies (and `email` is optional); a
+/// multi-audience proof, even one that lists the pin, is refused (reference §10.3).
 #[test]
-fn idp_es256_token_verifies() {
-    let token = sign(Algorithm::ES256, Some("ec-1"), &idp_claims(), &ec_key());
-    let id = idp().verify(&token, now()).unwrap();
-    assert_eq!(
-        (id.subject.as_str(), id.algorithm),
-        ("human-42", Algorithm::ES256)
-    );
-}
-
-#[test]
-fn idp_audience_list_containing_ours_verifies_and_email_is_optional() {
-    let mut claims = with(idp_claims(), "aud", json!(["other-rp", IDP_AUD]));
+fn idp_audience_is_exactly_the_pin_and_email_is_optional() {
+    let mut claims = with(idp_claims(), "aud", json!([IDP_AUD]));
     claims.as_object_mut().unwrap().remove("email");
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &claims, &ed_key(SEED_1));
     assert_eq!(idp().verify(&token, now()).unwrap().email, None);
+
+    let claims = with(idp_claims(), "aud", json!(["other-rp", IDP_AUD]));
+    let token = sign(Algorithm::EdDSA, Some("ed-1"), &claims, &ed_key(SEED_1));
+    assert_eq!(
+        denied(idp().verify(&token, now())),
+        r#"IdP token audience ["other-rp", "cotal-plane"] is not exactly "cotal-plane"; a multi-audience proof is refused"#
+    );
 }
 
 // ---- IdP tokens: refused, one sentence each -------------------------------------------------
@@ -222,7 +227,7 @@ fn idp_wrong_aud_is_refused() {
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &claims, &ed_key(SEED_1));
     assert_eq!(
         denied(idp().verify(&token, now())),
-        r#"IdP token audience ["other-rp", "another-rp"] does not include "cotal-plane""#
+        r#"IdP token audience ["other-rp", "another-rp"] is not exactly "cotal-plane"; a multi-audience proof is refused"#
     );
 }
 
@@ -238,40 +243,44 @@ fn idp_wrong_iss_is_refused() {
 
 #[test]
 fn idp_expired_is_refused_from_the_leeway_edge_on() {
-    // Valid through exp + 29 s of leeway; refused from exp + 30 s.
-    let at_edge = with(idp_claims(), "exp", json!(NOW - 29));
+    // Valid through exp + 4 s of leeway; refused from exp + 5 s (the reference's skew).
+    let at_edge = with(idp_claims(), "exp", json!(NOW - 4));
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &at_edge, &ed_key(SEED_1));
     idp().verify(&token, now()).unwrap();
 
-    let expired = with(idp_claims(), "exp", json!(NOW - 30));
+    let expired = with(idp_claims(), "exp", json!(NOW - 5));
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &expired, &ed_key(SEED_1));
     assert_eq!(
         denied(idp().verify(&token, now())),
-        "IdP token expired at 1767225570 (now 1767225600, leeway 30 s)"
+        "IdP token expired at 1767225595 (now 1767225600, leeway 5 s)"
     );
 }
 
 #[test]
 fn idp_not_yet_valid_is_refused() {
-    let at_edge = with(idp_claims(), "nbf", json!(NOW + 30));
+    let at_edge = with(idp_claims(), "nbf", json!(NOW + 5));
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &at_edge, &ed_key(SEED_1));
     idp().verify(&token, now()).unwrap();
 
-    let early = with(idp_claims(), "nbf", json!(NOW + 31));
+    let early = with(idp_claims(), "nbf", json!(NOW + 6));
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &early, &ed_key(SEED_1));
     assert_eq!(
         denied(idp().verify(&token, now())),
-        "IdP token is not valid before 1767225631 (now 1767225600, leeway 30 s)"
+        "IdP token is not valid before 1767225606 (now 1767225600, leeway 5 s)"
     );
 }
 
 #[test]
 fn idp_iat_in_the_future_is_refused() {
-    let claims = with(idp_claims(), "iat", json!(NOW + 31));
+    let at_edge = with(idp_claims(), "iat", json!(NOW + 5));
+    let token = sign(Algorithm::EdDSA, Some("ed-1"), &at_edge, &ed_key(SEED_1));
+    idp().verify(&token, now()).unwrap();
+
+    let claims = with(idp_claims(), "iat", json!(NOW + 6));
     let token = sign(Algorithm::EdDSA, Some("ed-1"), &claims, &ed_key(SEED_1));
     assert_eq!(
         denied(idp().verify(&token, now())),
-        "IdP token was issued at 1767225631, in the future (now 1767225600, leeway 30 s)"
+        "IdP token was issued at 1767225606, in the future (now 1767225600, leeway 5 s)"
     );
 }
 
@@ -291,7 +300,7 @@ fn idp_alg_none_is_refused() {
     let token = forged(json!({"alg": "none", "kid": "ed-1"}), &idp_claims(), None);
     assert_eq!(
         denied(idp().verify(&token, now())),
-        r#"algorithm "none" is not accepted (an unsigned token proves nothing); accepted: EdDSA, RS256, ES256"#
+        r#"algorithm "none" is not accepted (an unsigned token proves nothing); accepted: EdDSA"#
     );
 }
 
@@ -308,28 +317,25 @@ fn idp_hs256_confusion_with_the_rsa_public_key_as_secret_is_refused() {
     assert_eq!(
         denied(idp().verify(&token, now())),
         "algorithm HS256 is not accepted (HMAC would let a published public key serve as the \
-         shared secret); accepted: EdDSA, RS256, ES256"
+         shared secret); accepted: EdDSA"
     );
 }
 
+/// An EdDSA token naming a pinned EC or RSA key is refused with the key's reason: such keys
+/// never verify here.
 #[test]
 fn idp_alg_key_mismatch_is_refused() {
-    // A genuine ES256 signature, but the header selects the RSA key.
-    let token = sign(Algorithm::ES256, Some("rsa-1"), &idp_claims(), &ec_key());
-    assert_eq!(
-        denied(idp().verify(&token, now())),
-        r#"IdP token algorithm ES256 does not match key kid "rsa-1", which the pinned JWKS holds as an RS256 key"#
-    );
-    let token = sign(
-        Algorithm::EdDSA,
-        Some("ec-1"),
-        &idp_claims(),
-        &ed_key(SEED_1),
-    );
-    assert_eq!(
-        denied(idp().verify(&token, now())),
-        r#"IdP token algorithm EdDSA does not match key kid "ec-1", which the pinned JWKS holds as an ES256 key"#
-    );
+    for kid in ["ec-1", "rsa-1"] {
+        let token = sign(Algorithm::EdDSA, Some(kid), &idp_claims(), &ed_key(SEED_1));
+        assert_eq!(
+            denied(idp().verify(&token, now())),
+            format!(
+                "key kid \"{kid}\" in the pinned JWKS cannot verify tokens: it is an EC or RSA \
+                 key; IdP tokens are verified with EdDSA (Ed25519) keys only, as the reference's \
+                 IdP bridge pins them"
+            )
+        );
+    }
 }
 
 #[test]
@@ -465,10 +471,10 @@ fn idp_pinning_refuses_ambiguous_or_useless_key_sets() {
         bad_request(IdpVerifier::new(config(vec![ed, ec]))),
         r#"the pinned IdP JWKS lists kid "k" twice; selection by kid must be unambiguous"#
     );
-    let rs384 = public_jwk(&rsa_key(), Algorithm::RS384, "rsa-384");
+    let rs256 = public_jwk(&rsa_key(), Algorithm::RS256, "rsa-256");
     assert_eq!(
-        bad_request(IdpVerifier::new(config(vec![rs384]))),
-        r#"the pinned IdP JWKS has no usable signing key with a kid (EdDSA, RS256 or ES256) [kid "rsa-384": it declares alg RS384, which this verifier does not accept for its key type (only RS256)]"#
+        bad_request(IdpVerifier::new(config(vec![rs256]))),
+        r#"the pinned IdP JWKS has no usable signing key with a kid (EdDSA) [kid "rsa-256": it is an EC or RSA key; IdP tokens are verified with EdDSA (Ed25519) keys only, as the reference's IdP bridge pins them]"#
     );
 }
 

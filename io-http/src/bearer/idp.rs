@@ -2,12 +2,11 @@
 //! (reference §10.3, SPEC's "IdP bridge"). The key set comes from configuration and is never
 //! fetched, so a token can only ever be checked against keys the operator pinned.
 //!
-//! **Algorithm choice.** The key decides, never the token: each pinned JWK maps to exactly one
-//! algorithm by its `kty`/`crv` (and its `alg`, when present, must agree): OKP/Ed25519 → EdDSA,
-//! EC/P-256 → ES256, RSA → RS256. The header's `alg` must be one of those three *and* equal the
-//! algorithm of the key its `kid` selects. That closes `alg: none`, HMAC key confusion (an
-//! RS/EC public key used as an HS256 secret) and cross-family substitution, each with its own
-//! refusal.
+//! **Algorithm choice.** EdDSA only, as the reference's IdP bridge pins it (§10.3): a pinned JWK
+//! is usable only as OKP/Ed25519 (its `alg`, when present, must be EdDSA), and the header's `alg`
+//! must be EdDSA. Keys of another type stay listed as unusable, so a token naming one is told
+//! why. That closes `alg: none`, HMAC key confusion (a published public key used as an HS256
+//! secret) and cross-family substitution, each with its own refusal.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,18 +23,12 @@ use serde_json::Value;
 
 use super::jose::{self, alg_name, quote};
 
-/// Clock skew allowed on `exp`, `nbf` and `iat`. The IdP's clock is not ours (unlike the
-/// plane's own bearers, whose issuer and verifier share a clock and allow 5 s); 30 s absorbs
-/// ordinary NTP drift between two organisations while keeping an expired ID token dead within
-/// half a minute.
-pub const IDP_CLOCK_LEEWAY_SECS: u64 = 30;
+/// Clock skew allowed on `exp`, `nbf` and `iat`: the reference's 5 s, the same as the plane's
+/// own bearers, so an expired ID token is dead within seconds.
+pub const IDP_CLOCK_LEEWAY_SECS: u64 = 5;
 
-/// The algorithms an IdP token may use, in the order refusals list them.
-pub const IDP_ALGORITHMS: [Algorithm; 3] = [Algorithm::EdDSA, Algorithm::RS256, Algorithm::ES256];
-
-/// RSA moduli outside this range are refused when the JWKS is pinned: below 2048 bits is
-/// breakable, above 4096 the RSA backend refuses the key at every verification.
-const RSA_BITS: std::ops::RangeInclusive<usize> = 2048..=4096;
+/// The algorithms an IdP token may use.
+pub const IDP_ALGORITHMS: [Algorithm; 1] = [Algorithm::EdDSA];
 
 /// What refusals call the token.
 const WHAT: &str = "IdP token";
@@ -45,7 +38,7 @@ const WHAT: &str = "IdP token";
 pub struct IdpConfig {
     /// The exact `iss` every token must carry.
     pub issuer: String,
-    /// The audience this plane answers to; a token's `aud` must include it.
+    /// The audience this plane answers to; a token's `aud` must be exactly it.
     pub audience: String,
     /// The IdP's public keys, pinned by the operator.
     pub jwks: JwkSet,
@@ -132,7 +125,7 @@ impl IdpVerifier {
                 })
                 .collect();
             return Err(EpError::bad_request(format!(
-                "the pinned IdP JWKS has no usable signing key with a kid (EdDSA, RS256 or ES256) [{}]",
+                "the pinned IdP JWKS has no usable signing key with a kid (EdDSA) [{}]",
                 reasons.join("; ")
             )));
         }
@@ -154,10 +147,11 @@ impl IdpVerifier {
 
     /// Verifies `token` at `now` and returns who it names. Every refusal is `permission-denied`
     /// with a sentence naming the one thing that was wrong, checked in this order: size and
-    /// shape, header (no embedded keys, no `crit`), algorithm (EdDSA, RS256 or ES256 only),
-    /// `kid` (present, pinned, usable, and of the header's algorithm), signature, `iss` (exact),
-    /// `aud` (includes the configured audience), `exp` and `iat` (required) and `nbf` (when
-    /// present) within [`IDP_CLOCK_LEEWAY_SECS`], then a non-empty string `sub`.
+    /// shape, header (no embedded keys, no `crit`), algorithm (EdDSA only), `kid` (present,
+    /// pinned, usable, and of the header's algorithm), signature, `iss` (exact), `aud` (exactly
+    /// the configured audience: a string, or a one-element array; a multi-audience proof is
+    /// refused), `exp` and `iat` (required) and `nbf` (when present) within
+    /// [`IDP_CLOCK_LEEWAY_SECS`], then a non-empty string `sub`.
     pub fn verify(&self, token: &str, now: UnixSeconds) -> Result<IdpIdentity, EpError> {
         let header = jose::read_header(token, WHAT)?;
         let alg = jose::accepted_algorithm(&header.alg, &IDP_ALGORITHMS)?;
@@ -193,9 +187,9 @@ impl IdpVerifier {
 
         jose::check_issuer(&claims, &self.issuer, WHAT)?;
         let auds = jose::audiences(&claims, WHAT)?;
-        if !auds.contains(&self.audience) {
+        if !matches!(auds.as_slice(), [only] if *only == self.audience) {
             return Err(EpError::permission_denied(format!(
-                "{WHAT} audience {} does not include {}",
+                "{WHAT} audience {} is not exactly {}; a multi-audience proof is refused",
                 jose::show_audiences(&auds),
                 quote(&self.audience)
             )));
@@ -253,39 +247,17 @@ fn pin(jwk: &Jwk) -> Result<(Algorithm, DecodingKey), String> {
             exact_len(&p.x, 32, "x")?;
             (Algorithm::EdDSA, DecodingKey::from_ed_components(&p.x))
         }
-        AlgorithmParameters::EllipticCurve(p) if p.curve == EllipticCurve::P256 => {
-            agree(declared, KeyAlgorithm::ES256)?;
-            exact_len(&p.x, 32, "x")?;
-            exact_len(&p.y, 32, "y")?;
-            (
-                Algorithm::ES256,
-                DecodingKey::from_ec_components(&p.x, &p.y),
-            )
-        }
-        AlgorithmParameters::RSA(p) => {
-            agree(declared, KeyAlgorithm::RS256)?;
-            let bits = bit_len(&decode(&p.n, "n")?);
-            let e = decode(&p.e, "e")?;
-            // The RSA backend takes odd public exponents from 3 up to 2^33 - 1.
-            if bit_len(&e) < 2 || bit_len(&e) > 33 || e.last().is_none_or(|b| b % 2 == 0) {
-                return Err("its RSA exponent e is not an odd number in 3..2^33".to_owned());
-            }
-            if !RSA_BITS.contains(&bits) {
-                return Err(format!(
-                    "its RSA modulus has {bits} bits; {}..={} are accepted",
-                    RSA_BITS.start(),
-                    RSA_BITS.end()
-                ));
-            }
-            (
-                Algorithm::RS256,
-                DecodingKey::from_rsa_components(&p.n, &p.e),
+        AlgorithmParameters::EllipticCurve(_) | AlgorithmParameters::RSA(_) => {
+            return Err(
+                "it is an EC or RSA key; IdP tokens are verified with EdDSA (Ed25519) \
+                        keys only, as the reference's IdP bridge pins them"
+                    .to_owned(),
             )
         }
         AlgorithmParameters::OctetKey(_) => {
             return Err("it is a symmetric (oct) key, and shared secrets are never accepted".into())
         }
-        _ => return Err("its key type is not OKP/Ed25519, EC/P-256 or RSA".to_owned()),
+        _ => return Err("its key type is not OKP/Ed25519".to_owned()),
     };
     let key = key.map_err(|e| format!("it does not decode ({e})"))?;
     // A probe verification builds the backend's public key: an Ed25519 or P-256 point off its
@@ -302,15 +274,6 @@ fn agree(declared: Option<KeyAlgorithm>, implied: KeyAlgorithm) -> Result<(), St
             "it declares alg {d}, which this verifier does not accept for its key type (only {implied})"
         )),
         _ => Ok(()),
-    }
-}
-
-/// The bit length of a big-endian unsigned integer.
-fn bit_len(bytes: &[u8]) -> usize {
-    let mut significant = bytes.iter().skip_while(|b| **b == 0);
-    match significant.next() {
-        Some(first) => 8 - first.leading_zeros() as usize + 8 * significant.count(),
-        None => 0,
     }
 }
 
