@@ -1,9 +1,13 @@
 //! The pinned IdP's key set, fetched from the pin's `jwksUri` and cached (issue 12 part 2,
 //! reference §10.3): the first verification fetches it; a token naming a `kid` the cache does
-//! not hold refetches at most once per [`REFETCH_INTERVAL`], so an IdP's key rotation is picked
-//! up within a minute while a flood of tokens with made-up kids costs one fetch a minute, not
-//! one per request. A failed refetch keeps the keys already held. Verification itself is the
-//! pure [`IdpVerifier`].
+//! not hold refetches, so an IdP's key rotation is picked up within a minute. Whatever happens —
+//! made-up kids, an IdP that is down, one that hangs — the key set is fetched at most once per
+//! [`REFETCH_INTERVAL`], and never while a verification waits on it: the fetch runs outside the
+//! cache's lock, so a hanging IdP stalls no one who holds keys (a caller that already holds keys
+//! and finds a fetch in flight verifies with them). A failed refetch keeps the keys already
+//! held; with none held, verification is `unavailable` (the IdP is down, which is not a refusal
+//! of the token) until the next attempt is due. Verification itself is the pure
+//! [`IdpVerifier`].
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,11 +15,11 @@ use std::time::{Duration, Instant};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::EpError;
 use jsonwebtoken::jwk::JwkSet;
-use tokio::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 
 use crate::bearer::{IdpConfig, IdpIdentity, IdpVerifier};
 
-/// The least time between two fetches triggered by unknown kids.
+/// The least time between two fetches of the key set, whatever triggers them.
 pub const REFETCH_INTERVAL: Duration = Duration::from_secs(60);
 /// The longest a fetch may take.
 const FETCH_WAIT: Duration = Duration::from_secs(10);
@@ -33,7 +37,26 @@ pub struct IdpSource {
 #[derive(Debug, Default)]
 struct Cache {
     verifier: Option<Arc<IdpVerifier>>,
-    fetched_at: Option<Instant>,
+    /// When the last fetch started, successful or not.
+    attempted_at: Option<Instant>,
+    /// Why the last fetch failed, while no keys are held.
+    failure: Option<String>,
+}
+
+impl Cache {
+    /// Whether another fetch may start now.
+    fn due(&self, interval: Duration) -> bool {
+        self.attempted_at.is_none_or(|at| at.elapsed() >= interval)
+    }
+
+    /// The held keys, or why there are none.
+    fn held(&self) -> Result<Arc<IdpVerifier>, EpError> {
+        self.verifier.clone().ok_or_else(|| {
+            EpError::unavailable(self.failure.clone().unwrap_or_else(|| {
+                "the pinned IdP's key set is not fetched yet; retry shortly".to_owned()
+            }))
+        })
+    }
 }
 
 /// The pinned IdP's keys, fetched on demand.
@@ -41,7 +64,10 @@ struct Cache {
 pub struct IdpKeys {
     source: IdpSource,
     refetch_interval: Duration,
+    /// Held only to read or swap the cache, never across a fetch.
     cache: Mutex<Cache>,
+    /// Held by the one fetch in flight.
+    fetching: tokio::sync::Mutex<()>,
 }
 
 impl IdpKeys {
@@ -55,6 +81,7 @@ impl IdpKeys {
             source,
             refetch_interval,
             cache: Mutex::new(Cache::default()),
+            fetching: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -69,32 +96,52 @@ impl IdpKeys {
         self.verifier_for(token).await?.verify(token, now)
     }
 
-    /// The verifier to check `token` with: the cached one, refreshed first when it has none
-    /// yet, or when it does not know the token's kid and the last fetch is old enough. The
-    /// lock is held across the fetch so concurrent callers share one.
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The verifier to check `token` with: the held one when it knows the token's kid or no
+    /// fetch is due; otherwise the result of a fetch, one at a time, at most once per interval.
+    /// A caller holding keys never waits for another caller's fetch.
     async fn verifier_for(&self, token: &str) -> Result<Arc<IdpVerifier>, EpError> {
-        let mut cache = self.cache.lock().await;
-        let stale = cache
-            .fetched_at
-            .is_none_or(|at| at.elapsed() >= self.refetch_interval);
-        match cache.verifier.clone() {
-            Some(v) if v.knows_kid_of(token) || !stale => Ok(v),
-            held => match self.fetch().await {
-                Ok(fresh) => {
-                    let fresh = Arc::new(fresh);
-                    cache.verifier = Some(fresh.clone());
-                    cache.fetched_at = Some(Instant::now());
-                    Ok(fresh)
+        let (held, due) = {
+            let cache = self.cache();
+            (cache.verifier.clone(), cache.due(self.refetch_interval))
+        };
+        let _fetching = match &held {
+            Some(v) if v.knows_kid_of(token) || !due => return Ok(v.clone()),
+            None if !due => return self.cache().held(),
+            Some(v) => match self.fetching.try_lock() {
+                Ok(guard) => guard,
+                Err(_) => return Ok(v.clone()),
+            },
+            None => self.fetching.lock().await,
+        };
+        // A fetch that ended while this caller waited for its turn decides for it too.
+        {
+            let mut cache = self.cache();
+            if !cache.due(self.refetch_interval) {
+                return cache.held();
+            }
+            cache.attempted_at = Some(Instant::now());
+        }
+        let fetched = self.fetch().await;
+        let mut cache = self.cache();
+        match fetched {
+            Ok(fresh) => {
+                let fresh = Arc::new(fresh);
+                cache.verifier = Some(fresh.clone());
+                cache.failure = None;
+                Ok(fresh)
+            }
+            Err(why) => match cache.verifier.clone() {
+                Some(v) => {
+                    tracing::warn!(%why, "refetching the IdP key set failed; keeping the keys held");
+                    Ok(v)
                 }
-                Err(why) => {
-                    cache.fetched_at = Some(Instant::now());
-                    match held {
-                        Some(v) => {
-                            tracing::warn!(%why, "refetching the IdP key set failed; keeping the keys held");
-                            Ok(v)
-                        }
-                        None => Err(EpError::unavailable(why)),
-                    }
+                None => {
+                    cache.failure = Some(why.clone());
+                    Err(EpError::unavailable(why))
                 }
             },
         }

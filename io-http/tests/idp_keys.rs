@@ -113,3 +113,102 @@ async fn the_development_idp_labels_itself_and_serves_only_its_two_documents() {
     assert!(idp.token("alice", 3601, now()).is_err());
     server.stop();
 }
+
+/// A JWKS endpoint that accepts connections and never answers, counting them; each accepted
+/// socket is held open until the test ends.
+async fn hanging_endpoint(
+    port: u16,
+) -> (
+    tokio::sync::mpsc::UnboundedReceiver<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+            let _ = tx.send(());
+        }
+    });
+    (rx, task)
+}
+
+/// A hanging IdP stalls no one who holds keys: while one caller's refetch (for a made-up kid)
+/// waits on an IdP that never answers, a token of a held kid verifies at once — it finishes
+/// before the hanging fetch does, without waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_idp_refetch_never_holds_up_a_token_of_a_held_kid() {
+    let port = free_port();
+    let idp = DevIdp::new(port, &[5; 32]).unwrap();
+    let server = dev_idp::serve(idp.clone(), port).await.unwrap();
+    let keys = std::sync::Arc::new(IdpKeys::with_refetch_interval(
+        source(&idp),
+        Duration::from_millis(10),
+    ));
+    keys.verify(&idp.token("alice", 60, now()).unwrap(), now())
+        .await
+        .unwrap();
+    server.stop();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (mut accepted, hanging) = hanging_endpoint(port).await;
+
+    let other = DevIdp::new(port, &[6; 32]).unwrap();
+    let made_up = other.token("mallory", 60, now()).unwrap();
+    let refetch = tokio::spawn({
+        let keys = keys.clone();
+        async move { keys.verify(&made_up, now()).await }
+    });
+    accepted.recv().await.expect("the refetch reached the IdP");
+    let known = idp.token("alice", 60, now()).unwrap();
+    tokio::select! {
+        verified = keys.verify(&known, now()) => {
+            assert_eq!(verified.unwrap().subject, "alice");
+        }
+        ended = refetch => panic!("the hanging refetch ended first: {ended:?}"),
+    }
+    hanging.abort();
+}
+
+/// An IdP that is down before the first fetch: every exchange is `unavailable` (not a refusal
+/// of its token), and the key set is asked for at most once per interval however many tokens
+/// arrive; once the interval passed, the next token asks again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idp_outage_is_unavailable_and_fetched_at_most_once_per_interval() {
+    let port = free_port();
+    let idp = DevIdp::new(port, &[7; 32]).unwrap();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let (tx, mut accepted) = tokio::sync::mpsc::unbounded_channel();
+    // Every connection is closed at once: a failing IdP.
+    let failing = tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            drop(socket);
+            let _ = tx.send(());
+        }
+    });
+    let keys = IdpKeys::with_refetch_interval(source(&idp), Duration::from_millis(400));
+    let token = idp.token("alice", 60, now()).unwrap();
+    for _ in 0..20 {
+        let err = keys.verify(&token, now()).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Unavailable, "{err:?}");
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut asked = 0;
+    while accepted.try_recv().is_ok() {
+        asked += 1;
+    }
+    assert_eq!(
+        asked, 1,
+        "20 tokens within the interval asked the IdP {asked} times"
+    );
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let err = keys.verify(&token, now()).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Unavailable, "{err:?}");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(accepted.try_recv().is_ok(), "the due refetch did not ask");
+    failing.abort();
+}

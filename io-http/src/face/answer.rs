@@ -83,8 +83,11 @@ pub fn error_body(message: &str) -> Value {
 /// The HTTP status of a refusal with `code` at `door` (§3.11):
 ///
 /// * `/exchange`: every refused exchange is 401 (a refused view on the public face is a 403
-///   the handler answers with [`Answer::refused`]).
-/// * `/manager-service-authority`: **every** refusal is 403, whatever its code.
+///   the handler answers with [`Answer::refused`]), except `unavailable`: the plane could not
+///   decide (the IdP's key set cannot be had, a store did not answer), which is a 503 the
+///   caller retries, never a refusal of its token.
+/// * `/manager-service-authority`: every refusal is 403, whatever its code, except
+///   `unavailable` (503, as at the exchange).
 /// * verify-enrollment: `permission-denied` 403, `conflict` 409, `failed-precondition` 412,
 ///   `bad-request` 400, any other code 403 (never 500).
 /// * `/managed-lifecycle/retire`: `conflict` 409, anything else 400.
@@ -92,6 +95,11 @@ pub fn error_body(message: &str) -> Value {
 ///   (the row is at another lifecycle) 409, anything else 400.
 pub const fn refusal_status(door: Door, code: ErrorCode) -> StatusCode {
     match door {
+        Door::Exchange | Door::ManagerServiceAuthority
+            if matches!(code, ErrorCode::Unavailable) =>
+        {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         Door::Exchange => StatusCode::UNAUTHORIZED,
         Door::ManagerServiceAuthority => StatusCode::FORBIDDEN,
         Door::VerifyEnrollment => match code {
@@ -117,16 +125,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_exchange_and_manager_route_ignore_the_code() {
+    fn the_exchange_and_manager_route_ignore_the_code_but_unavailable() {
         for code in ErrorCode::ALL {
-            assert_eq!(
-                refusal_status(Door::Exchange, code),
-                StatusCode::UNAUTHORIZED
-            );
-            assert_eq!(
-                refusal_status(Door::ManagerServiceAuthority, code),
-                StatusCode::FORBIDDEN
-            );
+            let (exchange, route) = if code == ErrorCode::Unavailable {
+                (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    StatusCode::SERVICE_UNAVAILABLE,
+                )
+            } else {
+                (StatusCode::UNAUTHORIZED, StatusCode::FORBIDDEN)
+            };
+            assert_eq!(refusal_status(Door::Exchange, code), exchange);
+            assert_eq!(refusal_status(Door::ManagerServiceAuthority, code), route);
         }
     }
 
