@@ -20,8 +20,8 @@
 //!   face (its cap answers the excess 503 `busy`), sampled from `/proc/<pid>/status`.
 //!
 //! The manager instance is brought to activated by the shared fixture `tests/common/manager.rs`
-//! (`prepare`, the STAND-IN provisioning and registration ceremony, `activate`) on the space's
-//! own `broker-config` server. Run with `cargo bench -p cotal-authd --bench renewal`
+//! (`prepare`, the manager's own registration over the issued executor, `activate`) on the
+//! space's own `broker-config` server. Run with `cargo bench -p cotal-authd --bench renewal`
 //! (`RENEWAL_N` sets the request count, default 300). Needs the pinned nats-server
 //! (`scripts/nats-server.sh`). The `BENCH` lines are the summary `scripts/bench.sh` collects.
 #![allow(
@@ -294,7 +294,8 @@ async fn bench(n: usize) {
     let pid = u32::try_from(f.d["pid"].as_u64().unwrap()).unwrap();
 
     // To activated: prepare → the manager publishes its contract → the instance registers
-    // (the fixture's STAND-INs) → activate, whose answer carries the proof renewals present.
+    // (over the executor `prepare` issued, as a reference manager does) → activate, whose
+    // answer carries the proof renewals present.
     let (_supervisor, _closure) = f.prepared_and_registered().await;
     let activated = f.granted(&f.activate_request("activate000000000000001"));
     let proof = activated["nextRegistrationProof"]

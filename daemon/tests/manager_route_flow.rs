@@ -435,10 +435,7 @@ async fn a_restart_over_a_live_family_evicts_through_the_maintenance_door() {
     goal.client.flush().await.unwrap();
     let holder = format!("{}.manager_goal_{IID}", f.owner);
 
-    let mut outside = f.envelope("prepare", "maintain00000000000000002");
-    outside["kind"] = json!("manager-service-maintenance");
-    outside["operation"] = json!("evict-family-principal");
-    outside["targetInstanceId"] = json!(IID);
+    let mut outside = f.maintenance("evict-family-principal", "maintain00000000000000002");
     outside["principals"] = json!([holder, format!("{}.someone_else", f.owner)]);
     f.refused(&outside, "outside that family");
     assert_eq!(
@@ -468,46 +465,6 @@ async fn a_restart_over_a_live_family_evicts_through_the_maintenance_door() {
     );
 }
 
-/// STAND-IN for a registration that died after its freeze (the admin connection freezes the
-/// gate under a registration op no process runs): the gate stays frozen under that op.
-async fn freeze_by_a_dead_registration(f: &Flow) {
-    use cotal_core::gate::GateOp;
-    use cotal_core::issuance::observe_gate;
-    use cotal_core::kv::{KvOutcome, KvRequest, Store};
-    use cotal_core::machine::{script, Replay};
-    use cotal_core::names::OpId;
-    let bound = f.admin.space().unwrap();
-    let gate = manager_gate();
-    let observed = cotal_io_nats::drive(
-        &mut Replay::new(script(move |cx| observe_gate(cx, &gate))),
-        &bound,
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let frozen = observed
-        .gate
-        .frozen(GateOp::registration(OpId::mint([99; 20])))
-        .unwrap();
-    let written = bound
-        .execute(&KvRequest::Update {
-            store: Store::Auth,
-            key: manager_gate().key(),
-            value: frozen.to_bytes(),
-            expected: observed.revision,
-        })
-        .await;
-    assert!(matches!(written, KvOutcome::Written(_)), "{written:?}");
-}
-
-fn reconcile_request(f: &Flow, rid: &str) -> serde_json::Value {
-    let mut r = f.envelope("prepare", rid);
-    r["kind"] = json!("manager-service-maintenance");
-    r["operation"] = json!("reconcile-registration");
-    r["targetInstanceId"] = json!(IID);
-    r
-}
-
 /// `reconcile-registration` through the door: a frozen registration whose freeze holder is
 /// live is refused and left frozen (F52); once the holder is gone it is reopened at the next
 /// generation with the reference's report, and the manager registers again over it.
@@ -520,16 +477,16 @@ async fn a_dead_registration_is_reconciled_through_the_maintenance_door() {
     let serving = f.connect(&serve_jwt, &f.keys[2]).await;
     serving.client.flush().await.unwrap();
 
-    freeze_by_a_dead_registration(&f).await;
+    f.die_mid_barrier(&closure, 2).await;
     f.refused(
-        &reconcile_request(&f, "reconcile00000000000000001"),
+        &f.maintenance("reconcile-registration", "reconcile00000000000000001"),
         "ALIVE",
     );
     assert_eq!(f.gate().await.state(), GateState::Frozen);
 
     serving.client.drain().await.unwrap();
     let before = f.gate().await.generation().0;
-    let answer = f.granted(&reconcile_request(&f, "reconcile00000000000000002"));
+    let answer = f.granted(&f.maintenance("reconcile-registration", "reconcile00000000000000002"));
     let r = &answer["reconciliation"];
     assert_eq!(r["liveness"]["state"], "gone", "{answer}");
     assert_eq!(r["instanceId"], IID);
@@ -538,7 +495,7 @@ async fn a_dead_registration_is_reconciled_through_the_maintenance_door() {
     assert_eq!(f.gate().await.state(), GateState::Open);
     assert!(f.active().await.is_empty(), "the family was revoked");
 
-    let registered = f.register(&closure, 2).await;
+    let registered = f.register(&closure, 3).await;
     assert_eq!(registered.process_epoch.0, 1);
 }
 
@@ -745,7 +702,6 @@ async fn an_executor_reaches_only_its_instance_and_only_for_its_lifetime() {
 /// maintenance door once (A reopened at the next generation), then registers at epoch 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_foreign_in_flight_slot_is_reconciled_through_the_door_and_the_new_instance_registers() {
-    use cotal_io_nats::Evictor;
     let f = Flow::new().await;
     let (_supervisor, closure) = f.prepared_and_registered().await;
     let activated = f.granted(&f.activate_request("activate000000000000001"));
@@ -753,14 +709,9 @@ async fn a_foreign_in_flight_slot_is_reconciled_through_the_door_and_the_new_ins
     let serving = f.connect(&serve_jwt, &f.keys[2]).await;
     serving.client.flush().await.unwrap();
 
-    let executor = f.executor("prepareexecutor000000002").await;
-    let bound = participant(&executor).await.unwrap();
-    let never: Evictor = Box::new(|holders| Box::pin(async move { vec![false; holders.len()] }));
-    let died = f.register_over(&bound, never, &closure, 2).await;
-    assert!(died.is_err(), "{died:?}");
+    f.die_mid_barrier(&closure, 2).await;
     let before = f.gate().await;
     assert_eq!(before.state(), GateState::Frozen);
-    executor.client.drain().await.unwrap();
     serving.client.drain().await.unwrap();
 
     let b = "nnnnnnnnnnnnnnnnnnnnnnnnnn";

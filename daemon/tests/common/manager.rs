@@ -247,6 +247,34 @@ impl Flow {
         })
     }
 
+    /// A `manager-service-maintenance` request of `operation` from instance `iid` targeting
+    /// `target` (the caller's `principals` for an eviction are the caller's to add).
+    pub fn maintenance_for(&self, iid: &str, operation: &str, target: &str, rid: &str) -> Value {
+        let mut r = self.envelope_for(iid, "prepare", rid);
+        r["kind"] = json!("manager-service-maintenance");
+        r["operation"] = json!(operation);
+        r["targetInstanceId"] = json!(target);
+        r
+    }
+
+    /// [`Flow::maintenance_for`] from and on instance [`IID`].
+    pub fn maintenance(&self, operation: &str, rid: &str) -> Value {
+        self.maintenance_for(IID, operation, IID, rid)
+    }
+
+    /// A restart of instance [`IID`] that dies mid-barrier, as a manager killed there leaves
+    /// it: the registration over a fresh executor whose evictions never verify, so the gate
+    /// stays frozen under its op (and the endpoint's governance slot held). Returns the refusal.
+    pub async fn die_mid_barrier(&self, closure: &Digest, op: u8) -> EpError {
+        let executor = self.executor(&format!("prepareexecutordies{op:0>6}")).await;
+        let bound = participant(&executor).await.unwrap();
+        let never: Evictor =
+            Box::new(|holders| Box::pin(async move { vec![false; holders.len()] }));
+        let died = self.register_over(&bound, never, closure, op).await;
+        executor.client.drain().await.unwrap();
+        died.expect_err("a registration whose evictions never verify completed")
+    }
+
     /// `activate` with the manager document and its deterministic registration proof.
     pub fn activate_request(&self, rid: &str) -> Value {
         let mut raw = self.envelope("activate", rid);
@@ -579,10 +607,12 @@ impl Flow {
             .find_map(|d| d.get("holderInstanceId").and_then(Value::as_str))
             .unwrap()
             .to_owned();
-        let mut reconcile = self.envelope_for(iid, "prepare", "reconcileholder00000000001");
-        reconcile["kind"] = json!("manager-service-maintenance");
-        reconcile["operation"] = json!("reconcile-registration");
-        reconcile["targetInstanceId"] = json!(holder);
+        let reconcile = self.maintenance_for(
+            iid,
+            "reconcile-registration",
+            &holder,
+            "reconcileholder00000000001",
+        );
         let (status, answer) = self.ask(&reconcile);
         if status != 200 {
             return Err(EpError::conflict(format!(
@@ -681,10 +711,12 @@ impl Flow {
         let url = self.d["url"].as_str().unwrap().to_owned();
         let cap = self.d["cap"].as_str().map(str::to_owned);
         let idp_token = self.space.idp_token("alice");
-        let mut base = self.envelope_for(iid, "prepare", "maintain00000000000000001");
-        base["kind"] = json!("manager-service-maintenance");
-        base["operation"] = json!("evict-family-principal");
-        base["targetInstanceId"] = json!(iid);
+        let base = self.maintenance_for(
+            iid,
+            "evict-family-principal",
+            iid,
+            "maintain00000000000000001",
+        );
         Box::new(move |holders: Vec<Principal>| {
             let (url, cap, idp_token) = (url.clone(), cap.clone(), idp_token.clone());
             let mut request = base.clone();
