@@ -30,8 +30,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cotal_core::kv::Revision;
-use cotal_core::manager::{LocalManager, UserKey};
-use cotal_core::names::{InstanceId, OpId, Principal, SpaceName};
+use cotal_core::manager::LocalManager;
+use cotal_core::names::{InstanceId, OpId, SpaceName};
 use cotal_core::rollback::Mark;
 use cotal_io_fs::trust;
 use nkeys::KeyPair;
@@ -577,21 +577,9 @@ pub fn load_local_manager(path: &Path) -> Result<Option<LocalManager>, String> {
     }
     let bytes = fs::read(path)
         .map_err(|e| format!("the local manager identity {shown} is unreadable: {e}"))?;
-    let malformed = |why: &str| format!("the local manager identity {shown} is malformed: {why}");
-    let doc: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| malformed(&e.to_string()))?;
-    let instance = doc
-        .get("instanceId")
-        .and_then(serde_json::Value::as_str)
-        .and_then(|s| InstanceId::parse(s).ok())
-        .ok_or_else(|| malformed("instanceId is not a lifecycle token"))?;
-    let serve = doc
-        .pointer("/serveIdentity/id")
-        .and_then(serde_json::Value::as_str)
-        .and_then(UserKey::parse)
-        .ok_or_else(|| malformed("serveIdentity.id is not a user nkey"))?;
-    let serve = Principal::parse(&format!("local.{serve}")).map_err(|e| malformed(&e.message))?;
-    Ok(Some(LocalManager { instance, serve }))
+    LocalManager::from_identity(&bytes)
+        .map(Some)
+        .map_err(|why| format!("the local manager identity {shown} is malformed: {why}"))
 }
 
 #[cfg(test)]

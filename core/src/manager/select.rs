@@ -39,6 +39,28 @@ pub struct LocalManager {
     pub serve: Principal,
 }
 
+impl LocalManager {
+    /// Reads the local manager's persisted identity document (`{"instanceId",
+    /// "serveIdentity":{"id","seed"}}`, as the reference's manager writes it): the instance id
+    /// and the gate principal `local.<serve nkey>`. The seed is not kept. A document without
+    /// both is refused with what is wrong, never taken for "no local manager".
+    pub fn from_identity(bytes: &[u8]) -> Result<LocalManager, String> {
+        let doc: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let instance = doc
+            .get("instanceId")
+            .and_then(serde_json::Value::as_str)
+            .and_then(|s| InstanceId::parse(s).ok())
+            .ok_or("instanceId is not a lifecycle token")?;
+        let serve = doc
+            .pointer("/serveIdentity/id")
+            .and_then(serde_json::Value::as_str)
+            .and_then(super::tokens::UserKey::parse)
+            .ok_or("serveIdentity.id is not a user nkey")?;
+        let serve = Principal::parse(&format!("local.{serve}")).map_err(|e| e.message)?;
+        Ok(LocalManager { instance, serve })
+    }
+}
+
 /// The spec owner of the local manager's registration.
 pub const LOCAL_OWNER: &str = "local";
 
