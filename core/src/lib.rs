@@ -54,6 +54,7 @@
 pub mod actors;
 pub mod authority;
 pub mod barrier;
+pub mod bearer;
 pub mod callout;
 pub mod canon;
 pub mod contract;
@@ -92,6 +93,7 @@ pub mod serving;
 pub mod session;
 pub mod standby;
 pub mod trust;
+pub mod view;
 pub mod wire;
 
 pub use error::{EpError, ErrorCode};

@@ -14,6 +14,7 @@ mod connect {
     use cotal_core::jwt::UnixSeconds;
     use cotal_core::names::{ActorToken, LifecycleUid, OwnerToken, Principal, SpaceName};
     use cotal_core::profiles::*;
+    use cotal_core::view::View;
     use cotal_core::ErrorCode;
     use proptest::prelude::*;
 
@@ -252,7 +253,7 @@ mod connect {
     /// `provision.ts` `permissionsFor` observer/admin arm, the `admin` branch.
     #[test]
     fn issued_profile_census_admin_view() {
-        let p = view_profile(ConnectView::Admin, &view_binding(&["admin"])).unwrap();
+        let p = view_profile(View::Admin, &view_binding(&["admin"])).unwrap();
         assert_eq!(p.name, "admin");
         assert_eq!(p.tags, tags());
         assert_eq!(p.ttl_seconds, 900);
@@ -304,7 +305,7 @@ mod connect {
     /// `provision.ts` `purgerPermissions`.
     #[test]
     fn issued_profile_census_purger() {
-        let p = view_profile(ConnectView::Purger, &view_binding(&["admin"])).unwrap();
+        let p = view_profile(View::Purger, &view_binding(&["admin"])).unwrap();
         assert_eq!(p.name, "purger");
         assert_eq!(
             p.permissions.publish.allow,
@@ -320,7 +321,7 @@ mod connect {
     /// `provision.ts` `channelWriterPermissions`, less its `STREAM.CREATE` (the departure).
     #[test]
     fn issued_profile_census_channel_writer() {
-        let p = view_profile(ConnectView::ChannelWriter, &view_binding(&["admin"])).unwrap();
+        let p = view_profile(View::ChannelWriter, &view_binding(&["admin"])).unwrap();
         assert_eq!(p.name, "channel-writer");
         assert_eq!(
             p.permissions.publish.allow,
@@ -338,7 +339,7 @@ mod connect {
     /// `provision.ts` `channelPurgerPermissions`.
     #[test]
     fn issued_profile_census_channel_purger() {
-        let p = view_profile(ConnectView::ChannelPurger, &view_binding(&["admin"])).unwrap();
+        let p = view_profile(View::ChannelPurger, &view_binding(&["admin"])).unwrap();
         assert_eq!(p.name, "channel-purger");
         assert_eq!(
             p.permissions.publish.allow,
@@ -422,7 +423,7 @@ mod connect {
     /// `permissions.ts`), with `instrumentEpRows` and an untargeted `launch`.
     #[test]
     fn issued_profile_census_deployer() {
-        let p = view_profile(ConnectView::Deployer, &view_binding(&["spawn"])).unwrap();
+        let p = view_profile(View::Deployer, &view_binding(&["spawn"])).unwrap();
         assert_eq!(p.name, "deployer");
         let c = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.alice.zyxwvutsrqponmlkjihgfedcba";
         let mut publish = s(&["$JS.API.INFO"]);
@@ -543,7 +544,7 @@ mod connect {
             ..view_binding(&["admin"])
         };
         assert_eq!(
-            view_profile(ConnectView::Purger, &v).unwrap_err().code,
+            view_profile(View::Purger, &v).unwrap_err().code,
             ErrorCode::PermissionDenied
         );
     }
@@ -551,27 +552,26 @@ mod connect {
     /// reference-auth-service §10.1: manager-service "can never be a connect profile".
     #[test]
     fn manager_service_is_not_a_connect_profile() {
-        let e = ConnectView::parse("manager-service").unwrap_err();
+        let all = view_binding(&["admin", "spawn", "supervise"]);
+        let e = view_profile(View::ManagerService, &all).unwrap_err();
         assert_eq!(e.code, ErrorCode::PermissionDenied);
         assert!(e.message.contains("not a generic profile"), "{}", e.message);
-        for v in [
-            "manager-caller",
-            "session-caller",
-            "transfer-writer",
-            "agent",
-            "",
-            "ADMIN",
+        for view in [
+            View::ManagerCaller,
+            View::SessionCaller,
+            View::TransferWriter,
         ] {
-            assert!(ConnectView::parse(v).is_err(), "{v:?}");
+            let e = view_profile(view, &all).unwrap_err();
+            assert_eq!(e.code, ErrorCode::BadRequest, "{view}");
         }
-        for (name, view) in [
-            ("admin", ConnectView::Admin),
-            ("purger", ConnectView::Purger),
-            ("channel-purger", ConnectView::ChannelPurger),
-            ("channel-writer", ConnectView::ChannelWriter),
-            ("deployer", ConnectView::Deployer),
+        for view in [
+            View::Admin,
+            View::Purger,
+            View::ChannelPurger,
+            View::ChannelWriter,
+            View::Deployer,
         ] {
-            assert_eq!(ConnectView::parse(name).unwrap(), view);
+            assert_eq!(view_profile(view, &all).unwrap().name, view.as_str());
         }
     }
 
@@ -580,17 +580,17 @@ mod connect {
     #[test]
     fn view_without_its_required_scope_is_minted_nothing() {
         for view in [
-            ConnectView::Admin,
-            ConnectView::Purger,
-            ConnectView::ChannelPurger,
-            ConnectView::ChannelWriter,
+            View::Admin,
+            View::Purger,
+            View::ChannelPurger,
+            View::ChannelWriter,
         ] {
-            assert_eq!(view.required_scope(), "admin");
+            assert_eq!(view.required_scope(), Some("admin"));
             let e = view_profile(view, &view_binding(&["spawn"])).unwrap_err();
             assert_eq!(e.code, ErrorCode::PermissionDenied);
         }
-        assert_eq!(ConnectView::Deployer.required_scope(), "spawn");
-        let e = view_profile(ConnectView::Deployer, &view_binding(&["admin"])).unwrap_err();
+        assert_eq!(View::Deployer.required_scope(), Some("spawn"));
+        let e = view_profile(View::Deployer, &view_binding(&["admin"])).unwrap_err();
         assert_eq!(e.code, ErrorCode::PermissionDenied);
     }
 
@@ -707,11 +707,11 @@ mod connect {
     fn connect_profiles_never_reach_another_connections_inbox() {
         let mut profiles = vec![agent_with(&["spawn", "admin"])];
         for (view, scope) in [
-            (ConnectView::Admin, "admin"),
-            (ConnectView::Purger, "admin"),
-            (ConnectView::ChannelPurger, "admin"),
-            (ConnectView::ChannelWriter, "admin"),
-            (ConnectView::Deployer, "spawn"),
+            (View::Admin, "admin"),
+            (View::Purger, "admin"),
+            (View::ChannelPurger, "admin"),
+            (View::ChannelWriter, "admin"),
+            (View::Deployer, "spawn"),
         ] {
             profiles.push(view_profile(view, &view_binding(&[scope])).unwrap());
         }
@@ -735,11 +735,11 @@ mod connect {
     #[test]
     fn view_profiles_grant_their_cell_and_nothing_broader() {
         let cases = [
-            (ConnectView::Admin, "admin"),
-            (ConnectView::Purger, "admin"),
-            (ConnectView::ChannelPurger, "admin"),
-            (ConnectView::ChannelWriter, "admin"),
-            (ConnectView::Deployer, "spawn"),
+            (View::Admin, "admin"),
+            (View::Purger, "admin"),
+            (View::ChannelPurger, "admin"),
+            (View::ChannelWriter, "admin"),
+            (View::Deployer, "spawn"),
         ];
         for (view, scope) in cases {
             let p = view_profile(view, &view_binding(&[scope])).unwrap();
@@ -754,25 +754,22 @@ mod connect {
                 .collect();
             assert!(posts.is_empty(), "{}: {posts:?}", p.name);
             let calls = publish.iter().any(|r| r.starts_with("cotal.prod.ep."));
-            assert_eq!(calls, view == ConnectView::Deployer, "{}", p.name);
+            assert_eq!(calls, view == View::Deployer, "{}", p.name);
             let reads_dm = publish
                 .iter()
                 .any(|r| r.contains("DM_prod") && !r.contains("PURGE"));
-            assert_eq!(reads_dm, view == ConnectView::Admin, "{}", p.name);
+            assert_eq!(reads_dm, view == View::Admin, "{}", p.name);
             let purges = publish.iter().any(|r| r.contains("STREAM.PURGE"));
             assert_eq!(
                 purges,
-                matches!(view, ConnectView::Purger | ConnectView::ChannelPurger),
+                matches!(view, View::Purger | View::ChannelPurger),
                 "{}",
                 p.name
             );
             let writes_kv = publish.iter().any(|r| r.starts_with("$KV."));
             assert_eq!(
                 writes_kv,
-                matches!(
-                    view,
-                    ConnectView::ChannelPurger | ConnectView::ChannelWriter
-                ),
+                matches!(view, View::ChannelPurger | View::ChannelWriter),
                 "{}",
                 p.name
             );
@@ -815,7 +812,7 @@ mod connect {
                     r.ends_with(".>") && r.starts_with("cotal.prod.") && !r.contains(".goal.")
                 })
                 .collect();
-            if view == ConnectView::Admin {
+            if view == View::Admin {
                 assert_eq!(taps.len(), 3);
             } else {
                 assert!(taps.is_empty(), "{}: {taps:?}", p.name);

@@ -14,11 +14,11 @@ use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine as _;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, SpaceName};
+use cotal_core::view::View;
 use cotal_core::{EpError, ErrorCode};
 use cotal_io_http::bearer::{
-    BearerAct, BearerIssuer, BearerView, IdpConfig, IdpVerifier, KeyRing, SigningKey,
-    TransferWriterClaim, JWKS_CACHE_CONTROL, JWKS_MAX_AGE_SECS, KEY_RETENTION_SECS,
-    MAX_BEARER_TTL_SECS,
+    BearerAct, BearerIssuer, IdpConfig, IdpVerifier, KeyRing, SigningKey, TransferWriterClaim,
+    JWKS_CACHE_CONTROL, JWKS_MAX_AGE_SECS, KEY_RETENTION_SECS, MAX_BEARER_TTL_SECS,
 };
 use jsonwebtoken::jwk::{Jwk, JwkSet};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -613,7 +613,7 @@ fn bearer_golden_token_and_round_trip() {
 #[test]
 fn bearer_views_round_trip_with_their_companion_claims() {
     let mut tw = act();
-    tw.view = Some(BearerView::TransferWriter);
+    tw.view = Some(View::TransferWriter);
     tw.transfer_writer = Some(TransferWriterClaim {
         instance_id: InstanceId::parse("abcdefghijklmnopqrstuvwxyz").unwrap(),
         hex: "ab".repeat(32),
@@ -633,7 +633,7 @@ fn bearer_views_round_trip_with_their_companion_claims() {
 #[test]
 fn bearer_issue_refuses_what_verify_would_refuse() {
     let mut caller = act();
-    caller.view = Some(BearerView::ManagerCaller);
+    caller.view = Some(View::ManagerCaller);
     assert_eq!(
         bad_request(plane().issue(&caller, None, now())),
         r#"cannot issue the bearer: view "manager-caller" and act.managerInstanceId come together or not at all"#

@@ -51,6 +51,7 @@ use crate::gate::ProcessEpoch;
 use crate::issued::{AcceptedToken, IssuedGeneration};
 use crate::jwt::{Permission, Permissions, UnixSeconds};
 use crate::names::{EndpointToken, InstanceId, LifecycleUid, Principal, SessionId, SpaceName};
+use crate::view::View;
 
 // ---- Profile names (the JWT `name` label of the profile) -----------------------------------
 
@@ -62,13 +63,6 @@ pub const CHANNEL_WRITER: &str = "channel-writer";
 pub const DEPLOYER: &str = "deployer";
 pub const MANAGER_CALLER: &str = "manager-caller";
 pub const SESSION_CALLER: &str = "session-caller";
-
-/// The view that is never a connect profile (reference §10.1: "it can never be a connect
-/// profile"): the manager-service authority is issued over its own door, with its proofs.
-const MANAGER_SERVICE: &str = "manager-service";
-/// Views the reference defines whose issuance re-checks an authority at mint (a manager
-/// instance, a redeemed session, a transfer); their credentials are not built here.
-const ISSUED_VIEWS: [&str; 3] = [MANAGER_CALLER, SESSION_CALLER, "transfer-writer"];
 
 /// The read ACL an agent row with an empty `allowSubscribe` is minted (reference `agent` arm:
 /// "Defaults to `[\"general\"]`").
@@ -781,55 +775,6 @@ pub fn session_caller(b: &SessionCallerBinding) -> Result<Profile, EpError> {
 
 // ---- the view dispatch ----------------------------------------------------------------------
 
-/// The bearer views this module mints a connect profile for (reference `USER_TOKEN_VIEWS`, less
-/// `manager-service` and the three views issued through their own re-checked doors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ConnectView {
-    Admin,
-    Purger,
-    ChannelPurger,
-    ChannelWriter,
-    Deployer,
-}
-
-impl ConnectView {
-    /// Parses a bearer's `act.view`. `manager-service` is refused as a connect profile (reference
-    /// §10.1: "it can never be a connect profile"); `manager-caller`, `session-caller` and
-    /// `transfer-writer` are refused here because their mint re-checks an authority this pure
-    /// builder does not hold; anything else is not a view.
-    pub fn parse(view: &str) -> Result<Self, EpError> {
-        match view {
-            ADMIN => Ok(ConnectView::Admin),
-            PURGER => Ok(ConnectView::Purger),
-            CHANNEL_PURGER => Ok(ConnectView::ChannelPurger),
-            CHANNEL_WRITER => Ok(ConnectView::ChannelWriter),
-            DEPLOYER => Ok(ConnectView::Deployer),
-            MANAGER_SERVICE => Err(EpError::permission_denied(
-                "view \"manager-service\" is refused at connect: it is not a generic profile and \
-                 is never a connect profile (its authority is issued by the manager-service door)",
-            )),
-            v if ISSUED_VIEWS.contains(&v) => Err(EpError::bad_request(format!(
-                "view {v:?} is not a generic connect profile: its credential is issued only after \
-                 its own authority is re-checked at mint"
-            ))),
-            v => {
-                let shown: String = v.chars().take(64).collect();
-                Err(EpError::bad_request(format!(
-                    "view {shown:?} is refused: it is not a bearer view"
-                )))
-            }
-        }
-    }
-
-    /// The ledger scope a bearer must carry for this view (reference `VIEW_REQUIRED_SCOPE`).
-    pub fn required_scope(self) -> &'static str {
-        match self {
-            ConnectView::Deployer => "spawn",
-            _ => ADMIN,
-        }
-    }
-}
-
 /// What the callout knows of a view bearer when it mints: enough for every view profile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConnectViewBinding {
@@ -840,36 +785,43 @@ pub struct ConnectViewBinding {
     pub scope: Vec<String>,
 }
 
-/// The callout's view dispatch: re-asserts that the bearer's own scope carries the view's
-/// required scope (defence in depth; the exchange and the connect-time ledger read checked it
-/// first), then builds that view's profile.
-pub fn view_profile(view: ConnectView, b: &ConnectViewBinding) -> Result<Profile, EpError> {
-    let need = view.required_scope();
+/// The callout's view dispatch for the generic views of [`View`]'s table: re-asserts that the
+/// bearer's own scope carries the view's required scope (defence in depth; the exchange and the
+/// connect-time ledger read checked it first), then builds that view's profile. `manager-service`
+/// is refused (reference §10.1: "it can never be a connect profile"); the views whose mint
+/// re-checks an authority this pure builder does not hold are refused too.
+pub fn view_profile(view: View, b: &ConnectViewBinding) -> Result<Profile, EpError> {
+    type Build = fn(&ConnectViewBinding) -> Result<Profile, EpError>;
+    let build: Build =
+        match view {
+            View::Admin => |b| admin(&b.view),
+            View::Purger => |b| purger(&b.view),
+            View::ChannelPurger => |b| channel_purger(&b.view),
+            View::ChannelWriter => |b| channel_writer(&b.view),
+            View::Deployer => |b| {
+                deployer(&DeployerBinding {
+                    view: b.view.clone(),
+                    lifecycle_uid: b.lifecycle_uid.clone(),
+                })
+            },
+            View::ManagerService => return Err(EpError::permission_denied(
+                "view \"manager-service\" is refused at connect: it is not a generic profile and \
+                 is never a connect profile (its authority is issued by the manager-service door)",
+            )),
+            View::ManagerCaller | View::SessionCaller | View::TransferWriter => {
+                return Err(EpError::bad_request(format!(
+                "view {:?} is not a generic connect profile: its credential is issued only after \
+                 its own authority is re-checked at mint",
+                view.as_str()
+            )))
+            }
+        };
+    let need = view.required_scope().unwrap_or(ADMIN);
     if !b.scope.iter().any(|s| s == need) {
         return Err(EpError::permission_denied(format!(
             "view {:?} needs scope {need:?} in the bearer's act.scope: nothing is minted",
-            view_name(view)
+            view.as_str()
         )));
     }
-    match view {
-        ConnectView::Admin => admin(&b.view),
-        ConnectView::Purger => purger(&b.view),
-        ConnectView::ChannelPurger => channel_purger(&b.view),
-        ConnectView::ChannelWriter => channel_writer(&b.view),
-        ConnectView::Deployer => deployer(&DeployerBinding {
-            view: b.view.clone(),
-            lifecycle_uid: b.lifecycle_uid.clone(),
-        }),
-    }
-}
-
-/// The view's wire name, which is also its profile name.
-fn view_name(view: ConnectView) -> &'static str {
-    match view {
-        ConnectView::Admin => ADMIN,
-        ConnectView::Purger => PURGER,
-        ConnectView::ChannelPurger => CHANNEL_PURGER,
-        ConnectView::ChannelWriter => CHANNEL_WRITER,
-        ConnectView::Deployer => DEPLOYER,
-    }
+    build(b)
 }

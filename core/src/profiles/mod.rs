@@ -40,9 +40,9 @@ pub use crate::names::SessionId;
 mod connect;
 pub use connect::{
     admin, agent, channel_purger, channel_writer, deployer, manager_caller, purger, session_caller,
-    view_profile, AgentBinding, CallerIssuance, ConnectTtl, ConnectView, ConnectViewBinding,
-    DeployerBinding, ManagerCallerBinding, SessionCallerBinding, ViewBinding, ADMIN, AGENT,
-    CHANNEL_PURGER, CHANNEL_WRITER, CONNECT_TTL_MAX_SECS, DEPLOYER, MANAGER_CALLER, PURGER,
+    view_profile, AgentBinding, CallerIssuance, ConnectTtl, ConnectViewBinding, DeployerBinding,
+    ManagerCallerBinding, SessionCallerBinding, ViewBinding, ADMIN, AGENT, CHANNEL_PURGER,
+    CHANNEL_WRITER, CONNECT_TTL_MAX_SECS, DEPLOYER, MANAGER_CALLER, PURGER,
 };
 
 use crate::names::{

@@ -15,12 +15,13 @@ use cotal_core::lifecycle::AuthorizeConnectCredential;
 use cotal_core::machine::Replay;
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::profiles::{
-    agent, session_caller, view_profile, AgentBinding, ConnId, ConnectTtl, ConnectView,
-    ConnectViewBinding, ManagerCallerBinding, SessionCallerBinding, ViewBinding,
+    agent, session_caller, view_profile, AgentBinding, ConnId, ConnectTtl, ConnectViewBinding,
+    ManagerCallerBinding, SessionCallerBinding, ViewBinding,
 };
 use cotal_core::session::SessionCoordinates;
+use cotal_core::view::View;
 use cotal_io_fs::FileActors;
-use cotal_io_http::bearer::{BearerIssuer, BearerView};
+use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_nats::callout::{Authorize, AuthorizeFuture};
 use cotal_io_nats::NatsWorld;
 use tokio::sync::watch;
@@ -96,7 +97,7 @@ impl ConnectAuthorizer {
             ttl,
         };
         let profile = match act.view {
-            Some(BearerView::ManagerCaller) => {
+            Some(View::ManagerCaller) => {
                 let instance = act.manager_instance_id.clone().ok_or_else(|| {
                     EpError::permission_denied("a manager-caller bearer names no manager instance")
                 })?;
@@ -111,7 +112,7 @@ impl ConnectAuthorizer {
                     .profile(binding, held.space == RowSpace::Interactive)
                     .await?
             }
-            Some(BearerView::SessionCaller) => {
+            Some(View::SessionCaller) => {
                 let claim = act.session.as_ref().ok_or_else(|| {
                     EpError::permission_denied("a session-caller bearer names no session")
                 })?;
@@ -148,7 +149,7 @@ impl ConnectAuthorizer {
                 ttl,
             })?,
             Some(view) => view_profile(
-                ConnectView::parse(view.as_str())?,
+                view,
                 &ConnectViewBinding {
                     view: view_binding,
                     lifecycle_uid: uid,

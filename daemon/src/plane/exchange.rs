@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use cotal_core::actors::authorize::{authorize_agent_exchange, authorize_human_grant};
 use cotal_core::actors::ActorRow;
-use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::error::EpError;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
 use cotal_core::session::SessionCoordinates;
 use cotal_core::trust::DaemonMaterial;
+use cotal_core::view::View;
 use cotal_io_fs::FileActors;
-use cotal_io_http::bearer::{BearerAct, BearerIssuer, BearerView, SessionClaim};
+use cotal_io_http::bearer::{BearerAct, BearerIssuer, SessionClaim};
 use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape, AGENT_BEARER_TTL_SECS};
 use cotal_io_http::face::{Answer, Door, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
@@ -111,7 +112,7 @@ impl Exchange {
         let now = crate::clock::now_secs();
         let view = match view.as_deref() {
             None => None,
-            Some(name) => Some(served_view(name).map_err(Refusal::anonymous)?),
+            Some(name) => Some(View::served_at_exchange(name).map_err(Refusal::anonymous)?),
         };
         let identity = self
             .idp
@@ -124,7 +125,7 @@ impl Exchange {
             .map_err(Refusal::anonymous)?;
         // The reference selects the manager instance right after deriving the owner.
         let instance = match view {
-            Some(BearerView::ManagerCaller) => Some(
+            Some(View::ManagerCaller) => Some(
                 self.select(owner.owner(), manager_instance_id.as_deref())
                     .await
                     .map_err(Refusal::anonymous)?,
@@ -138,7 +139,7 @@ impl Exchange {
         let required = view.and_then(|v| v.required_scope().map(|s| (v.as_str(), s)));
         let grant = authorize_human_grant(&self.ledger, &self.space, &owner, &actor, required)
             .map_err(refuse)?;
-        let cap = BearerView::ttl_cap_secs(view);
+        let cap = View::ttl_cap_secs(view);
         let asked = exchange::ttl_within(ttl_secs, cap).ok_or_else(|| {
             refuse(EpError::bad_request(format!(
                 "ttlSec must be at least 1 (bearers live at most {cap} s)"
@@ -153,7 +154,7 @@ impl Exchange {
         // The session is checked against the holder's current lifecycle before anything is
         // signed (§3.5); the bearer never outlives the session it names.
         let session = match (view, &session_grant) {
-            (Some(BearerView::SessionCaller), Some(grant_value)) => {
+            (Some(View::SessionCaller), Some(grant_value)) => {
                 let claim = SessionCoordinates::from_grant(grant_value).map_err(refuse)?;
                 let held = self
                     .sessions
@@ -241,7 +242,7 @@ impl Exchange {
         act.scope = Some(row.scope.clone());
         act.parent = row.parent.clone();
         if instance.is_some() {
-            act.view = Some(BearerView::ManagerCaller);
+            act.view = Some(View::ManagerCaller);
             act.manager_instance_id = instance;
         }
         self.mint(principal, &row, uid, act, ttl, now).await
@@ -296,36 +297,6 @@ impl Exchange {
             instance,
         })
     }
-}
-
-/// A view the exchange serves, or why not.
-fn served_view(name: &str) -> Result<BearerView, EpError> {
-    let view = BearerView::parse(name).ok_or_else(|| {
-        EpError::permission_denied(format!(
-            "view {name:?} is not a bearer view ({})",
-            BearerView::ALL.map(BearerView::as_str).join(", ")
-        ))
-    })?;
-    match view {
-        BearerView::ManagerService => Err(EpError::permission_denied(
-            "manager-service is never a connect profile; managers are served by POST \
-             /manager-service-authority",
-        )),
-        BearerView::TransferWriter => Err(unserved_view(view)),
-        _ => Ok(view),
-    }
-}
-
-/// Why the exchange cannot mint `view`: `transfer-writer` names one object upload
-/// (`act.transferWriter`) that no exchange request field carries, so there is nothing to bind it
-/// to.
-fn unserved_view(view: BearerView) -> EpError {
-    EpError::new(
-        ErrorCode::Unimplemented,
-        format!(
-            "the {view} view is not served: no exchange field names the transfer it would be              bound to"
-        ),
-    )
 }
 
 /// A minted bearer and what the audit line names.

@@ -15,7 +15,6 @@ pub use idp::{IdpConfig, IdpIdentity, IdpVerifier, IDP_ALGORITHMS, IDP_CLOCK_LEE
 pub use jose::MAX_TOKEN_BYTES;
 pub use keys::{KeyRing, SigningKey, JWKS_CACHE_CONTROL, JWKS_MAX_AGE_SECS, KEY_RETENTION_SECS};
 pub use user::{
-    BearerAct, BearerIssuer, BearerView, IssuedBearer, SessionClaim, TransferWriterClaim,
-    VerifiedBearer, BEARER_CLOCK_LEEWAY_SECS, MAX_BEARER_TTL_SECS, TRANSFER_WRITER_TTL_SECS,
-    USER_TOKEN_VER,
+    BearerAct, BearerIssuer, IssuedBearer, SessionClaim, TransferWriterClaim, VerifiedBearer,
+    BEARER_CLOCK_LEEWAY_SECS, MAX_BEARER_TTL_SECS, TRANSFER_WRITER_TTL_SECS, USER_TOKEN_VER,
 };

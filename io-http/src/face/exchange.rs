@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::bearer::BearerView;
+use cotal_core::view::View;
 
 use super::routes::Face;
 
@@ -94,7 +94,7 @@ pub fn parse(face: Face, body: &Value) -> Result<ExchangeRequest, ExchangeShape>
     if face == Face::Public {
         let served = view
             .as_deref()
-            .is_none_or(|v| BearerView::parse(v).is_some_and(BearerView::on_public_exchange));
+            .is_none_or(|v| View::parse(v).is_some_and(View::on_public_exchange));
         if !served {
             return Err(ExchangeShape::RefusedView(PUBLIC_VIEWS.to_owned()));
         }
