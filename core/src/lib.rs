@@ -57,6 +57,7 @@ pub mod barrier;
 pub mod bearer;
 pub mod callout;
 pub mod canon;
+pub mod connect;
 pub mod contract;
 pub mod deregistration;
 pub mod driver;

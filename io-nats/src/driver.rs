@@ -43,6 +43,9 @@ pub struct NatsWorld<'s> {
     nats_durables: Option<Arc<NatsDurables>>,
     /// The sealed scanner connection of each store that has one: its key listings run there.
     scanners: Vec<(Store, &'s Space)>,
+    /// The connection of each store whose grant another connection holds: every request of
+    /// that store runs there (a key listing still prefers the store's scanner).
+    routes: Vec<(Store, &'s Space)>,
     /// Every effect performed, in order.
     pub log: Vec<Effect>,
 }
@@ -74,6 +77,7 @@ impl<'s> NatsWorld<'s> {
             durables: None,
             nats_durables: None,
             scanners: Vec::new(),
+            routes: Vec::new(),
             log: Vec::new(),
         }
     }
@@ -102,6 +106,22 @@ impl<'s> NatsWorld<'s> {
     pub fn set_scanner(&mut self, store: Store, scanner: &'s Space) {
         self.scanners.retain(|(s, _)| *s != store);
         self.scanners.push((store, scanner));
+    }
+
+    /// Runs every request of `store` on `space`: one script can then read the stores of
+    /// several of the plane's connections, each over the connection whose grant covers it.
+    pub fn route(mut self, store: Store, space: &'s Space) -> Self {
+        self.routes.retain(|(s, _)| *s != store);
+        self.routes.push((store, space));
+        self
+    }
+
+    /// The connection that serves `store`'s requests.
+    fn space_of(&self, store: Store) -> &'s Space {
+        self.routes
+            .iter()
+            .find(|(s, _)| *s == store)
+            .map_or(self.space, |(_, space)| *space)
     }
 
     pub fn set_evictor(&mut self, evictor: Evictor) {
@@ -142,16 +162,18 @@ impl<'s> NatsWorld<'s> {
                     .scanners
                     .iter()
                     .find(|(s, _)| s == store)
-                    .map_or(self.space, |(_, scanner)| *scanner);
+                    .map_or_else(|| self.space_of(*store), |(_, scanner)| *scanner);
                 Observation::Kv(space.execute(request).await)
             }
-            Effect::Kv(request) => Observation::Kv(
-                self.space
-                    .execute_hooked(request, self.send_hook.as_mut())
-                    .await,
-            ),
+            Effect::Kv(request) => {
+                let space = self.space_of(request.store());
+                Observation::Kv(space.execute_hooked(request, self.send_hook.as_mut()).await)
+            }
             Effect::Reads(requests) => Observation::Reads(
-                futures::future::join_all(requests.iter().map(|r| self.space.execute(r))).await,
+                futures::future::join_all(
+                    requests.iter().map(|r| self.space_of(r.store()).execute(r)),
+                )
+                .await,
             ),
             Effect::Evict(holders) => Observation::Evicted((self.evictor)(holders.clone()).await),
             Effect::Probe(holder) => Observation::Probed((self.prober)(holder.clone()).await),

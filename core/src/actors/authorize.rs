@@ -157,19 +157,17 @@ pub fn authorize_agent_exchange(
     }
 }
 
-/// The callout's connect boundary (`ledgerAuthorizeConnect`): the row of `principal` in either
-/// space (a principal in both is a broken ledger, which denies), every entry of the bearer's
-/// `scope` still in the row's scope, and the bearer's lifecycle uid equal to the row's. Applies
-/// to viewed bearers too.
+/// The callout's connect boundary (`ledgerAuthorizeConnect`) over the ledger's answer to
+/// `FindUnified { principal }` (`found`): the row of `principal` in either space (a principal in
+/// both is a broken ledger, which denies), every entry of the bearer's `scope` still in the
+/// row's scope, and the bearer's lifecycle uid equal to the row's. Applies to viewed bearers too.
 pub fn authorize_connect(
-    ledger: &dyn ActorLedger,
+    found: ActorsOutcome,
     principal: &Principal,
     bearer_scope: &[String],
     bearer_uid: Option<&LifecycleUid>,
 ) -> Result<Held, EpError> {
-    let held = match ledger.execute(&ActorsRequest::FindUnified {
-        principal: principal.clone(),
-    }) {
+    let held = match found {
         ActorsOutcome::Found(Some(held)) => held,
         ActorsOutcome::Found(None) => {
             return Err(EpError::permission_denied(format!(

@@ -654,12 +654,7 @@ fn doors(
             ledger: ledger.clone(),
             bearers: faces::bearer_issuer(material, &inputs.space)?,
             roots: roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
-            callers: manager_caller::ManagerCallers::new(
-                &inputs.space,
-                &inputs.root,
-                connections,
-                ledger.clone(),
-            ),
+            callers: manager_caller::ManagerCallers::new(&inputs.space, &inputs.root, connections),
             sessions: session_caller::SessionCallers::new(&inputs.space, connections),
             metrics: Arc::clone(metrics),
         },
@@ -719,13 +714,7 @@ async fn serve_callout(
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
-        callers: manager_caller::ManagerCallers::new(
-            &inputs.space,
-            &inputs.root,
-            connections,
-            ledger.clone(),
-        ),
-        sessions: session_caller::SessionCallers::new(&inputs.space, connections),
+        callers: manager_caller::ManagerCallers::new(&inputs.space, &inputs.root, connections),
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,
