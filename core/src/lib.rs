@@ -77,6 +77,7 @@ pub mod lifecycle;
 pub mod liveness;
 pub mod machine;
 pub mod manager;
+pub mod manager_route;
 pub mod mint;
 pub mod names;
 pub mod plane_claim;

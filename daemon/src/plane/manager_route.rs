@@ -18,22 +18,19 @@ use std::sync::Arc;
 
 use cotal_core::actors::authorize::authorize_human_grant;
 use cotal_core::actors::AliasScript;
-use cotal_core::enrollment::{
-    require_public_exchange, EnrollManagedAgent, EnrollmentRequest, PrepareManagedRetirement,
-    PrepareRetirementRequest, ENROLLMENT_KIND, PREPARE_RETIREMENT_KIND,
-};
-use cotal_core::error::{EpError, ErrorCode};
+use cotal_core::enrollment::{EnrollManagedAgent, PrepareManagedRetirement};
+use cotal_core::error::EpError;
 use cotal_core::issuance::GateRef;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::{Replay, Script};
 use cotal_core::manager::{
-    AdminAuthorizationRequest, AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin,
-    GoalIndexScanRequest, MaintenancePlan, MaintenanceRequest, ManagerAuthorityRequest,
-    ManagerHost, RetainedValidationRequest, ScanGoalIndex, Supervisor, ValidateRetainedAgent,
-    ADMIN_AUTHORIZATION_KIND, GOAL_INDEX_SCAN_KIND, MAINTENANCE_KIND, RETAINED_VALIDATION_KIND,
+    AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin, GoalIndexScanRequest,
+    MaintenancePlan, MaintenanceRequest, ManagerHost, ScanGoalIndex, Supervisor,
+    ValidateRetainedAgent,
 };
-use cotal_core::names::{ActorToken, SpaceName};
+use cotal_core::manager_route::{kind, ManagerServiceRequest};
+use cotal_core::names::SpaceName;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
@@ -135,21 +132,7 @@ impl ManagerRoute {
             .map_err(anonymous)?;
         let caller = owner.to_string();
         let refuse = |e| (caller.clone(), e);
-        if !request.is_object() {
-            return Err(refuse(EpError::bad_request(
-                "manager-service authority request must be an object",
-            )));
-        }
-        let actor = request
-            .get("actor")
-            .and_then(Value::as_str)
-            .ok_or_else(|| {
-                refuse(EpError::bad_request(
-                    "manager-service authority requires an actor",
-                ))
-            })?;
-        let actor =
-            ActorToken::parse(actor).map_err(|e| refuse(EpError::bad_request(e.message)))?;
+        let actor = ManagerServiceRequest::actor(request).map_err(refuse)?;
         let grant = authorize_human_grant(&self.ledger, &self.space, &owner, &actor, None)
             .map_err(refuse)?;
         let caller = format!("{owner}.{actor}");
@@ -158,100 +141,69 @@ impl ManagerRoute {
             owner,
             scope: grant.row.scope.clone(),
         };
-        match kind(request) {
-            "manager-managed-agent-runtime-create" | "manager-managed-agent-runtime-status" => {
-                Err(refuse(unimplemented(
-                    "managed agent runtime requests must be handled by host platform interception",
-                )))
-            }
-            "delegated-user-intent" | "manager-delegated-user-intent-execution" => Err(refuse(
-                unimplemented("delegated user intents are not served by this auth service"),
-            )),
-            ENROLLMENT_KIND => {
-                let host = self.host();
-                require_public_exchange(&host).map_err(refuse)?;
-                let request = EnrollmentRequest::parse(request).map_err(refuse)?;
-                let fresh_uid_entropy =
-                    crate::state::entropy().map_err(|e| refuse(EpError::unavailable(e)))?;
+        let parsed = ManagerServiceRequest::parse(request, &self.host()).map_err(refuse)?;
+        let body = self.operate(holder, parsed, now_ms).await.map_err(refuse)?;
+        Ok((caller, body))
+    }
+
+    /// Runs one parsed request's core operation on the connections its grants need.
+    async fn operate(
+        &self,
+        holder: Supervisor,
+        request: ManagerServiceRequest,
+        now_ms: u64,
+    ) -> Result<Value, EpError> {
+        let host = self.host();
+        match request {
+            ManagerServiceRequest::Enrollment(request) => {
                 let enroll = EnrollManagedAgent {
                     host,
                     caller: holder,
                     request,
-                    fresh_uid_entropy,
+                    fresh_uid_entropy: crate::state::entropy().map_err(EpError::unavailable)?,
                     now_ms,
                 };
-                let result = self.serialized(enroll).await.map_err(refuse)?;
-                let body = json_of(&result.to_json()).map_err(refuse)?;
-                Ok((caller, body))
+                json_of(&self.serialized(enroll).await?.to_json())
             }
-            PREPARE_RETIREMENT_KIND => {
-                let request = PrepareRetirementRequest::parse(request).map_err(refuse)?;
+            ManagerServiceRequest::PrepareRetirement(request) => {
                 let prepare = PrepareManagedRetirement {
-                    host: self.host(),
+                    host,
                     caller: holder,
                     request,
                 };
-                let result = self.serialized(prepare).await.map_err(refuse)?;
-                let body = json_of(&result.to_json()).map_err(refuse)?;
-                Ok((caller, body))
+                json_of(&self.serialized(prepare).await?.to_json())
             }
-            "manager-run-admission" => {
-                let body = self.runs.admit(self.host(), holder, request).await;
-                Ok((caller.clone(), body.map_err(refuse)?))
+            ManagerServiceRequest::RunAdmission(request) => {
+                self.runs.admit(host, holder, request).await
             }
-            "manager-run-attempt" => {
-                let body = self.runs.attempt(self.host(), holder, request).await;
-                Ok((caller.clone(), body.map_err(refuse)?))
+            ManagerServiceRequest::RunAttempt(request) => {
+                self.runs.attempt(host, holder, request).await
             }
-            MAINTENANCE_KIND => {
-                let request = MaintenanceRequest::parse(request).map_err(refuse)?;
-                let body = self.maintain(holder, request).await.map_err(refuse)?;
-                Ok((caller, body))
-            }
-            RETAINED_VALIDATION_KIND => {
-                let request = RetainedValidationRequest::parse(request).map_err(refuse)?;
+            ManagerServiceRequest::Maintenance(request) => self.maintain(holder, request).await,
+            ManagerServiceRequest::RetainedValidation(request) => {
                 let validate = ValidateRetainedAgent {
-                    host: self.host(),
+                    host,
                     caller: holder,
                     request,
                 };
-                let result = self.with_ledger(validate).await.map_err(refuse)?;
-                let body = json_of(&result.to_json()).map_err(refuse)?;
-                Ok((caller, body))
+                json_of(&self.with_ledger(validate).await?.to_json())
             }
-            ADMIN_AUTHORIZATION_KIND => {
-                let request = AdminAuthorizationRequest::parse(request).map_err(refuse)?;
+            ManagerServiceRequest::AdminAuthorization(request) => {
                 let authorize = AuthorizeManagerAdmin {
-                    host: self.host(),
+                    host,
                     holder,
                     request,
                 };
-                let result = self.with_ledger(authorize).await.map_err(refuse)?;
-                let body = json_of(&result.to_json()).map_err(refuse)?;
-                Ok((caller, body))
+                json_of(&self.with_ledger(authorize).await?.to_json())
             }
-            GOAL_INDEX_SCAN_KIND => {
-                let request = GoalIndexScanRequest::parse(request).map_err(refuse)?;
-                let body = self
-                    .scan_goal_index(holder, request)
-                    .await
-                    .map_err(refuse)?;
-                Ok((caller, body))
+            ManagerServiceRequest::GoalIndexScan(request) => {
+                self.scan_goal_index(holder, request).await
             }
-            _ => {
-                let parsed = ManagerAuthorityRequest::parse(request).map_err(refuse)?;
-                let call = ManagerAuthority::new(self.host(), holder, parsed, now_ms);
-                let bound = self
-                    .connections
-                    .get()
-                    .and_then(|c| c.issuer.space())
-                    .map_err(refuse)?;
-                let material = NatsWorld::new(&bound)
-                    .run(&mut Replay::new(call))
-                    .await
-                    .map_err(refuse)?;
-                let body = json_of(&material.to_json()).map_err(refuse)?;
-                Ok((caller, body))
+            ManagerServiceRequest::Authority(request) => {
+                let call = ManagerAuthority::new(host, holder, request, now_ms);
+                let bound = self.connections.get()?.issuer.space()?;
+                let material = NatsWorld::new(&bound).run(&mut Replay::new(call)).await?;
+                json_of(&material.to_json())
             }
         }
     }
@@ -378,13 +330,4 @@ impl ManagerRoute {
 fn json_of(text: &str) -> Result<Value, EpError> {
     serde_json::from_str(text)
         .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
-}
-
-/// The request's `kind`, for dispatch and the audit line (`-` when it names none).
-fn kind(request: &Value) -> &str {
-    request.get("kind").and_then(Value::as_str).unwrap_or("-")
-}
-
-fn unimplemented(why: &str) -> EpError {
-    EpError::new(ErrorCode::Unimplemented, why)
 }

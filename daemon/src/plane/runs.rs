@@ -14,9 +14,9 @@ use cotal_core::machine::{Replay, Script};
 use cotal_core::manager::{ManagerHost, Supervisor};
 use cotal_core::names::{EndpointName, SpaceName};
 use cotal_core::run::{
-    parse_request_subject, parse_run_admission_request, parse_run_attempt_request, sign_attempt,
-    AdmitRun, AuthorizeRunAdmission, AuthorizeRunAttempt, AuthorizedAttempt, JournalCheckpoint,
-    OperatorAnswers, RequestSubject, ServedInputs,
+    parse_request_subject, sign_attempt, AdmitRun, AuthorizeRunAdmission, AuthorizeRunAttempt,
+    AuthorizedAttempt, JournalCheckpoint, OperatorAnswers, RequestSubject, RunAdmissionRequest,
+    RunAttemptRequest, ServedInputs,
 };
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
@@ -91,9 +91,8 @@ impl Runs {
         &self,
         host: ManagerHost,
         holder: Supervisor,
-        raw: &Value,
+        request: RunAdmissionRequest,
     ) -> Result<Value, EpError> {
-        let request = parse_run_admission_request(raw)?;
         let authorized = self
             .on_issuer(AuthorizeRunAdmission {
                 request: request.clone(),
@@ -128,9 +127,8 @@ impl Runs {
         &self,
         host: ManagerHost,
         holder: Supervisor,
-        raw: &Value,
+        request: RunAttemptRequest,
     ) -> Result<Value, EpError> {
-        let request = parse_run_attempt_request(raw)?;
         let owner = holder.owner().clone();
         let authorized = self
             .on_issuer(AuthorizeRunAttempt {
