@@ -64,6 +64,7 @@ pub mod driver;
 pub mod endpoint_rail;
 pub mod enrollment;
 pub mod error;
+pub mod exchange;
 pub mod gate;
 pub mod govern;
 pub mod host;

@@ -87,15 +87,15 @@ fn ledger() -> MemoryActors {
 #[test]
 fn wrong_secret_and_unknown_agent_get_the_identical_sentence() {
     let l = ledger();
-    let wrong = authorize_agent_exchange(&l, OWNER, "worker", "not-the-secret").unwrap_err();
-    let unknown = authorize_agent_exchange(&l, OWNER, "ghost", SECRET).unwrap_err();
-    let bad_owner = authorize_agent_exchange(&l, "u_short", "worker", SECRET).unwrap_err();
-    let human_row = authorize_agent_exchange(&l, OWNER, "cli", SECRET).unwrap_err();
+    let wrong = authorize_agent_exchange(&mut &l, OWNER, "worker", "not-the-secret").unwrap_err();
+    let unknown = authorize_agent_exchange(&mut &l, OWNER, "ghost", SECRET).unwrap_err();
+    let bad_owner = authorize_agent_exchange(&mut &l, "u_short", "worker", SECRET).unwrap_err();
+    let human_row = authorize_agent_exchange(&mut &l, OWNER, "cli", SECRET).unwrap_err();
     for e in [&wrong, &unknown, &bad_owner, &human_row] {
         assert_eq!(e.message, AGENT_EXCHANGE_REFUSED);
         assert_eq!(e.code, ErrorCode::PermissionDenied);
     }
-    let row = authorize_agent_exchange(&l, OWNER, "worker", SECRET).unwrap();
+    let row = authorize_agent_exchange(&mut &l, OWNER, "worker", SECRET).unwrap();
     assert_eq!(row.lifecycle_uid, Some(uid(2)));
 }
 
@@ -106,14 +106,14 @@ fn a_spawner_narrowed_since_the_spawn_refuses_the_agent_exchange_with_its_reason
     let mut narrowed = interactive("cli", &["spawn"]);
     narrowed.allow_publish = vec!["other".into()];
     grant(&l, narrowed, RowSpace::Interactive);
-    let e = authorize_agent_exchange(&l, OWNER, "worker", SECRET).unwrap_err();
+    let e = authorize_agent_exchange(&mut &l, OWNER, "worker", SECRET).unwrap_err();
     assert!(e.message.contains("CURRENT grant"), "{e:?}");
 }
 
 #[test]
 fn an_ungranted_human_actor_is_told_the_grant_command() {
     let l = ledger();
-    let e = authorize_human_grant(&l, &space(), &owner(), &actor("ops"), None).unwrap_err();
+    let e = authorize_human_grant(&mut &l, &space(), &owner(), &actor("ops"), None).unwrap_err();
     assert!(
         e.message.contains(&format!(
             "cotal-authd actor grant ops --space main --owner {OWNER}"
@@ -121,9 +121,9 @@ fn an_ungranted_human_actor_is_told_the_grant_command() {
         "{e:?}"
     );
     let managed =
-        authorize_human_grant(&l, &space(), &owner(), &actor("worker"), None).unwrap_err();
+        authorize_human_grant(&mut &l, &space(), &owner(), &actor("worker"), None).unwrap_err();
     assert!(managed.message.contains("managed agent"), "{managed:?}");
-    let g = authorize_human_grant(&l, &space(), &owner(), &actor("cli"), None).unwrap();
+    let g = authorize_human_grant(&mut &l, &space(), &owner(), &actor("cli"), None).unwrap();
     assert_eq!(g.lifecycle_uid, uid(1));
 }
 
@@ -131,7 +131,7 @@ fn an_ungranted_human_actor_is_told_the_grant_command() {
 fn a_view_needs_its_scope_and_the_refusal_prints_the_whole_row_regrant() {
     let l = ledger();
     let e = authorize_human_grant(
-        &l,
+        &mut &l,
         &space(),
         &owner(),
         &actor("cli"),
@@ -149,7 +149,7 @@ fn a_view_needs_its_scope_and_the_refusal_prints_the_whole_row_regrant() {
         RowSpace::Interactive,
     );
     assert!(authorize_human_grant(
-        &l,
+        &mut &l,
         &space(),
         &owner(),
         &actor("cli"),

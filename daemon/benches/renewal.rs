@@ -494,7 +494,7 @@ async fn bench(n: usize) {
     let mut grant = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
-        authorize_human_grant(&ledger, &space, &holder.owner, &actor, None).unwrap();
+        authorize_human_grant(&mut &ledger, &space, &holder.owner, &actor, None).unwrap();
         grant.push(start.elapsed());
     }
     let after_rss = rss_kib(pid);

@@ -268,7 +268,7 @@ fn main() -> Result<(), String> {
         let mut grant = Vec::with_capacity(n);
         for _ in 0..n {
             let start = Instant::now();
-            authorize_human_grant(&ledger, &space, &alice, &cli, None).map_err(|e| e.message)?;
+            authorize_human_grant(&mut &ledger, &space, &alice, &cli, None).map_err(|e| e.message)?;
             grant.push(start.elapsed());
         }
         let (g50, _, _) = summary(grant);

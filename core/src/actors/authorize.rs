@@ -16,6 +16,7 @@ use sha2::{Digest as _, Sha256};
 use super::row::{ActorRow, RowSpace};
 use super::{ActorLedger, ActorsOutcome, ActorsRequest, Boundary, Held};
 use crate::error::EpError;
+use crate::machine::{Ctx, Halt};
 use crate::manager::constant_time_eq;
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal, SpaceName};
 
@@ -36,17 +37,39 @@ pub fn token_digest(secret: &str) -> String {
     data_encoding::HEXLOWER.encode(&Sha256::digest(secret.as_bytes()))
 }
 
-fn find(
-    ledger: &dyn ActorLedger,
+/// Where an authorization reads the actor ledger: the ledger itself (a CLI, a bench), or a
+/// script's actor-ledger effect (the service's doors, which the simulator drives).
+pub trait LedgerRead {
+    /// What a read can fail with: a refusal, or for a script also a suspension.
+    type Error: From<EpError>;
+    fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, Self::Error>;
+}
+
+impl<T: ActorLedger + ?Sized> LedgerRead for &T {
+    type Error = EpError;
+    fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, EpError> {
+        Ok(self.execute(&request))
+    }
+}
+
+impl LedgerRead for Ctx<'_> {
+    type Error = Halt;
+    fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, Halt> {
+        self.actors(request)
+    }
+}
+
+fn find<L: LedgerRead>(
+    ledger: &mut L,
     space: RowSpace,
     principal: &Principal,
-) -> Result<Option<ActorRow>, EpError> {
-    match ledger.execute(&ActorsRequest::Find {
+) -> Result<Option<ActorRow>, L::Error> {
+    match ledger.read(ActorsRequest::Find {
         space,
         principal: principal.clone(),
-    }) {
+    })? {
         ActorsOutcome::Found(held) => Ok(held.map(|h| h.row)),
-        other => Err(denial(other)),
+        other => Err(denial(other).into()),
     }
 }
 
@@ -65,13 +88,13 @@ fn denial(outcome: ActorsOutcome) -> EpError {
 /// lifecycle uid, whose scope holds `required_scope` when the exchange asks for a view. A
 /// missing row says how to grant it (or that the name is a managed agent's); every refusal is
 /// `permission-denied`.
-pub fn authorize_human_grant(
-    ledger: &dyn ActorLedger,
+pub fn authorize_human_grant<L: LedgerRead>(
+    ledger: &mut L,
     space: &SpaceName,
     owner: &DerivedOwner,
     actor: &ActorToken,
     required_scope: Option<(&str, &str)>,
-) -> Result<HumanGrant, EpError> {
+) -> Result<HumanGrant, L::Error> {
     let principal = Principal::new(owner.owner().clone(), actor.clone());
     let Some(row) = find(ledger, RowSpace::Interactive, &principal)? else {
         if find(ledger, RowSpace::Managed, &principal)?.is_some() {
@@ -79,21 +102,24 @@ pub fn authorize_human_grant(
                 "actor {:?} is a managed agent - it exchanges its own secret, never a human \
                  sign-in; sign in as an interactive actor instead",
                 actor.as_str()
-            )));
+            ))
+            .into());
         }
         return Err(EpError::permission_denied(format!(
             "actor {:?} is not granted for this user - an operator grants it with \
              `cotal-authd actor grant {actor} --space {space} --owner {owner} --full` (or \
              explicit --scope/--allow-subscribe/--allow-publish lists)",
             actor.as_str()
-        )));
+        ))
+        .into());
     };
     let Some(lifecycle_uid) = row.lifecycle_uid.clone() else {
         return Err(EpError::permission_denied(format!(
             "actor {:?} has no lifecycle uid on its grant - re-grant it (`cotal-authd actor \
              grant {actor} --space {space} --owner {owner} …`)",
             actor.as_str()
-        )));
+        ))
+        .into());
     };
     if let Some((view, scope)) = required_scope {
         if !row.scope.iter().any(|s| s == scope) {
@@ -111,7 +137,8 @@ pub fn authorize_human_grant(
                     .join(","),
                 row.allow_subscribe.join(","),
                 row.allow_publish.join(","),
-            )));
+            ))
+            .into());
         }
     }
     Ok(HumanGrant { row, lifecycle_uid })
@@ -122,13 +149,13 @@ pub fn authorize_human_grant(
 /// or actor that does not parse, a missing or unreadable row and a wrong secret all get
 /// [`AGENT_EXCHANGE_REFUSED`]: none of them may tell a prober whether the agent exists. After the
 /// secret matched, the envelope walk's own sentence says what was narrowed.
-pub fn authorize_agent_exchange(
-    ledger: &dyn ActorLedger,
+pub fn authorize_agent_exchange<L: LedgerRead>(
+    ledger: &mut L,
     owner: &str,
     actor: &str,
     secret: &str,
-) -> Result<ActorRow, EpError> {
-    let refused = || EpError::permission_denied(AGENT_EXCHANGE_REFUSED);
+) -> Result<ActorRow, L::Error> {
+    let refused = || EpError::permission_denied(AGENT_EXCHANGE_REFUSED).into();
     let (Ok(owner), Ok(actor)) = (OwnerToken::parse(owner), ActorToken::parse(actor)) else {
         return Err(refused());
     };
@@ -136,9 +163,13 @@ pub fn authorize_agent_exchange(
         return Err(refused());
     }
     let principal = Principal::new(owner, actor);
-    let row = match find(ledger, RowSpace::Managed, &principal) {
-        Ok(Some(row)) => row,
-        Ok(None) | Err(_) => return Err(refused()),
+    // A missing and an unreadable row are the same refusal; only a script's suspension passes.
+    let row = match ledger.read(ActorsRequest::Find {
+        space: RowSpace::Managed,
+        principal,
+    })? {
+        ActorsOutcome::Found(Some(held)) => held.row,
+        _ => return Err(refused()),
     };
     let digest = token_digest(secret);
     let matches = row
@@ -148,12 +179,12 @@ pub fn authorize_agent_exchange(
     if !matches {
         return Err(refused());
     }
-    match ledger.execute(&ActorsRequest::CheckEnvelope {
+    match ledger.read(ActorsRequest::CheckEnvelope {
         row: row.clone(),
         boundary: Boundary::Exchange,
-    }) {
+    })? {
         ActorsOutcome::Within => Ok(row),
-        other => Err(denial(other)),
+        other => Err(denial(other).into()),
     }
 }
 

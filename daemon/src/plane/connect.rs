@@ -21,7 +21,7 @@ use cotal_io_nats::NatsWorld;
 use tokio::sync::watch;
 
 use super::connections::PlaneLink;
-use super::manager_caller::{self, ManagerCallers};
+use super::manager_caller::{self, LocalManagerFile};
 use super::metrics::PlaneMetrics;
 use super::Readiness;
 use crate::audit;
@@ -34,7 +34,7 @@ pub(super) struct ConnectAuthorizer {
     pub(super) space: SpaceName,
     pub(super) bearers: BearerIssuer,
     pub(super) ledger: FileActors,
-    pub(super) callers: ManagerCallers,
+    pub(super) local: LocalManagerFile,
     pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
     pub(super) metrics: Arc<PlaneMetrics>,
@@ -56,7 +56,7 @@ impl ConnectAuthorizer {
         let now = UnixSeconds(crate::clock::now_secs());
         let bearer = self.bearers.verify(token.expose(), now)?;
         let local = match bearer.act.view {
-            Some(View::ManagerCaller) => self.callers.local()?,
+            Some(View::ManagerCaller) => self.local.read()?,
             _ => None,
         };
         let decide = DecideConnect {

@@ -1,72 +1,33 @@
-//! The `manager-caller` view's plane inputs (reference §3.10, §8.4, SPEC §13.15): the exchange's
-//! instance selection, a core script run with the gate listing on the sealed ledger scanner;
-//! the workspace's own manager, read fresh for every selection and connect re-check; and the
-//! entropy of an interactive caller's first issuance (the re-check and the issuance themselves
-//! are steps of core's connect decision).
+//! What a `manager-caller` bearer's steps in core (the exchange's instance selection, the
+//! connect's re-check and issuance: reference §3.10, §8.4, SPEC §13.15) need from the host: the
+//! workspace's own manager, read fresh for every selection and re-check, and the entropy of an
+//! interactive caller's first issuance.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 
 use cotal_core::error::EpError;
 use cotal_core::issued::IssuedGeneration;
-use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
-use cotal_core::manager::{LocalManager, SelectManagerInstance};
-use cotal_core::names::{InstanceId, OwnerToken, SpaceName};
-use cotal_io_nats::NatsWorld;
+use cotal_core::manager::LocalManager;
+use cotal_core::names::SpaceName;
 
-use super::connections::{Connections, PlaneLink};
 use crate::state;
 
-/// The plane's `manager-caller` steps over its connections.
+/// Where the workspace's own manager persists its identity.
 #[derive(Debug, Clone)]
-pub(super) struct ManagerCallers {
-    pub(super) space: SpaceName,
-    /// Where the workspace's own manager persists its identity, re-read at every selection and
-    /// re-check (§3.10).
-    pub(super) local_identity: std::path::PathBuf,
-    pub(super) connections: PlaneLink,
+pub(super) struct LocalManagerFile {
+    path: PathBuf,
 }
 
-impl ManagerCallers {
-    pub(super) fn new(
-        space: &SpaceName,
-        root: &std::path::Path,
-        connections: &Arc<Connections>,
-    ) -> ManagerCallers {
-        ManagerCallers {
-            space: space.clone(),
-            local_identity: state::local_manager_path(root, space),
-            connections: PlaneLink::to(connections),
+impl LocalManagerFile {
+    pub(super) fn new(root: &Path, space: &SpaceName) -> LocalManagerFile {
+        LocalManagerFile {
+            path: state::local_manager_path(root, space),
         }
     }
 
     /// The workspace's own manager, read fresh (a malformed identity refuses, `internal`).
-    pub(super) fn local(&self) -> Result<Option<LocalManager>, EpError> {
-        state::load_local_manager(&self.local_identity).map_err(EpError::internal)
-    }
-
-    /// §3.10: the owner's one live remote manager instance, or the requested one if it is a
-    /// candidate. Reads ride the issuing connection; the gate listing rides the sealed ledger
-    /// scanner, the only connection whose loss fences the plane.
-    pub(super) async fn select(
-        &self,
-        owner: &OwnerToken,
-        requested: Option<InstanceId>,
-    ) -> Result<InstanceId, EpError> {
-        let connections = self.connections.get()?;
-        let (reads, listing) = (
-            connections.issuer.space()?,
-            connections.scanners.ledger.space()?,
-        );
-        let mut world = NatsWorld::new(&reads);
-        world.set_scanner(Store::Auth, &listing);
-        let select = SelectManagerInstance {
-            space: self.space.clone(),
-            owner: owner.clone(),
-            local: self.local()?,
-            requested,
-        };
-        world.run(&mut Replay::new(select)).await
+    pub(super) fn read(&self) -> Result<Option<LocalManager>, EpError> {
+        state::load_local_manager(&self.path).map_err(EpError::internal)
     }
 }
 

@@ -133,7 +133,7 @@ impl ManagerRoute {
         let caller = owner.to_string();
         let refuse = |e| (caller.clone(), e);
         let actor = ManagerServiceRequest::actor(request).map_err(refuse)?;
-        let grant = authorize_human_grant(&self.ledger, &self.space, &owner, &actor, None)
+        let grant = authorize_human_grant(&mut &self.ledger, &self.space, &owner, &actor, None)
             .map_err(refuse)?;
         let caller = format!("{owner}.{actor}");
         let refuse = |e| (caller.clone(), e);

@@ -37,7 +37,6 @@ mod retire_doors;
 mod retirement;
 mod roots;
 mod runs;
-mod session_caller;
 mod verify_door;
 
 use std::path::PathBuf;
@@ -653,9 +652,9 @@ fn doors(
             idp: Arc::clone(&idp),
             ledger: ledger.clone(),
             bearers: faces::bearer_issuer(material, &inputs.space)?,
-            roots: roots::MintRoots::new(Arc::clone(connections), &inputs.space)?,
-            callers: manager_caller::ManagerCallers::new(&inputs.space, &inputs.root, connections),
-            sessions: session_caller::SessionCallers::new(&inputs.space, connections),
+            roots: roots::RootHints::new(&inputs.space)?,
+            local: manager_caller::LocalManagerFile::new(&inputs.root, &inputs.space),
+            connections: connections::PlaneLink::to(connections),
             metrics: Arc::clone(metrics),
         },
         manager: manager_route::ManagerRoute {
@@ -714,7 +713,7 @@ async fn serve_callout(
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
-        callers: manager_caller::ManagerCallers::new(&inputs.space, &inputs.root, connections),
+        local: manager_caller::LocalManagerFile::new(&inputs.root, &inputs.space),
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,

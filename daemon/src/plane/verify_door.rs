@@ -105,8 +105,13 @@ impl VerifyDoor {
     /// The caller's interactive grant, read fresh, then the decision on the manager gate read
     /// over the remote-manager issuer connection.
     async fn decide(&self, asked: Asked) -> Result<Value, EpError> {
-        let grant =
-            authorize_human_grant(&self.ledger, &self.space, &asked.owner, &asked.actor, None)?;
+        let grant = authorize_human_grant(
+            &mut &self.ledger,
+            &self.space,
+            &asked.owner,
+            &asked.actor,
+            None,
+        )?;
         let decision = VerifyEnrollment {
             host: self.host.clone(),
             caller: Supervisor {

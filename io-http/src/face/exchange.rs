@@ -9,9 +9,6 @@ use cotal_core::view::View;
 
 use super::routes::Face;
 
-/// The agent arm's TTL cap (`AGENT_BEARER_TTL_SEC`).
-pub const AGENT_BEARER_TTL_SECS: u64 = 300;
-
 /// Why an exchange body is not served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ExchangeShape {
@@ -147,20 +144,6 @@ pub fn parse(face: Face, body: &Value) -> Result<ExchangeRequest, ExchangeShape>
     })
 }
 
-/// The bearer lifetime an exchange asks for, as whole seconds within `(0, cap]`: absent → the
-/// cap; a fraction rounds down; zero, negative or non-finite → `None` (refused by the caller).
-pub fn ttl_within(asked: Option<f64>, cap: u64) -> Option<u64> {
-    match asked {
-        None => Some(cap),
-        Some(t) if t.is_finite() && t >= 1.0 => {
-            // Saturating: a huge ask is simply the cap.
-            let whole = if t >= cap as f64 { cap } else { t as u64 };
-            Some(whole.min(cap))
-        }
-        Some(_) => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -242,14 +225,5 @@ mod tests {
             &json!({"idpToken": "t", "actor": "a", "view": "purger"})
         )
         .is_ok());
-    }
-
-    #[test]
-    fn ttls_stay_within_the_cap() {
-        assert_eq!(ttl_within(None, 900), Some(900));
-        assert_eq!(ttl_within(Some(1.9), 900), Some(1));
-        assert_eq!(ttl_within(Some(1e12), 300), Some(300));
-        assert_eq!(ttl_within(Some(0.0), 900), None);
-        assert_eq!(ttl_within(Some(-5.0), 900), None);
     }
 }
