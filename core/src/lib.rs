@@ -59,6 +59,7 @@ pub mod callout;
 pub mod canon;
 pub mod connect;
 pub mod contract;
+pub mod control_rail;
 pub mod deregistration;
 pub mod driver;
 pub mod endpoint_rail;

@@ -14,7 +14,7 @@ mod enrollment_common;
 use cotal_core::enrollment::{
     refuse_without_host_storage, EnrollmentRequest, PrepareRetirementRequest,
 };
-use cotal_core::manager::managed_retirement_op_id;
+use cotal_core::lifecycle::managed_retirement_op_id;
 use cotal_core::names::LifecycleUid;
 use cotal_core::ErrorCode;
 use enrollment_common::*;

@@ -16,12 +16,13 @@ use common::{coords, op, principal, run};
 use cotal_core::driver::ModelWorld;
 use cotal_core::gate::{EndpointGate, GateOp, ProcessEpoch, RegistrationRevision};
 use cotal_core::kv::Store;
+use cotal_core::lifecycle::managed_retirement_op_id;
 use cotal_core::machine::script;
 use cotal_core::manager::door::{self, check_registered, Knock, Presented};
 use cotal_core::manager::{
-    constant_time_eq, current_registration_proof, hmac_sha256, managed_retirement_op_id,
-    registration_proof, AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost,
-    ManagerOperation, ProofSecret, RegistrationProof, CURRENT_REGISTRATION_DOMAIN,
+    constant_time_eq, current_registration_proof, hmac_sha256, registration_proof, AccountKey,
+    AgentOnboarding, ManagerAuthorityRequest, ManagerHost, ManagerOperation, ProofSecret,
+    RegistrationProof, CURRENT_REGISTRATION_DOMAIN,
 };
 use cotal_core::names::{LifecycleUid, OwnerToken};
 use cotal_core::{EpError, ErrorCode};

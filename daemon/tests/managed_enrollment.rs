@@ -174,7 +174,7 @@ async fn enrollment_creates_the_agents_mailboxes_and_preparation_removes_them() 
         "requestId": "prepare000000000000000000001", "registrationProof": proof,
         "serveEpoch": 0, "identities": manager_identities(),
         "target": {"owner": owner, "actor": "worker", "lifecycleUid": uid},
-        "opId": cotal_core::manager::managed_retirement_op_id(
+        "opId": cotal_core::lifecycle::managed_retirement_op_id(
             &cotal_core::names::LifecycleUid::parse(&uid).unwrap()
         ).unwrap().as_str(),
     });

@@ -565,7 +565,7 @@ async fn a_remote_manager_registers_activates_renews_restarts_and_retires() {
     retire["retirement"] = json!({
         "id": requester.public_key(),
         "target": {"owner": f.owner, "actor": "worker", "lifecycleUid": target_uid.as_str()},
-        "opId": cotal_core::manager::managed_retirement_op_id(&target_uid).unwrap().as_str(),
+        "opId": cotal_core::lifecycle::managed_retirement_op_id(&target_uid).unwrap().as_str(),
         "serveEpoch": 1,
     });
     retire["registrationProof"] = json!(format!("sha256:{}", "0".repeat(64)));

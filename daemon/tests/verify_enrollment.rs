@@ -13,7 +13,7 @@ mod common;
 
 use common::signin::{manager_identities, post_to, Space};
 use common::*;
-use cotal_core::manager::managed_retirement_op_id;
+use cotal_core::lifecycle::managed_retirement_op_id;
 use cotal_core::names::LifecycleUid;
 use serde_json::{json, Value};
 

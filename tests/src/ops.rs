@@ -36,10 +36,11 @@ use cotal_core::gate::{EndpointGate, GateState, ProcessEpoch, RegistrationRevisi
 use cotal_core::issuance::{GateRef, ProvisionGate};
 use cotal_core::kv::Store;
 use cotal_core::ledger::{CredState, LedgerRow};
+use cotal_core::lifecycle::managed_retirement_op_id;
 use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::manager::{
-    current_registration_proof, managed_retirement_op_id, registration_proof, AccountKey,
-    AgentOnboarding, ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
+    current_registration_proof, registration_proof, AccountKey, AgentOnboarding,
+    ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
 };
 use cotal_core::names::{
     ActorToken, CredentialId, DerivedOwner, EndpointName, InstanceId, LifecycleUid, OpId,

@@ -24,10 +24,11 @@ use cotal_core::gate::{
     RegistrationRevision,
 };
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
+use cotal_core::lifecycle::managed_retirement_op_id;
 use cotal_core::machine::Effect;
 use cotal_core::manager::{
-    current_registration_proof, managed_retirement_op_id, AccountKey, AgentOnboarding,
-    ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
+    current_registration_proof, AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost,
+    ProofSecret, Supervisor,
 };
 use cotal_core::names::DerivedOwner;
 use cotal_core::names::{

@@ -7,9 +7,9 @@ use crate::actors::row::check_channel;
 use crate::actors::TokenHash;
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
+use crate::lifecycle::managed_retirement_op_id;
 use crate::manager::{
-    managed_retirement_op_id, parse_coordinates, parse_identities, ManagerEnvelope,
-    RegistrationProof, RetirementTarget,
+    parse_coordinates, parse_identities, ManagerEnvelope, RegistrationProof, RetirementTarget,
 };
 use crate::names::{ActorToken, LifecycleUid, OpId, OwnerToken};
 use crate::wire::{self, MAX_SAFE_INTEGER};

@@ -10,9 +10,9 @@ use std::fmt::Display;
 
 use crate::error::EpError;
 use crate::gate::{GateState, ProcessEpoch};
-use crate::issuance::{observe_gate, GateObservation};
+use crate::issuance::{observe_gate, GateObservation, GateRef};
 use crate::machine::{Ctx, Halt};
-use crate::names::OwnerToken;
+use crate::names::{OwnerToken, Principal};
 
 use super::envelope::ManagerEnvelope;
 use super::host::ManagerHost;
@@ -44,6 +44,19 @@ pub enum GateRule {
     /// Present in any state: activation, whose fenced release refuses a gate that is not open
     /// on its own (F19–F21), so the door only establishes whose gate it is (F28).
     Present,
+    /// Present and not retired: the auth control rail, which a manager mid-restart (its gate
+    /// frozen) may still call, but a retired registration never may (F94).
+    NotRetired,
+}
+
+impl GateRule {
+    fn admits(self, state: GateState) -> bool {
+        match self {
+            GateRule::Open => state == GateState::Open,
+            GateRule::Present => true,
+            GateRule::NotRetired => state != GateState::Retired,
+        }
+    }
 }
 
 /// One registered-manager door: its name, its gate rule and its wording.
@@ -80,6 +93,77 @@ pub struct Knock<'a> {
     pub proof: Presented<'a>,
 }
 
+/// One knock on a gate: the gate, whom it must record, and the epoch it must sit at.
+#[derive(Clone, Copy)]
+pub struct GateKnock<'a> {
+    pub gate: &'a GateRef,
+    /// The principal the gate must record.
+    pub principal: &'a Principal,
+    /// The process epoch the gate must sit at; `None` when something else binds it.
+    pub epoch: Option<ProcessEpoch>,
+    /// What the door's wording names besides `{door}`, `{instance}`, `{state}`, `{principal}`,
+    /// `{serve}`, `{epoch}` and `{current}`.
+    pub says: &'a [(&'a str, &'a dyn Display)],
+}
+
+impl std::fmt::Debug for GateKnock<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateKnock")
+            .field("gate", self.gate)
+            .field("principal", self.principal)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The gate steps every door shares, in order: the gate is present and admitted by the door's
+/// [`GateRule`] (`failed-precondition`; `{state}` is `unregistered` or the gate's state), records
+/// `knock.principal` (`permission-denied`; F28), and sits at the knock's epoch (`conflict`;
+/// F94). Returns the observation it decided on. KV round trips: 1.
+pub fn check_gate(
+    cx: &mut Ctx<'_>,
+    door: &Door,
+    knock: &GateKnock<'_>,
+) -> Result<GateObservation, Halt> {
+    let w = door.wording;
+    let instance = &knock.gate.instance;
+    let say = |template: &str, values: &[(&str, &dyn Display)]| {
+        render(
+            template,
+            door.name,
+            instance,
+            &[values, knock.says].concat(),
+        )
+    };
+    let observed = observe_gate(cx, knock.gate)?;
+    let state = observed
+        .as_ref()
+        .map_or("unregistered", |o| o.gate.state().as_str());
+    let observed = observed
+        .filter(|o| door.gate.admits(o.gate.state()))
+        .ok_or_else(|| EpError::failed_precondition(say(w.no_gate, &[("state", &state)])))?;
+    let gate = &observed.gate;
+    if gate.principal() != knock.principal {
+        let principal = gate.principal();
+        return Err(EpError::permission_denied(say(
+            w.foreign_gate,
+            &[("principal", principal), ("serve", knock.principal)],
+        ))
+        .into());
+    }
+    if let Some(epoch) = knock.epoch {
+        let current = gate.process_epoch();
+        if current != epoch {
+            return Err(EpError::conflict(say(
+                w.stale_epoch,
+                &[("epoch", &epoch), ("current", &current)],
+            ))
+            .into());
+        }
+    }
+    Ok(observed)
+}
+
 /// The registered-manager check, in the reference's order:
 /// 1. with an account presented, the request's space and account are the host's
 ///    (`permission-denied`);
@@ -109,29 +193,18 @@ pub fn check_registered(
             return Err(EpError::permission_denied(say(w.host_binding, &[])).into());
         }
     }
-    let observed = observe_gate(cx, &e.gate()?)?
-        .filter(|o| door.gate == GateRule::Present || o.gate.state() == GateState::Open)
-        .ok_or_else(|| EpError::failed_precondition(say(w.no_gate, &[])))?;
-    let gate = &observed.gate;
     let serve = e.serve_principal(knock.owner)?;
-    if *gate.principal() != serve {
-        let principal = gate.principal();
-        return Err(EpError::permission_denied(say(
-            w.foreign_gate,
-            &[("principal", principal), ("serve", &serve)],
-        ))
-        .into());
-    }
-    if let Some(epoch) = knock.epoch {
-        let current = gate.process_epoch();
-        if current != epoch {
-            return Err(EpError::conflict(say(
-                w.stale_epoch,
-                &[("epoch", &epoch), ("current", &current)],
-            ))
-            .into());
-        }
-    }
+    let observed = check_gate(
+        cx,
+        door,
+        &GateKnock {
+            gate: &e.gate()?,
+            principal: &serve,
+            epoch: knock.epoch,
+            says: &[],
+        },
+    )?;
+    let gate = &observed.gate;
     if let Presented::Current(proof) = knock.proof {
         let expected = current_registration_proof(
             &host.proof_secret,

@@ -51,8 +51,8 @@ pub use proof::{
     CURRENT_REGISTRATION_DOMAIN,
 };
 pub use request::{
-    managed_retirement_op_id, ManagerAuthorityRequest, ManagerCall, ManagerOperation, RenewalFence,
-    Retirement, RetirementTarget, RunFence, SessionGrant,
+    ManagerAuthorityRequest, ManagerCall, ManagerOperation, RenewalFence, Retirement,
+    RetirementTarget, RunFence, SessionGrant,
 };
 pub use retained::{
     RetainedAgentAuthority, RetainedAgentValidation, RetainedSecret, RetainedValidationRequest,

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::journal::{FencingToken, RunEpoch, RunHolder, RunId, TakeoverId};
+use crate::lifecycle::managed_retirement_op_id;
 use crate::names::{is_platform_owner, ActorToken, DerivedOwner, LifecycleUid, OpId, OwnerToken};
 use crate::wire;
 
@@ -213,8 +214,6 @@ impl ManagerAuthorityRequest {
         }
     }
 }
-
-pub use crate::lifecycle::managed_retirement_op_id;
 
 // ---- Parser ----------------------------------------------------------------------------------
 

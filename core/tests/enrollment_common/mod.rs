@@ -19,9 +19,10 @@ use cotal_core::enrollment::{
 };
 use cotal_core::gate::{EndpointGate, GateOp, ProcessEpoch, RegistrationRevision};
 use cotal_core::kv::Store;
+use cotal_core::lifecycle::managed_retirement_op_id;
 use cotal_core::manager::{
-    current_registration_proof, managed_retirement_op_id, AccountKey, AgentOnboarding,
-    ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
+    current_registration_proof, AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost,
+    ProofSecret, Supervisor,
 };
 use cotal_core::names::DerivedOwner;
 use cotal_core::names::{

@@ -292,7 +292,7 @@ pub const TARGET_UID: &str = "wwwwwwwwwwwwwwwwwwwwwwwwww";
 
 /// The `retirement` object for `target_owner`'s worker at `serve_epoch`.
 pub fn retirement(target_owner: &str, serve_epoch: u64) -> Value {
-    let op_id = cotal_core::manager::managed_retirement_op_id(
+    let op_id = cotal_core::lifecycle::managed_retirement_op_id(
         &cotal_core::names::LifecycleUid::parse(TARGET_UID).unwrap(),
     )
     .unwrap();

@@ -1,7 +1,7 @@
 //! The auth control rail listener (reference §2.5 step 9): the plane's own `auth` instance
 //! serving `retire-lifecycle` on the `ep` rails, on the `cotal:auth-admin:<space>` connection,
 //! at the epoch its registration committed. Each call is checked by
-//! [`cotal_core::endpoint_rail`] and [`cotal_core::lifecycle::rail`], then joins the
+//! [`cotal_core::endpoint_rail`] and [`cotal_core::control_rail`], then joins the
 //! retirement flight of its op id ([`Retirements`]) that the managed-retire door shares.
 //!
 //! The reply goes to the subject derived from the request's (its caller triple and nonce), never
@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cotal_core::control_rail::{AdmitRetireCall, RailAdmission, RetireCall};
 use cotal_core::endpoint_rail::{reply_error, reply_ok, Outcome, ServedCommand};
-use cotal_core::lifecycle::rail::{AdmitRetireCall, RailAdmission, RetireCall};
 use cotal_core::machine::Replay;
 use cotal_core::EpError;
 use cotal_io_nats::async_nats::{Client, Message, Subscriber};

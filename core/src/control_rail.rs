@@ -20,14 +20,16 @@ use serde_json::{json, Value};
 use crate::endpoint_rail::TargetedRequest;
 use crate::error::{EpError, ErrorCode};
 use crate::gate::{GateState, ProcessEpoch};
-use crate::issuance::{observe_gate, GateRef};
+use crate::issuance::GateRef;
 use crate::machine::{Ctx, Halt, Script};
+use crate::manager::door::{check_gate, Door, DoorWording, GateKnock, GateRule};
 use crate::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
 use crate::profiles::RailCaller;
 use crate::wire::safe_uint;
 
-use super::retire::{managed_retirement_op_id, RetireLifecycle};
-use super::rows::{read_gate, read_head, HeadState};
+use crate::lifecycle::{
+    managed_retirement_op_id, read_gate, read_head, HeadState, RetireLifecycle,
+};
 
 /// One `retire-lifecycle` call as the subject and the body carry it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,39 +166,17 @@ impl Script for AdmitRetireCall {
             call.serve_instance.clone(),
         );
         let caller = Principal::new(call.caller.owner.clone(), call.caller.actor.clone());
-        match observe_gate(cx, &serve)? {
-            None => return Err(no_manager(call, "unregistered").into()),
-            Some(seen) if seen.gate.state() == GateState::Retired => {
-                return Err(no_manager(call, "retired").into())
-            }
-            Some(seen) if *seen.gate.principal() != caller => {
-                return Err(EpError::permission_denied(format!(
-                    "the serve registration of manager instance {} belongs to {}, not the \
-                     requester {caller}, so this despawn of \"{}\" was REFUSED as a FULL no-op - \
-                     the agent is unchanged and still running. NEXT: retry the despawn from the \
-                     manager that registered it",
-                    call.serve_instance,
-                    seen.gate.principal(),
-                    call.alias()
-                ))
-                .into())
-            }
-            Some(seen) if seen.gate.process_epoch() != call.serve_epoch => {
-                return Err(EpError::conflict(format!(
-                    "the requesting manager instance {} was SUPERSEDED (it registered at epoch \
-                     {}, the current serve grant is epoch {}), so this despawn of \"{}\" was \
-                     REFUSED as a FULL no-op - the agent is unchanged and still running, nothing \
-                     was torn down. NEXT: recover the manager (`cotal supervise`), then retry \
-                     the despawn under the current serving instance",
-                    call.serve_instance,
-                    call.serve_epoch,
-                    seen.gate.process_epoch(),
-                    call.alias()
-                ))
-                .into())
-            }
-            Some(_) => {}
-        }
+        let alias = call.alias();
+        check_gate(
+            cx,
+            &RAIL_CALLER,
+            &GateKnock {
+                gate: &serve,
+                principal: &caller,
+                epoch: Some(call.serve_epoch),
+                says: &[("space", &call.space), ("alias", &alias)],
+            },
+        )?;
         let uid = &call.target.uid;
         let Some(head) = read_head(cx, &call.target.owner, &call.target.actor)? else {
             return Err(EpError::failed_precondition(format!(
@@ -238,17 +218,33 @@ impl Script for AdmitRetireCall {
     }
 }
 
-fn no_manager(call: &RetireCall, state: &str) -> EpError {
-    EpError::failed_precondition(format!(
-        "no manager instance currently holds a serve registration for \"{}\" (instance {} is \
-         {state}), so nothing may retire agents. The despawn of \"{}\" was a FULL no-op - the \
-         agent is unchanged and still running. NEXT: start or recover the manager (`cotal \
-         supervise`), then retry the despawn",
-        call.space,
-        call.serve_instance,
-        call.alias()
-    ))
-}
+/// The rail's caller check: the requesting manager's serve registration, present and not
+/// retired (a manager mid-restart may still despawn), recording the requester, at the epoch it
+/// declares. Every refusal says the despawn was a full no-op and what to run next.
+const RAIL_CALLER: Door = Door {
+    name: "retire-lifecycle",
+    gate: GateRule::NotRetired,
+    wording: &DoorWording {
+        // The rail's requests name no account: the host binding is never checked.
+        host_binding: "{door} is bound to the host-assigned space",
+        no_gate: "no manager instance currently holds a serve registration for \"{space}\" \
+                  (instance {instance} is {state}), so nothing may retire agents. The despawn \
+                  of \"{alias}\" was a FULL no-op - the agent is unchanged and still running. \
+                  NEXT: start or recover the manager (`cotal supervise`), then retry the despawn",
+        foreign_gate: "the serve registration of manager instance {instance} belongs to \
+                       {principal}, not the requester {serve}, so this despawn of \"{alias}\" \
+                       was REFUSED as a FULL no-op - the agent is unchanged and still running. \
+                       NEXT: retry the despawn from the manager that registered it",
+        stale_epoch: "the requesting manager instance {instance} was SUPERSEDED (it registered \
+                      at epoch {epoch}, the current serve grant is epoch {current}), so this \
+                      despawn of \"{alias}\" was REFUSED as a FULL no-op - the agent is \
+                      unchanged and still running, nothing was torn down. NEXT: recover the \
+                      manager (`cotal supervise`), then retry the despawn under the current \
+                      serving instance",
+        // The rail presents no registration proof: the broker-enforced subject is the proof.
+        bad_proof: "{door} presents no registration proof",
+    },
+};
 
 /// A grammar refusal of an argument is the caller's bad request, whatever code the grammar uses.
 fn as_bad_request(e: EpError) -> EpError {
