@@ -140,6 +140,18 @@ impl<O> Interleaver<O> {
         });
     }
 
+    /// Crashes one live flight (the oldest): a plane restart kills every flight in progress.
+    pub fn crash_one(&mut self) -> Option<Event<O>> {
+        if self.flights.is_empty() {
+            return None;
+        }
+        let flight = self.flights.remove(0);
+        self.trace.push(format!("{} CRASH (restart)", flight.label));
+        Some(Event::Crashed {
+            label: flight.label,
+        })
+    }
+
     /// Flights not yet finished or crashed.
     pub fn live(&self) -> usize {
         self.flights.len()

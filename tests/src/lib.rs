@@ -9,6 +9,8 @@
 //!   ambiguous writes, refusals, crashes and per-alias locks (the operations' race scenarios).
 //! * [`ops`] — seeded race scenarios of the authority operations (renewals racing a
 //!   re-registration, enrollments and retirements of one alias) over [`interleave`].
+//! * [`service`] — the service's doors (exchange, connect, revoke, re-grant, retire, restart)
+//!   raced over [`interleave`] with the KV model's faults.
 //! * [`nats`] — the nats-server harness: a pinned server (or a 3-node cluster) on loopback.
 //! * [`sim`] — the deterministic simulator: seeded histories of the registration ceremony
 //!   with crashes, ambiguous writes and contention, checked against the fence rules after
@@ -19,4 +21,5 @@ pub mod fence;
 pub mod interleave;
 pub mod nats;
 pub mod ops;
+pub mod service;
 pub mod sim;
