@@ -21,10 +21,9 @@ use cotal_io_nats::NatsWorld;
 use tokio::sync::watch;
 
 use super::connections::PlaneLink;
+use super::decision::{Decided, Recorder};
 use super::manager_caller::{self, LocalManagerFile};
-use super::metrics::PlaneMetrics;
 use super::Readiness;
-use crate::audit;
 
 /// What an agent is told by a plane that is not serving (the operator's cause is on /health).
 const NOT_SERVING: &str = "the auth service is momentarily unavailable; retry shortly";
@@ -37,7 +36,7 @@ pub(super) struct ConnectAuthorizer {
     pub(super) local: LocalManagerFile,
     pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
-    pub(super) metrics: Arc<PlaneMetrics>,
+    pub(super) recorder: Recorder,
 }
 
 impl ConnectAuthorizer {
@@ -88,18 +87,15 @@ impl Authorize for ConnectAuthorizer {
         Box::pin(async move {
             match self.decide(&request).await {
                 Ok(Admitted { principal, admit }) => {
-                    self.metrics.decided("connect", None);
-                    audit::granted(
-                        &principal.key(),
-                        "connect",
-                        &principal.key(),
-                        audit::At::default(),
-                    );
+                    let key = principal.key();
+                    self.recorder
+                        .record(&Decided::new("connect", &key, &key), None);
                     Ok(admit)
                 }
                 Err(e) => {
-                    self.metrics.decided("connect", Some(e.code));
-                    audit::refused("connect", "connect", request.user_nkey.as_str(), &e);
+                    let nkey = request.user_nkey.as_str();
+                    self.recorder
+                        .record(&Decided::new("connect", "connect", nkey), Some(&e));
                     Err(e.message)
                 }
             }

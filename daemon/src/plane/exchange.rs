@@ -17,16 +17,15 @@ use cotal_core::view::View;
 use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape};
-use cotal_io_http::face::{Answer, Door, DoorRequest, StatusCode};
+use cotal_io_http::face::{Answer, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::NatsWorld;
 use serde_json::json;
 
 use super::connections::PlaneLink;
+use super::decision::{Decided, Recorder};
 use super::manager_caller::LocalManagerFile;
-use super::metrics::PlaneMetrics;
 use super::roots::RootHints;
-use crate::audit;
 
 /// What the exchange needs, built once per plane.
 pub(super) struct Exchange {
@@ -38,7 +37,7 @@ pub(super) struct Exchange {
     pub(super) roots: RootHints,
     pub(super) local: LocalManagerFile,
     pub(super) connections: PlaneLink,
-    pub(super) metrics: Arc<PlaneMetrics>,
+    pub(super) recorder: Recorder,
 }
 
 impl std::fmt::Debug for Exchange {
@@ -61,10 +60,6 @@ impl Exchange {
                 return Answer::refused(StatusCode::FORBIDDEN, why);
             }
         };
-        let arm = match parsed {
-            ExchangeRequest::Human { .. } => "human",
-            ExchangeRequest::Agent { .. } => "agent",
-        };
         let now = UnixSeconds(crate::clock::now_secs());
         let outcome = match self.plan(parsed, now).await {
             Ok(plan) => self.sign(plan, now),
@@ -72,13 +67,6 @@ impl Exchange {
         };
         match outcome {
             Ok((plan, token, exp)) => {
-                self.metrics.decided("exchange", None);
-                audit::granted(
-                    &plan.principal.key(),
-                    "exchange",
-                    &plan.row,
-                    audit::At::default(),
-                );
                 let mut body = json!({
                     "token": token,
                     "owner": plan.principal.owner().as_str(),
@@ -89,17 +77,17 @@ impl Exchange {
                 {
                     o.insert("managerInstanceId".into(), json!(instance.as_str()));
                 }
-                Answer::ok(body)
+                let caller = plan.principal.key();
+                let decided = Decided::new("exchange", &caller, &plan.row);
+                self.recorder.answer(request, &decided, Ok(body))
             }
             Err(ExchangeRefusal { caller, error }) => {
-                self.metrics.decided("exchange", Some(error.code));
-                tracing::warn!(peer = %request.peer, arm, "refused an exchange: {}", error.message);
                 let (who, row) = match &caller {
                     Some(p) => (p.key(), format!("actor.{}", p.key())),
                     None => ("anonymous".to_owned(), "-".to_owned()),
                 };
-                audit::refused(&who, "exchange", &row, &error);
-                Answer::refusal(Door::Exchange, &error)
+                let decided = Decided::new("exchange", &who, &row);
+                self.recorder.answer(request, &decided, Err(error))
             }
         }
     }

@@ -35,7 +35,7 @@ use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::FileActors;
-use cotal_io_http::face::{Answer, Door, DoorRequest};
+use cotal_io_http::face::{Answer, DoorRequest};
 use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::liveness::Oracle;
@@ -43,9 +43,8 @@ use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
 use super::connections::PlaneLink;
-use super::metrics::PlaneMetrics;
+use super::decision::{Decided, Recorder};
 use super::runs::Runs;
-use crate::audit;
 
 const NEEDS: &str = "manager-service authority needs { idpToken, request }";
 
@@ -68,7 +67,7 @@ pub(super) struct ManagerRoute {
     pub(super) durables: Arc<NatsDurables>,
     /// Run admission and attempts.
     pub(super) runs: Runs,
-    pub(super) metrics: Arc<PlaneMetrics>,
+    pub(super) recorder: Recorder,
 }
 
 impl std::fmt::Debug for ManagerRoute {
@@ -91,25 +90,12 @@ impl ManagerRoute {
             return Answer::bad_request(NEEDS);
         };
         let inner = request.body.get("request").cloned().unwrap_or(Value::Null);
-        match self.decide(idp_token, &inner).await {
-            Ok((caller, body)) => {
-                self.metrics.decided("manager-service-authority", None);
-                audit::granted(
-                    &caller,
-                    "manager-service-authority",
-                    kind(&inner),
-                    audit::At::default(),
-                );
-                Answer::ok(body)
-            }
-            Err((caller, error)) => {
-                self.metrics
-                    .decided("manager-service-authority", Some(error.code));
-                tracing::warn!(peer = %request.peer, "refused manager-service authority: {}", error.message);
-                audit::refused(&caller, "manager-service-authority", kind(&inner), &error);
-                Answer::refusal(Door::ManagerServiceAuthority, &error)
-            }
-        }
+        let (caller, outcome) = match self.decide(idp_token, &inner).await {
+            Ok((caller, body)) => (caller, Ok(body)),
+            Err((caller, error)) => (caller, Err(error)),
+        };
+        let decided = Decided::new("manager-service-authority", &caller, kind(&inner));
+        self.recorder.answer(request, &decided, outcome)
     }
 
     /// The reference's order: IdP token → owner → the request's shape → the caller's grant →

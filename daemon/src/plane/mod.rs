@@ -25,6 +25,7 @@
 
 mod connect;
 mod connections;
+mod decision;
 mod exchange;
 mod faces;
 mod kill_point;
@@ -522,7 +523,7 @@ async fn start_rail(
         connections: connections::PlaneLink::to(connections),
         retirements: Arc::clone(retirements),
         readiness,
-        metrics: Arc::clone(metrics),
+        recorder: decision::Recorder::new(metrics),
         in_flight: Arc::new(tokio::sync::Semaphore::new(rail::RAIL_IN_FLIGHT)),
     }
     .start()
@@ -655,7 +656,7 @@ fn doors(
             roots: roots::RootHints::new(&inputs.space)?,
             local: manager_caller::LocalManagerFile::new(&inputs.root, &inputs.space),
             connections: connections::PlaneLink::to(connections),
-            metrics: Arc::clone(metrics),
+            recorder: decision::Recorder::new(metrics),
         },
         manager: manager_route::ManagerRoute {
             space: inputs.space.clone(),
@@ -683,19 +684,19 @@ fn doors(
                 connections: connections::PlaneLink::to(connections),
                 observed,
             },
-            metrics: Arc::clone(metrics),
+            recorder: decision::Recorder::new(metrics),
         },
         retire: retire_doors::RetireDoors {
             ledger: ledger.clone(),
             retirements: Arc::clone(retirements),
-            metrics: Arc::clone(metrics),
+            recorder: decision::Recorder::new(metrics),
         },
         verify: verify_door::VerifyDoor {
             space: inputs.space.clone(),
             ledger,
             host,
             connections: connections::PlaneLink::to(connections),
-            metrics: Arc::clone(metrics),
+            recorder: decision::Recorder::new(metrics),
         },
     })
 }
@@ -717,7 +718,7 @@ async fn serve_callout(
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,
-        metrics,
+        recorder: decision::Recorder::new(&metrics),
     };
     cotal_io_nats::callout::serve(connections.callout.clone(), keys, Arc::new(authorizer))
         .await

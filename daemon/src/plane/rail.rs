@@ -23,10 +23,9 @@ use tokio::task::JoinHandle;
 use tracing::{debug, warn};
 
 use super::connections::PlaneLink;
-use super::metrics::PlaneMetrics;
+use super::decision::{Decided, Recorder};
 use super::retirement::{Entry, Retirements};
 use super::Readiness;
-use crate::audit;
 
 /// How often the listener looks for a renewed connection to move to.
 const SWAP_POLL: Duration = Duration::from_millis(500);
@@ -37,7 +36,7 @@ pub(super) struct Rail {
     pub(super) connections: PlaneLink,
     pub(super) retirements: Arc<Retirements>,
     pub(super) readiness: watch::Receiver<Readiness>,
-    pub(super) metrics: Arc<PlaneMetrics>,
+    pub(super) recorder: Recorder,
     /// Calls answered at once, at most [`RAIL_IN_FLIGHT`].
     pub(super) in_flight: Arc<tokio::sync::Semaphore>,
 }
@@ -164,13 +163,9 @@ impl Rail {
         let (body, row) = match self.decide(&request).await {
             Ok((call, output)) => {
                 let row = format!("lifecycle.{}.{}", call.target.owner, call.target.actor);
-                self.metrics.decided("retire-lifecycle", None);
-                audit::granted(
-                    &caller(&call),
-                    "retire-lifecycle",
-                    &row,
-                    audit::At::default(),
-                );
+                let who = caller(&call);
+                self.recorder
+                    .record(&Decided::new("retire-lifecycle", &who, &row), None);
                 (reply_ok(&id, output), row)
             }
             Err((e, outcome)) => {
@@ -187,8 +182,8 @@ impl Rail {
     }
 
     fn refused(&self, e: &EpError, row: &str) {
-        self.metrics.decided("retire-lifecycle", Some(e.code));
-        audit::refused("manager", "retire-lifecycle", row, e);
+        self.recorder
+            .record(&Decided::new("retire-lifecycle", "manager", row), Some(e));
     }
 
     /// The check and the barrier: `Ok` with the call and its output, or the refusal with how far

@@ -10,15 +10,14 @@ use cotal_core::lifecycle::{admit_door_retirement, RetireDoor, RetireTarget, Ret
 use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, Door, DoorRequest};
 
-use super::metrics::PlaneMetrics;
+use super::decision::{Decided, Recorder};
 use super::retirement::{Entry, Retirements};
-use crate::audit;
 
 /// The retirement doors' dependencies.
 pub(super) struct RetireDoors {
     pub(super) ledger: FileActors,
     pub(super) retirements: std::sync::Arc<Retirements>,
-    pub(super) metrics: std::sync::Arc<PlaneMetrics>,
+    pub(super) recorder: Recorder,
 }
 
 impl std::fmt::Debug for RetireDoors {
@@ -38,18 +37,16 @@ impl RetireDoors {
             Door::InteractiveRetire => RetireDoor::Interactive,
             _ => RetireDoor::Managed,
         };
-        match self.retire(kind, &target).await {
-            Ok(done) => {
-                self.metrics.decided("retire", None);
-                audit::granted("host", door.path(), &target.row(), audit::At::default());
-                Answer::ok(done.door_json())
-            }
-            Err(e) => {
-                self.metrics.decided("retire", Some(e.code));
-                audit::refused("host", door.path(), &target.row(), &e);
-                Answer::refusal(door, &e)
-            }
-        }
+        let row = target.row();
+        let decided = Decided {
+            audited: door.path(),
+            ..Decided::new("retire", "host", &row)
+        };
+        let outcome = self
+            .retire(kind, &target)
+            .await
+            .map(|done| done.door_json());
+        self.recorder.answer(request, &decided, outcome)
     }
 
     /// The door's pre-check on a fresh ledger read, then its barrier, run or joined in the

@@ -5,8 +5,6 @@
 //! never from the body. Statuses: `permission-denied` 403, `conflict` 409,
 //! `failed-precondition` 412, `bad-request` 400, anything else 403.
 
-use std::sync::Arc;
-
 use cotal_core::actors::authorize::authorize_human_grant;
 use cotal_core::enrollment::{VerifyEnrollment, VerifyRequest};
 use cotal_core::error::EpError;
@@ -14,13 +12,12 @@ use cotal_core::machine::Replay;
 use cotal_core::manager::{ManagerHost, Supervisor};
 use cotal_core::names::{ActorToken, DerivedOwner, SpaceName};
 use cotal_io_fs::FileActors;
-use cotal_io_http::face::{Answer, Door, DoorRequest};
+use cotal_io_http::face::{Answer, DoorRequest};
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
 use super::connections::PlaneLink;
-use super::metrics::PlaneMetrics;
-use crate::audit;
+use super::decision::{Decided, Recorder};
 
 /// The door's dependencies.
 pub(super) struct VerifyDoor {
@@ -28,7 +25,7 @@ pub(super) struct VerifyDoor {
     pub(super) ledger: FileActors,
     pub(super) host: ManagerHost,
     pub(super) connections: PlaneLink,
-    pub(super) metrics: Arc<PlaneMetrics>,
+    pub(super) recorder: Recorder,
 }
 
 impl std::fmt::Debug for VerifyDoor {
@@ -87,19 +84,9 @@ impl VerifyDoor {
             Err(why) => return Answer::bad_request(why),
         };
         let caller = format!("{}.{}", asked.owner, asked.actor);
-        match self.decide(asked).await {
-            Ok(decision) => {
-                self.metrics.decided("verify-enrollment", None);
-                audit::granted(&caller, "verify-enrollment", "-", audit::At::default());
-                Answer::ok(decision)
-            }
-            Err(e) => {
-                self.metrics.decided("verify-enrollment", Some(e.code));
-                tracing::warn!(peer = %request.peer, "refused an enrollment verification: {}", e.message);
-                audit::refused(&caller, "verify-enrollment", "-", &e);
-                Answer::refusal(Door::VerifyEnrollment, &e)
-            }
-        }
+        let outcome = self.decide(asked).await;
+        let decided = Decided::new("verify-enrollment", &caller, "-");
+        self.recorder.answer(request, &decided, outcome)
     }
 
     /// The caller's interactive grant, read fresh, then the decision on the manager gate read
