@@ -9,7 +9,7 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door;
-use crate::manager::{ManagerHost, RegistrationProof, RequestId, Supervisor};
+use crate::manager::{echo_coordinates, ManagerHost, RegistrationProof, RequestId, Supervisor};
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
 use crate::wire::ObjectWriter;
 
@@ -64,19 +64,22 @@ impl EnrollmentResult {
             .strings("allowPublish", m.allow_publish.iter().map(String::as_str))
             .string("agentBearerExchangeUrl", &m.agent_bearer_exchange_url)
             .finish();
-        ObjectWriter::new()
+        let w = ObjectWriter::new()
             .uint("v", 1)
             .string("kind", ENROLLMENT_KIND)
             .string("space", self.space.as_str())
-            .string("owner", self.owner.as_str())
-            .string("actor", self.actor.as_str())
-            .string("instanceId", self.instance_id.as_str())
-            .string("managerLifecycleUid", self.manager_lifecycle_uid.as_str())
-            .string("requestId", self.request_id.as_str())
-            .string("registrationProof", self.registration_proof.as_str())
-            .uint("serveEpoch", self.serve_epoch.0)
-            .raw("material", &material)
-            .finish()
+            .string("owner", self.owner.as_str());
+        echo_coordinates(
+            w,
+            &self.actor,
+            &self.instance_id,
+            &self.manager_lifecycle_uid,
+            &self.request_id,
+        )
+        .string("registrationProof", self.registration_proof.as_str())
+        .uint("serveEpoch", self.serve_epoch.0)
+        .raw("material", &material)
+        .finish()
     }
 }
 

@@ -27,7 +27,7 @@ use crate::actors::ActorsOutcome;
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door::{check_registered, Door, Knock, Presented};
-use crate::manager::{ManagerHost, Supervisor};
+use crate::manager::{with_envelope, ManagerHost, Supervisor};
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
 pub(crate) use request::{closed, exact_target, grammar, object, parse_envelope, refuse};
@@ -47,18 +47,8 @@ pub const RUNTIME_STATUS_KIND: &str = "manager-managed-agent-runtime-status";
 /// The bound on each enrollment list: wider is a configuration mistake or a body-size attack.
 pub const MAX_ENROLLMENT_LIST: usize = 64;
 
-/// The members of [`ManagedEnvelope`] on the wire, besides `identities`.
-pub(crate) const ENVELOPE_KEYS: [&str; 9] = [
-    "v",
-    "kind",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
-    "registrationProof",
-    "serveEpoch",
-];
+/// The members of [`ManagedEnvelope`] on the wire.
+pub(crate) const ENVELOPE_KEYS: [&str; 10] = with_envelope(["registrationProof", "serveEpoch"]);
 
 /// F97: a plane that owns no host storage refuses both managed-agent kinds with `unimplemented`
 /// before anything else; any other kind is not this door's to refuse (`None`).

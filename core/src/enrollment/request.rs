@@ -12,7 +12,7 @@ use crate::manager::{
     RegistrationProof, RetirementTarget,
 };
 use crate::names::{ActorToken, LifecycleUid, OpId, OwnerToken};
-use crate::wire::{self, MAX_SAFE_INTEGER};
+use crate::wire::{self, ObjectWriter, MAX_SAFE_INTEGER};
 
 use super::{ENROLLMENT_KIND, ENVELOPE_KEYS, MAX_ENROLLMENT_LIST, PREPARE_RETIREMENT_KIND};
 
@@ -336,6 +336,18 @@ impl PrepareRetirementRequest {
             target,
             op_id,
         })
+    }
+}
+
+impl RetirementTarget {
+    /// The target as a request names it and an answer echoes it: `{owner, actor,
+    /// lifecycleUid}`, in that order.
+    pub fn to_json(&self) -> String {
+        ObjectWriter::new()
+            .string("owner", self.owner.as_str())
+            .string("actor", self.actor.as_str())
+            .string("lifecycleUid", self.lifecycle_uid.as_str())
+            .finish()
     }
 }
 

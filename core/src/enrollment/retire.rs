@@ -6,7 +6,7 @@ use crate::actors::{
 };
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
-use crate::manager::{ManagerHost, RequestId, RetirementTarget, Supervisor};
+use crate::manager::{echo_coordinates, ManagerHost, RequestId, RetirementTarget, Supervisor};
 use crate::names::{ActorToken, InstanceId, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
 use crate::wire::ObjectWriter;
 
@@ -35,24 +35,22 @@ pub struct PrepareRetirementResult {
 impl PrepareRetirementResult {
     /// The wire result, keys in the reference's order (`prepared` is always true).
     pub fn to_json(&self) -> String {
-        let target = ObjectWriter::new()
-            .string("owner", self.target.owner.as_str())
-            .string("actor", self.target.actor.as_str())
-            .string("lifecycleUid", self.target.lifecycle_uid.as_str())
-            .finish();
-        ObjectWriter::new()
+        let w = ObjectWriter::new()
             .uint("v", 1)
             .string("kind", PREPARE_RETIREMENT_KIND)
             .string("space", self.space.as_str())
-            .string("owner", self.owner.as_str())
-            .string("actor", self.actor.as_str())
-            .string("instanceId", self.instance_id.as_str())
-            .string("managerLifecycleUid", self.manager_lifecycle_uid.as_str())
-            .string("requestId", self.request_id.as_str())
-            .raw("target", &target)
-            .string("opId", self.op_id.as_str())
-            .raw("prepared", "true")
-            .finish()
+            .string("owner", self.owner.as_str());
+        echo_coordinates(
+            w,
+            &self.actor,
+            &self.instance_id,
+            &self.manager_lifecycle_uid,
+            &self.request_id,
+        )
+        .raw("target", &self.target.to_json())
+        .string("opId", self.op_id.as_str())
+        .raw("prepared", "true")
+        .finish()
     }
 }
 

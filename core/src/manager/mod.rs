@@ -36,7 +36,7 @@ pub use admin::{
     ADMIN_AUTHORIZATION_KIND, ADMIN_SCOPE,
 };
 pub use door::{check_registered, Door, DoorWording, GateRule, Knock, Presented};
-pub(crate) use envelope::{parse_coordinates, parse_identities};
+pub(crate) use envelope::{echo_coordinates, parse_coordinates, parse_identities, with_envelope};
 pub use envelope::{ManagerActors, ManagerEnvelope, ManagerIdentities, IDENTITY_NAMES};
 pub use goal_index::{
     AuthorizeGoalIndexScan, GoalAllocation, GoalIndexEntry, GoalIndexScan, GoalIndexScanRequest,
@@ -105,10 +105,13 @@ pub(crate) fn echo_current(
     if let Some(owner) = owner {
         w = w.string("owner", owner.as_str());
     }
-    w.string("actor", m.actor.as_str())
-        .string("instanceId", m.instance_id.as_str())
-        .string("managerLifecycleUid", m.manager_lifecycle_uid.as_str())
-        .string("requestId", m.request_id.as_str())
-        .string("registrationProof", e.registration_proof.as_str())
-        .uint("serveEpoch", e.serve_epoch.0)
+    echo_coordinates(
+        w,
+        &m.actor,
+        &m.instance_id,
+        &m.manager_lifecycle_uid,
+        &m.request_id,
+    )
+    .string("registrationProof", e.registration_proof.as_str())
+    .uint("serveEpoch", e.serve_epoch.0)
 }

@@ -10,7 +10,7 @@ use crate::journal::{FencingToken, RunEpoch, RunHolder, RunId, TakeoverId};
 use crate::names::{is_platform_owner, ActorToken, DerivedOwner, LifecycleUid, OpId, OwnerToken};
 use crate::wire;
 
-use super::envelope::{parse_coordinates, parse_identities, ManagerEnvelope};
+use super::envelope::{parse_coordinates, parse_identities, with_envelope, ManagerEnvelope};
 use super::tokens::{AccountKey, RegistrationProof, UserKey};
 use super::{exactly, safe_at_least, string};
 
@@ -218,24 +218,16 @@ pub use crate::lifecycle::managed_retirement_op_id;
 
 // ---- Parser ----------------------------------------------------------------------------------
 
-const ALLOWED: [&str; 16] = [
-    "v",
-    "kind",
+const ALLOWED: [&str; 16] = with_envelope([
     "operation",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
     "registrationProof",
     "session",
     "retirement",
     "contractArtifacts",
-    "identities",
     "accountPublicKey",
     "processEpoch",
     "run",
-];
+]);
 
 const MAX_ARTIFACTS: usize = 64;
 
