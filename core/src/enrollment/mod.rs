@@ -23,11 +23,12 @@ mod request;
 mod retire;
 mod verify;
 
-use crate::actors::ActorsOutcome;
+use crate::actors::{ActorRow, ActorsOutcome, ActorsRequest, Held, RowSpace};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door::{check_registered, Door, Knock, Presented};
 use crate::manager::{with_envelope, ManagerHost, Supervisor};
+use crate::names::Principal;
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
 pub(crate) use request::{closed, exact_target, grammar, object, parse_envelope, refuse};
@@ -145,6 +146,17 @@ fn target_owned(
         )));
     }
     Ok(())
+}
+
+/// Reads the alias's managed row, if any: both machines decide on it under the alias lock.
+fn find_managed(cx: &mut Ctx<'_>, alias: &Principal) -> Result<Option<ActorRow>, Halt> {
+    match cx.actors(ActorsRequest::Find {
+        space: RowSpace::Managed,
+        principal: alias.clone(),
+    })? {
+        ActorsOutcome::Found(held) => Ok(held.map(|Held { row, .. }| row)),
+        other => Err(ledger_error(other, "a managed row").into()),
+    }
 }
 
 /// Maps a ledger failure to the caller's error: a refusal is `permission-denied` (the envelope

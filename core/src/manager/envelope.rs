@@ -186,17 +186,29 @@ pub(crate) const fn with_envelope<const N: usize, const M: usize>(
 /// Writes the request's coordinates after `space` (and the authenticated `owner` where a door
 /// places it there), in the reference's order: `actor`, `instanceId`, `managerLifecycleUid`,
 /// `requestId`.
-pub(crate) fn echo_coordinates(
-    w: ObjectWriter,
-    actor: &ActorToken,
-    instance_id: &InstanceId,
-    manager_lifecycle_uid: &LifecycleUid,
-    request_id: &RequestId,
+pub(crate) fn echo_coordinates(w: ObjectWriter, e: &ManagerEnvelope) -> ObjectWriter {
+    w.string("actor", e.actor.as_str())
+        .string("instanceId", e.instance_id.as_str())
+        .string("managerLifecycleUid", e.manager_lifecycle_uid.as_str())
+        .string("requestId", e.request_id.as_str())
+}
+
+/// The members an answer to a registered-manager request opens with, in the reference's order:
+/// `v`, `kind`, `space`, the authenticated `owner` where the door places it there, then the
+/// request's coordinates (never its identities).
+pub(crate) fn echo_envelope(
+    kind: &str,
+    e: &ManagerEnvelope,
+    owner: Option<&OwnerToken>,
 ) -> ObjectWriter {
-    w.string("actor", actor.as_str())
-        .string("instanceId", instance_id.as_str())
-        .string("managerLifecycleUid", manager_lifecycle_uid.as_str())
-        .string("requestId", request_id.as_str())
+    let mut w = ObjectWriter::new()
+        .uint("v", 1)
+        .string("kind", kind)
+        .string("space", e.space.as_str());
+    if let Some(owner) = owner {
+        w = w.string("owner", owner.as_str());
+    }
+    echo_coordinates(w, e)
 }
 
 /// Parses the shared coordinates in the reference's order: all five present and non-empty

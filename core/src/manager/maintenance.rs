@@ -145,15 +145,9 @@ impl MaintenanceRequest {
             .string("kind", MAINTENANCE_KIND)
             .string("operation", self.maintenance.operation())
             .string("space", e.space.as_str());
-        let mut w = echo_coordinates(
-            w,
-            &e.actor,
-            &e.instance_id,
-            &e.manager_lifecycle_uid,
-            &e.request_id,
-        )
-        .raw("identities", &e.identities.to_json())
-        .string("targetInstanceId", self.target.as_str());
+        let mut w = echo_coordinates(w, e)
+            .raw("identities", &e.identities.to_json())
+            .string("targetInstanceId", self.target.as_str());
         if let Maintenance::Evict(principals) = &self.maintenance {
             w = w.strings("principals", principals.iter().map(String::as_str));
         }
