@@ -602,6 +602,15 @@ mod tests {
         "$KV.cotal_records_prod.uid.>",
     ];
 
+    /// The reference's reader rows, which the barrier's open with.
+    const READER: [&str; 5] = [
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
+        "$JS.API.STREAM.INFO.KV_cotal_records_prod",
+        "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
+        "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
+    ];
+
     #[test]
     fn mint_writer_rows_are_the_reference_writer_grants_plus_the_ensure_deviation() {
         let mut want = WRITER.to_vec();
@@ -622,16 +631,7 @@ mod tests {
 
     #[test]
     fn reader_rows_are_read_only() {
-        rows(
-            auth_reader(&space(), &conn()).unwrap(),
-            &[
-                "$JS.API.INFO",
-                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
-                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
-            ],
-        );
+        rows(auth_reader(&space(), &conn()).unwrap(), &READER);
     }
 
     #[test]
@@ -680,24 +680,18 @@ mod tests {
             granted.subscribe.allow.pop().as_deref(),
             Some("$KV.cotal_auth_prod.plane")
         );
-        rows(
-            granted,
-            &[
-                "$JS.API.INFO",
-                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
-                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
-                "$JS.API.DIRECT.GET.KV_cotal_records_prod",
-                "$JS.API.DIRECT.GET.KV_cotal_records_prod.>",
-                "$KV.cotal_auth_prod.gate.>",
-                "$KV.cotal_auth_prod.cred.>",
-                "$KV.cotal_auth_prod.stage.*",
-                "$KV.cotal_records_prod.lifecycle.>",
-                "$KV.cotal_auth_prod.plane",
-                "$KV.cotal_records_prod.frontier.>",
-            ],
-        );
+        let mut want = READER.to_vec();
+        want.extend([
+            "$JS.API.DIRECT.GET.KV_cotal_records_prod",
+            "$JS.API.DIRECT.GET.KV_cotal_records_prod.>",
+            "$KV.cotal_auth_prod.gate.>",
+            "$KV.cotal_auth_prod.cred.>",
+            "$KV.cotal_auth_prod.stage.*",
+            "$KV.cotal_records_prod.lifecycle.>",
+            "$KV.cotal_auth_prod.plane",
+            "$KV.cotal_records_prod.frontier.>",
+        ]);
+        rows(granted, &want);
     }
 
     #[test]

@@ -82,6 +82,20 @@ fn dropped(k: &Keys, edit: impl FnOnce(&mut Value), signer: &KeyPair) -> DropRea
     verify(k, &sign(signer, &c)).unwrap_err()
 }
 
+/// [`dropped`] for the server-signed claims with `member` removed from the object at `pointer`.
+fn dropped_without(k: &Keys, pointer: &str, member: &str) -> DropReason {
+    let edit = |c: &mut Value| {
+        let object = c.pointer_mut(pointer).and_then(Value::as_object_mut);
+        object.unwrap().remove(member);
+    };
+    dropped(k, edit, &k.server)
+}
+
+/// [`dropped`] for the server-signed claims with `value` at `pointer`.
+fn dropped_with(k: &Keys, pointer: &str, value: Value) -> DropReason {
+    dropped(k, |c| *c.pointer_mut(pointer).unwrap() = value, &k.server)
+}
+
 #[test]
 fn a_well_formed_request_yields_what_the_plane_decides_on() {
     let k = keys();
@@ -146,13 +160,7 @@ fn garbage_and_other_claim_types_are_dropped() {
         verify(&k, &user).unwrap_err(),
         DropReason::NotARequest(ClaimType::User)
     );
-    let unversioned = dropped(
-        &k,
-        |c| {
-            c["nats"].as_object_mut().unwrap().remove("version");
-        },
-        &k.server,
-    );
+    let unversioned = dropped_without(&k, "/nats", "version");
     assert!(matches!(unversioned, DropReason::Malformed(_)));
 }
 
@@ -178,19 +186,9 @@ fn a_request_not_signed_by_a_server_key_is_dropped() {
 #[test]
 fn a_server_id_that_is_no_server_key_is_dropped() {
     let k = keys();
-    let reason = dropped(
-        &k,
-        |c| c["nats"]["server_id"]["id"] = json!(k.callout.public_key()),
-        &k.server,
-    );
+    let reason = dropped_with(&k, "/nats/server_id/id", json!(k.callout.public_key()));
     assert_eq!(reason, DropReason::NotAServerId);
-    let reason = dropped(
-        &k,
-        |c| {
-            c["nats"]["server_id"].as_object_mut().unwrap().remove("id");
-        },
-        &k.server,
-    );
+    let reason = dropped_without(&k, "/nats/server_id", "id");
     assert_eq!(reason, DropReason::NotAServerId);
 }
 
@@ -198,11 +196,7 @@ fn a_server_id_that_is_no_server_key_is_dropped() {
 fn an_issuer_other_than_the_claimed_server_is_dropped() {
     let k = keys();
     let other = key(KeyPairType::Server, 11);
-    let reason = dropped(
-        &k,
-        |c| c["nats"]["server_id"]["id"] = json!(other.public_key()),
-        &k.server,
-    );
+    let reason = dropped_with(&k, "/nats/server_id/id", json!(other.public_key()));
     assert_eq!(reason, DropReason::IssuerNotServer);
 }
 
@@ -245,35 +239,16 @@ fn a_signed_xkey_other_than_the_sealing_key_is_dropped() {
         verify_request(&token, &relay, &TrustedServers::Any, NOW).unwrap_err(),
         DropReason::XkeyMismatch
     );
-    let reason = dropped(
-        &k,
-        |c| {
-            c["nats"]["server_id"]
-                .as_object_mut()
-                .unwrap()
-                .remove("xkey");
-        },
-        &k.server,
-    );
+    let reason = dropped_without(&k, "/nats/server_id", "xkey");
     assert_eq!(reason, DropReason::XkeyMismatch);
 }
 
 #[test]
 fn a_missing_or_malformed_user_nkey_is_dropped() {
     let k = keys();
-    let reason = dropped(
-        &k,
-        |c| {
-            c["nats"].as_object_mut().unwrap().remove("user_nkey");
-        },
-        &k.server,
-    );
+    let reason = dropped_without(&k, "/nats", "user_nkey");
     assert_eq!(reason, DropReason::MissingUserNkey);
-    let reason = dropped(
-        &k,
-        |c| c["nats"]["user_nkey"] = json!(k.data.public_key()),
-        &k.server,
-    );
+    let reason = dropped_with(&k, "/nats/user_nkey", json!(k.data.public_key()));
     assert_eq!(reason, DropReason::NotAUserNkey);
 }
 
