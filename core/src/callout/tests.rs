@@ -293,8 +293,16 @@ fn deny_reasons_fold_to_ascii() {
     assert_eq!(fold_reason(plain), plain);
 }
 
-fn answer_keys(k: &Keys) -> (String, String) {
-    (k.callout.public_key(), k.data.public_key())
+/// The callout's answer to the server-signed test request, with the test accounts' keys.
+fn answer_for(k: &Keys, decision: Result<Admit, String>) -> Answer {
+    let (callout, data) = (k.callout.public_key(), k.data.public_key());
+    let keys = AnswerKeys {
+        callout_account: &callout,
+        callout_signer: &k.callout_signing,
+        data_account: &data,
+        data_signer: &k.data_signing,
+    };
+    answer(keys, &request(k), decision, NOW).unwrap()
 }
 
 fn request(k: &Keys) -> ConnectRequest {
@@ -325,13 +333,6 @@ fn response_of(k: &Keys, token: &str) -> AuthorizationResponse {
 #[test]
 fn an_admission_carries_a_user_jwt_in_the_data_account() {
     let k = keys();
-    let (callout, data) = answer_keys(&k);
-    let keys = AnswerKeys {
-        callout_account: &callout,
-        callout_signer: &k.callout_signing,
-        data_account: &data,
-        data_signer: &k.data_signing,
-    };
     let permissions = Permissions {
         publish: Permission {
             allow: vec!["a.ok.>".into()],
@@ -349,7 +350,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
         response,
         user_jwt,
         expires_at,
-    } = answer(keys, &request(&k), Ok(admit), NOW).unwrap()
+    } = answer_for(&k, Ok(admit))
     else {
         panic!("not admitted")
     };
@@ -367,7 +368,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
     assert_eq!(user.name, "alice");
     assert_eq!(user.exp, Some(UnixSeconds(NOW.0 + 600)));
     assert_eq!(user.iat, NOW);
-    assert_eq!(user.user_account(), Some(data.as_str()));
+    assert_eq!(user.user_account(), Some(k.data.public_key().as_str()));
     let nats = user.user().unwrap();
     assert_eq!(nats.permissions, permissions);
     assert_eq!(nats.tags, vec!["owner:u_x".to_owned()]);
@@ -376,20 +377,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
 #[test]
 fn a_denial_is_signed_and_its_reason_folded() {
     let k = keys();
-    let (callout, data) = answer_keys(&k);
-    let keys = AnswerKeys {
-        callout_account: &callout,
-        callout_signer: &k.callout_signing,
-        data_account: &data,
-        data_signer: &k.data_signing,
-    };
-    let denied = answer(
-        keys,
-        &request(&k),
-        Err("denied \u{2014} bearer expired".into()),
-        NOW,
-    )
-    .unwrap();
+    let denied = answer_for(&k, Err("denied \u{2014} bearer expired".into()));
     let Answer::Denied { response, reason } = &denied else {
         panic!("{denied:?}")
     };
@@ -407,7 +395,7 @@ fn a_denial_is_signed_and_its_reason_folded() {
         tags: vec![],
         expires_at: NOW,
     };
-    let Answer::Denied { reason, .. } = answer(keys, &request(&k), Ok(stale), NOW).unwrap() else {
+    let Answer::Denied { reason, .. } = answer_for(&k, Ok(stale)) else {
         panic!("a stale admission was admitted")
     };
     assert!(
