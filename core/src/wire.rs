@@ -65,13 +65,25 @@ pub fn safe_uint(value: &Value) -> Option<u64> {
     in_range.then_some(f as u64)
 }
 
-/// A required safe unsigned integer field.
-pub fn uint_field(map: &Map<String, Value>, field: &str, what: &str) -> Result<u64, EpError> {
-    map.get(field).and_then(safe_uint).ok_or_else(|| {
+/// A required field of a stored row, read by `read`; a missing one, or one `read` refuses, is
+/// `internal` naming what the field must be (`kind`).
+fn required<'m, T>(
+    map: &'m Map<String, Value>,
+    field: &str,
+    what: &str,
+    kind: &str,
+    read: impl FnOnce(&'m Value) -> Option<T>,
+) -> Result<T, EpError> {
+    map.get(field).and_then(read).ok_or_else(|| {
         EpError::internal(format!(
-            "stored {what} field {field:?} is missing or not a safe unsigned integer"
+            "stored {what} field {field:?} is missing or not {kind}"
         ))
     })
+}
+
+/// A required safe unsigned integer field.
+pub fn uint_field(map: &Map<String, Value>, field: &str, what: &str) -> Result<u64, EpError> {
+    required(map, field, what, "a safe unsigned integer", safe_uint)
 }
 
 /// A required string field.
@@ -80,11 +92,7 @@ pub fn str_field<'m>(
     field: &str,
     what: &str,
 ) -> Result<&'m str, EpError> {
-    map.get(field).and_then(Value::as_str).ok_or_else(|| {
-        EpError::internal(format!(
-            "stored {what} field {field:?} is missing or not a string"
-        ))
-    })
+    required(map, field, what, "a string", Value::as_str)
 }
 
 /// A required array-of-strings field.
@@ -93,19 +101,8 @@ pub fn str_array_field<'m>(
     field: &str,
     what: &str,
 ) -> Result<Vec<&'m str>, EpError> {
-    let refuse = || {
-        EpError::internal(format!(
-            "stored {what} field {field:?} is missing or not an array of strings"
-        ))
-    };
-    let items = map
-        .get(field)
-        .and_then(Value::as_array)
-        .ok_or_else(refuse)?;
-    items
-        .iter()
-        .map(|v| v.as_str().ok_or_else(refuse))
-        .collect()
+    let strings = |v: &'m Value| v.as_array()?.iter().map(Value::as_str).collect();
+    required(map, field, what, "an array of strings", strings)
 }
 
 /// Writes a JSON object field by field, in the order the caller appends them.
