@@ -8,6 +8,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::ecma::format_f64;
+pub use crate::ecma::push_json_string;
 use crate::error::EpError;
 
 /// The largest integer I-JSON (and the reference's `Number.isSafeInteger`) admits.
@@ -173,27 +175,6 @@ impl ObjectWriter {
     }
 }
 
-/// Appends `s` as a JSON string literal escaped as `JSON.stringify` does: `"`, `\`, the short
-/// escapes `\b \f \n \r \t`, other control characters as lowercase `\u00xx`, everything else
-/// literal.
-pub fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 /// Writes `value` as ECMAScript `JSON.stringify` would after `JSON.parse`: integer-index keys
 /// first in ascending numeric order (ECMAScript's own-key order), other keys in insertion order;
 /// ECMAScript number spelling; `JSON.stringify` string escapes.
@@ -202,7 +183,7 @@ pub fn js_stringify(out: &mut String, value: &Value) -> Result<(), EpError> {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => match n.as_f64() {
-            Some(x) => out.push_str(&crate::canon::format_f64(x)?),
+            Some(x) => out.push_str(&format_f64(x)?),
             None => return Err(EpError::bad_request("a JSON number is not a double")),
         },
         Value::String(s) => push_json_string(out, s),
