@@ -74,6 +74,7 @@ pub mod kv;
 pub mod ledger;
 pub mod lifecycle;
 pub mod liveness;
+pub mod mac;
 pub mod machine;
 pub mod manager;
 pub mod mint;
