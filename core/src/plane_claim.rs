@@ -9,7 +9,7 @@
 //! * absent → a create-only write at generation 1; `released` → a revision-pinned write at
 //!   generation + 1 (no liveness question: a clean close released it);
 //! * `held` by another open → the liveness oracle is asked about the *prior* tuples
-//!   ([`Effect::ProbePlane`]): any live tuple refuses (`live-peer`), any unknown one refuses
+//!   ([`Effect::ProbePlane`](crate::machine::Effect::ProbePlane)): any live tuple refuses (`live-peer`), any unknown one refuses
 //!   (`unknown`, fail-safe), and only both gone under a complete listing lets the open reclaim
 //!   it (revision-pinned, generation + 1);
 //! * a row that does not parse is `corrupt` and is never overwritten;
