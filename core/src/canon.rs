@@ -22,6 +22,8 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Map, Number, Value};
 use sha2::{Digest as _, Sha256};
 
+pub use crate::ecma::format_f64;
+use crate::ecma::push_json_string;
 use crate::error::EpError;
 
 /// Deepest array/object nesting accepted; matches serde_json's own parser limit.
@@ -110,7 +112,7 @@ fn check_depth(depth: usize) -> Result<(), EpError> {
 /// JCS escaping is exactly `JSON.stringify`'s: only what JSON requires is escaped, so `/`,
 /// U+2028/2029 and all non-ASCII stay literal, and the short forms win where JSON has them.
 fn write_string(out: &mut String, s: &str) {
-    crate::wire::push_json_string(out, s);
+    push_json_string(out, s);
 }
 
 fn format_number(n: &Number) -> Result<String, EpError> {
@@ -126,86 +128,6 @@ fn format_number(n: &Number) -> Result<String, EpError> {
         .as_f64()
         .ok_or_else(|| EpError::bad_request(format!("number {n} is not a double")))?;
     format_f64(x)
-}
-
-/// ECMAScript `Number::toString(x)` (ECMA-262 §6.1.6.1.20), the number form JCS mandates.
-pub fn format_f64(x: f64) -> Result<String, EpError> {
-    if !x.is_finite() {
-        return Err(EpError::bad_request(format!(
-            "number {x} is not finite; JSON cannot carry it"
-        )));
-    }
-    if x == 0.0 {
-        return Ok("0".to_owned()); // both zeros print as "0"
-    }
-    let mut out = String::new();
-    if x < 0.0 {
-        out.push('-');
-    }
-    let (digits, exp) = shortest_digits(x.abs())?;
-    let k = i64::try_from(digits.len()).map_err(|_| EpError::internal("digit count overflow"))?;
-    // `n` is where the decimal point sits relative to the digits: value = 0.digits × 10^n.
-    let n = exp + 1;
-    let zeros = |count: i64| "0".repeat(usize::try_from(count).unwrap_or(0));
-    if k <= n && n <= 21 {
-        out.push_str(&digits);
-        out.push_str(&zeros(n - k));
-    } else if 0 < n && n <= 21 {
-        let split = usize::try_from(n).map_err(|_| EpError::internal("split overflow"))?;
-        let (int, frac) = digits
-            .split_at_checked(split)
-            .ok_or_else(|| EpError::internal("decimal point outside digits"))?;
-        out.push_str(int);
-        out.push('.');
-        out.push_str(frac);
-    } else if -6 < n && n <= 0 {
-        out.push_str("0.");
-        out.push_str(&zeros(-n));
-        out.push_str(&digits);
-    } else {
-        let mut chars = digits.chars();
-        out.extend(chars.next());
-        let rest = chars.as_str();
-        if !rest.is_empty() {
-            out.push('.');
-            out.push_str(rest);
-        }
-        out.push('e');
-        out.push(if n > 0 { '+' } else { '-' });
-        out.push_str(&(n - 1).abs().to_string());
-    }
-    Ok(out)
-}
-
-/// The digits and decimal exponent (`d.ddd × 10^exp`) ECMAScript picks for positive finite `a`:
-/// the fewest digits that read back as `a`, and among those the closest to `a`, ties to even.
-fn shortest_digits(a: f64) -> Result<(String, i64), EpError> {
-    // `{:e}` gives the fewest round-tripping digits, but on an exact tie it rounds the last
-    // digit up: 0x43143ff3c1cb0959 is ...206.25 and prints as ...206.3, where ES says .2.
-    let short = format!("{a:e}");
-    let k = short
-        .split_once('e')
-        .map_or(0, |(m, _)| m.bytes().filter(u8::is_ascii_digit).count());
-    // `{:.N e}` rounds the exact binary value correctly with ties to even; at that length it
-    // is the closest candidate, so it is ES's answer whenever it still reads back as `a`.
-    let nearest = format!("{:.*e}", k.saturating_sub(1), a);
-    let sci = if nearest.parse::<f64>() == Ok(a) {
-        nearest
-    } else {
-        short
-    };
-    let (mantissa, exp) = sci
-        .split_once('e')
-        .ok_or_else(|| EpError::internal(format!("unexpected float form {sci}")))?;
-    let exp: i64 = exp
-        .parse()
-        .map_err(|_| EpError::internal(format!("unexpected float exponent in {sci}")))?;
-    let mut digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    // Trailing zeros carry no value and would make ES's digit count `k` wrong.
-    while digits.len() > 1 && digits.ends_with('0') {
-        digits.pop();
-    }
-    Ok((digits, exp))
 }
 
 /// Parses JSON text as I-JSON: duplicate keys, unpaired surrogates, integer literals that

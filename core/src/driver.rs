@@ -12,7 +12,7 @@ use crate::error::EpError;
 use crate::kv::model::KvModel;
 use crate::machine::{Effect, Liveness, Machine, Observation, Step};
 use crate::names::Principal;
-use crate::plane_claim::{PlaneQuery, PlaneVerdict};
+use crate::plane_probe::{PlaneQuery, PlaneVerdict};
 
 /// An upper bound on the steps one machine may take under [`drive`]; a machine that needs more
 /// is looping and is failed `internal` instead of hanging the test.

@@ -20,6 +20,7 @@ use serde_json::{json, Map, Value};
 use crate::canon::Digest;
 use crate::error::{EpError, ErrorCode};
 use crate::gate::ProcessEpoch;
+use crate::host::{retire_lifecycle_digests, AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::names::{
     space_prefix, ActorToken, CommandToken, EndpointName, InstanceId, LifecycleUid, OwnerToken,
     SpaceName,
@@ -41,6 +42,25 @@ pub struct ServedCommand {
     pub epoch: ProcessEpoch,
     pub input_digest: Digest,
     pub output_digest: Digest,
+}
+
+/// The command the plane's own `auth` instance serves on its control rail, at the epoch its
+/// registration committed.
+pub fn retire_lifecycle_served(
+    space: &SpaceName,
+    instance: &InstanceId,
+    epoch: ProcessEpoch,
+) -> Result<ServedCommand, EpError> {
+    let (input_digest, output_digest) = retire_lifecycle_digests()?;
+    Ok(ServedCommand {
+        space: space.clone(),
+        endpoint: EndpointName::parse(AUTH_ENDPOINT)?,
+        command: CommandToken::parse(RETIRE_LIFECYCLE)?,
+        instance: instance.clone(),
+        epoch,
+        input_digest,
+        output_digest,
+    })
 }
 
 /// A request subject of the served command, parsed.

@@ -10,7 +10,7 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use crate::error::EpError;
-use crate::names::{OpId, Principal};
+use crate::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
 use crate::wire::{self, ObjectWriter};
 
 macro_rules! coordinate {
@@ -35,6 +35,7 @@ coordinate!(
     /// The instance's incarnation epoch; a re-registration advances it by exactly 1.
     ProcessEpoch
 );
+
 /// A coordinate that only ever advances by exactly one: its checked successor.
 macro_rules! advancing {
     ($name:ident, $what:literal) => {
@@ -481,6 +482,16 @@ fn check_successor(current: &Coordinates, next: &Coordinates) -> Result<(), EpEr
         ));
     }
     Ok(())
+}
+
+/// The operator command that runs `crate::reconcile::ReconcileGate` (`cotal-authd gate
+/// reconcile`). It lives with the gate, not the reconciler, because the registration and the
+/// governed slots that refuse over a frozen gate name it too, and they sit below the reconciler.
+pub const RECONCILE_COMMAND: &str = "cotal-authd gate reconcile";
+
+/// The full command line that reconciles one instance's gate, for refusals to name.
+pub fn remedy(space: &SpaceName, endpoint: &EndpointName, instance: &InstanceId) -> String {
+    format!("{RECONCILE_COMMAND} --space {space} --endpoint {endpoint} --instance {instance}")
 }
 
 #[cfg(test)]

@@ -631,7 +631,7 @@ pub fn assert_foreign_slot_is_orphaned(
                  gone, reopen that instance's gate first (its own restart heals it on boot, or \
                  run: {}), which advances the generation past the slot and lets this \
                  registration reclaim it (F64)",
-                crate::reconcile::remedy(space, endpoint, holder)
+                crate::gate::remedy(space, endpoint, holder)
             ),
         ),
         HolderGeneration::Live(_) => Ok(()),

@@ -23,16 +23,13 @@ use crate::canon::Digest;
 use crate::contract::{
     artifact_canonical_bytes, parse_cluster_document, publish_artifact, ClusterManifest,
 };
-use crate::endpoint_rail::ServedCommand;
 use crate::error::EpError;
 use crate::gate::{EndpointGate, GateState, OpKind, ProcessEpoch, RegistrationRevision};
 use crate::issuance::{observe_gate, GateObservation, GateRef, ProvisionGate};
 use crate::kv::{Revision, Store};
 use crate::ledger;
 use crate::machine::{Ctx, Effect, Halt, Machine, Observation, Replay, Script, Step};
-use crate::names::{
-    ActorToken, CommandToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName,
-};
+use crate::names::{ActorToken, EndpointName, InstanceId, OpId, OwnerToken, Principal, SpaceName};
 use crate::registration::{RegisterInstance, Registered, EVICT_PRINCIPALS_MAX};
 use crate::service::ServiceSpec;
 use crate::wire::{safe_uint, MAX_SAFE_INTEGER};
@@ -171,25 +168,6 @@ pub fn retire_lifecycle_digests() -> Result<(Digest, Digest), EpError> {
     let (input, _) = single_document_closure(&retire_lifecycle_input())?;
     let (output, _) = single_document_closure(&retire_lifecycle_output())?;
     Ok((input, output))
-}
-
-/// The command the plane's own `auth` instance serves on its control rail, at the epoch its
-/// registration committed.
-pub fn retire_lifecycle_served(
-    space: &SpaceName,
-    instance: &InstanceId,
-    epoch: ProcessEpoch,
-) -> Result<ServedCommand, EpError> {
-    let (input_digest, output_digest) = retire_lifecycle_digests()?;
-    Ok(ServedCommand {
-        space: space.clone(),
-        endpoint: EndpointName::parse(AUTH_ENDPOINT)?,
-        command: CommandToken::parse(RETIRE_LIFECYCLE)?,
-        instance: instance.clone(),
-        epoch,
-        input_digest,
-        output_digest,
-    })
 }
 
 /// The `auth` endpoint's cluster document, as the reference registers it (revision 1): the auth

@@ -65,39 +65,19 @@ impl LedgerRow {
         source_chain: Vec<SourceMember>,
         exp: u64,
     ) -> Result<LedgerRow, EpError> {
-        LedgerRow::active(
-            instance.as_lifecycle_uid(),
-            Some(endpoint),
-            credential_id,
-            holder_principal,
-            source_chain,
-            exp,
-        )
+        let uid = instance.as_lifecycle_uid();
+        let row = LedgerRow::agent_active(uid, credential_id, holder_principal, source_chain, exp)?;
+        Ok(LedgerRow {
+            endpoint: Some(endpoint),
+            ..row
+        })
     }
 
     /// A new `active` row of the agent family (`cred.<lifecycleUid>.<credentialId>`), under the
-    /// same rules; `exp` is unix milliseconds, as the reference's agent rows carry it.
+    /// same rules; `exp` is unix milliseconds, as the reference's agent rows carry it. The one
+    /// constructor check of a new row: [`LedgerRow::endpoint_active`] builds on it.
     pub fn agent_active(
         lifecycle_uid: LifecycleUid,
-        credential_id: CredentialId,
-        holder_principal: Principal,
-        source_chain: Vec<SourceMember>,
-        exp: u64,
-    ) -> Result<LedgerRow, EpError> {
-        LedgerRow::active(
-            lifecycle_uid,
-            None,
-            credential_id,
-            holder_principal,
-            source_chain,
-            exp,
-        )
-    }
-
-    /// The one constructor check of a new row, for both families.
-    fn active(
-        lifecycle_uid: LifecycleUid,
-        endpoint: Option<EndpointName>,
         credential_id: CredentialId,
         holder_principal: Principal,
         source_chain: Vec<SourceMember>,
@@ -121,7 +101,7 @@ impl LedgerRow {
             credential_id,
             holder_principal,
             lifecycle_uid,
-            endpoint,
+            endpoint: None,
             source_chain,
             state: CredState::Active,
             exp,

@@ -39,7 +39,7 @@ use crate::canon::Digest;
 use crate::error::EpError;
 use crate::kv::{KeysOutcome, KvOutcome, KvRequest, ReadOutcome, Revision, Store, WriteOutcome};
 use crate::names::Principal;
-use crate::plane_claim::{PlaneQuery, PlaneVerdict};
+use crate::plane_probe::{PlaneQuery, PlaneVerdict};
 
 /// What a machine needs from the world next.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -297,7 +297,7 @@ impl DerivedOwner {
             ));
         }
         let input = serde_json::Value::from(vec![issuer, subject]).to_string();
-        let mac = crate::manager::hmac_sha256(
+        let mac = crate::mac::hmac_sha256(
             owner_secret,
             &[IDP_OWNER_CONTEXT.as_bytes(), input.as_bytes()],
         );

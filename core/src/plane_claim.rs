@@ -9,7 +9,7 @@
 //! * absent → a create-only write at generation 1; `released` → a revision-pinned write at
 //!   generation + 1 (no liveness question: a clean close released it);
 //! * `held` by another open → the liveness oracle is asked about the *prior* tuples
-//!   ([`Effect::ProbePlane`]): any live tuple refuses (`live-peer`), any unknown one refuses
+//!   ([`Effect::ProbePlane`](crate::machine::Effect::ProbePlane)): any live tuple refuses (`live-peer`), any unknown one refuses
 //!   (`unknown`, fail-safe), and only both gone under a complete listing lets the open reclaim
 //!   it (revision-pinned, generation + 1);
 //! * a row that does not parse is `corrupt` and is never overwritten;
@@ -27,6 +27,7 @@ use crate::kv::settle::{settle_write, Heard, Settled, Verdict};
 use crate::kv::{Entry, KvRequest, ReadOutcome, Revision, Store};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::SpaceName;
+pub use crate::plane_probe::{ConnTuple, PlaneQuery, PlaneVerdict, TupleLiveness};
 use crate::wire::MAX_SAFE_INTEGER;
 
 /// The claim's key in the space's auth store.
@@ -35,58 +36,6 @@ pub const PLANE_CLAIM_KEY: &str = "plane";
 pub const PLANE_CLAIM_REFUSED: &str = "ai.cotal.auth.plane-claim-refused";
 /// Acquire attempts: a lost write re-reads once and re-decides.
 const ACQUIRE_ATTEMPTS: usize = 2;
-
-/// One connection as the servers identify it: the server's run id, its connection id there, and
-/// the connection's user nkey.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct ConnTuple {
-    pub server_id: String,
-    pub cid: u64,
-    pub user_nkey: String,
-}
-
-impl ConnTuple {
-    /// A tuple as the row's closed schema allows it: a server id of 1..=128 characters, a cid in
-    /// 1..=2^53-1, and a user public nkey (`U` + 55 base32 characters).
-    pub fn new(server_id: &str, cid: u64, user_nkey: &str) -> Result<ConnTuple, EpError> {
-        let nkey_ok = user_nkey.len() == 56
-            && user_nkey.starts_with('U')
-            && user_nkey
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || (b'2'..=b'7').contains(&b));
-        if server_id.is_empty()
-            || server_id.len() > 128
-            || !(1..=MAX_SAFE_INTEGER).contains(&cid)
-            || !nkey_ok
-        {
-            return Err(EpError::bad_request(format!(
-                "({server_id}, {cid}, {user_nkey}) is not a scanner connection identity"
-            )));
-        }
-        Ok(ConnTuple {
-            server_id: server_id.to_owned(),
-            cid,
-            user_nkey: user_nkey.to_owned(),
-        })
-    }
-
-    fn parse(value: &Value) -> Option<ConnTuple> {
-        let map = value.as_object()?;
-        if map.len() != 3 {
-            return None;
-        }
-        ConnTuple::new(
-            map.get("serverId")?.as_str()?,
-            map.get("cid")?.as_u64()?,
-            map.get("userNkey")?.as_str()?,
-        )
-        .ok()
-    }
-
-    fn to_json(&self) -> Value {
-        json!({"serverId": self.server_id, "cid": self.cid, "userNkey": self.user_nkey})
-    }
-}
 
 /// Whether the claim is held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,44 +208,6 @@ impl ClaimRefusal {
             ledger: ConnTuple::parse(&detail["ledger"])?,
             records: ConnTuple::parse(&detail["records"])?,
         })
-    }
-}
-
-/// What the oracle says about one claimed connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TupleLiveness {
-    /// The connection, or another connection of its user nkey, is listed.
-    Live,
-    /// A complete listing of every server shows neither.
-    Gone,
-    /// The listing cannot decide.
-    Unknown,
-}
-
-/// The two claimed scanner connections of a held row.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlaneQuery {
-    pub ledger: ConnTuple,
-    pub records: ConnTuple,
-}
-
-/// The oracle's answer to a [`PlaneQuery`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PlaneVerdict {
-    pub ledger: TupleLiveness,
-    pub records: TupleLiveness,
-    /// Why the listing could not decide, when it could not.
-    pub note: Option<String>,
-}
-
-impl PlaneVerdict {
-    /// The fail-closed answer of a world with no oracle.
-    pub fn unknown(note: impl Into<String>) -> PlaneVerdict {
-        PlaneVerdict {
-            ledger: TupleLiveness::Unknown,
-            records: TupleLiveness::Unknown,
-            note: Some(note.into()),
-        }
     }
 }
 

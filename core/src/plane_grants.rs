@@ -199,6 +199,23 @@ impl Names {
     }
 }
 
+/// The create-or-verify of the `streams` the mint writer ensures: every create, then every
+/// verify, in the order the rows tables number them.
+fn ensure_rows(streams: &[&String]) -> Vec<String> {
+    let creates = streams.iter().map(|s| format!("$JS.API.STREAM.CREATE.{s}"));
+    let infos = streams.iter().map(|s| format!("$JS.API.STREAM.INFO.{s}"));
+    creates.chain(infos).collect()
+}
+
+/// One store's bind shape proof (F10) and its leader-served point reads, the pair a
+/// connection reading that store holds.
+fn proof_and_read(stream: &str) -> [String; 2] {
+    [
+        format!("$JS.API.STREAM.INFO.{stream}"),
+        format!("$JS.API.STREAM.MSG.GET.{stream}"),
+    ]
+}
+
 fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
     checked_permissions(publish, vec![inbox(conn)])
 }
@@ -244,18 +261,13 @@ fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
 pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
     let mut publish = n.writer_rows();
-    publish.extend([
-        format!("$JS.API.STREAM.CREATE.{}", n.admission_stream),
-        format!("$JS.API.STREAM.CREATE.{}", n.epc),
-        format!("$JS.API.STREAM.CREATE.{}", n.issued_stream),
-        format!("$JS.API.STREAM.CREATE.{}", n.accepted_stream),
-        format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
-        format!("$JS.API.STREAM.INFO.{}", n.epc),
-        format!("$JS.API.STREAM.INFO.{}", n.issued_stream),
-        format!("$JS.API.STREAM.INFO.{}", n.accepted_stream),
-        format!("$JS.API.STREAM.CREATE.{}", n.sessions_stream),
-        format!("$JS.API.STREAM.INFO.{}", n.sessions_stream),
-    ]);
+    publish.extend(ensure_rows(&[
+        &n.admission_stream,
+        &n.epc,
+        &n.issued_stream,
+        &n.accepted_stream,
+    ]));
+    publish.extend(ensure_rows(&[&n.sessions_stream]));
     grant(publish, conn)
 }
 
@@ -311,32 +323,21 @@ pub fn auth_reader_watching(
 /// their exact connections, and either one's drop fences the plane.
 pub fn auth_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let stream = &Names::new(space).auth_stream;
-    grant(
-        vec![
-            "$JS.API.INFO".to_owned(),
-            format!("$JS.API.STREAM.INFO.{stream}"),
-            format!("$JS.API.STREAM.MSG.GET.{stream}"),
-            format!("$JS.API.CONSUMER.LIST.{stream}"),
-            format!("$JS.API.CONSUMER.DELETE.{stream}.*"),
-        ],
-        conn,
-    )
+    let mut publish = vec!["$JS.API.INFO".to_owned()];
+    publish.extend(proof_and_read(stream));
+    publish.extend([
+        format!("$JS.API.CONSUMER.LIST.{stream}"),
+        format!("$JS.API.CONSUMER.DELETE.{stream}.*"),
+    ]);
+    grant(publish, conn)
 }
 
 /// `cotal:records-scan:<s>` — the sealed records scanner: its store's shape proof and
 /// leader-served reads, nothing else.
 pub fn records_scan(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
-    grant(
-        {
-            let stream = &Names::new(space).rec_stream;
-            vec![
-                "$JS.API.INFO".to_owned(),
-                format!("$JS.API.STREAM.INFO.{stream}"),
-                format!("$JS.API.STREAM.MSG.GET.{stream}"),
-            ]
-        },
-        conn,
-    )
+    let mut publish = vec!["$JS.API.INFO".to_owned()];
+    publish.extend(proof_and_read(&Names::new(space).rec_stream));
+    grant(publish, conn)
 }
 
 /// `cotal:remote-manager-issuer:<s>` — the writer rows 1–15 of [`auth_mint`] (without its
@@ -386,22 +387,19 @@ pub fn remote_manager_issuer(space: &SpaceName, conn: &ConnId) -> Result<Permiss
         format!("$KV.{}.epgate.manager.>", n.auth),
         format!("$KV.{}.epcred.manager.>", n.auth),
         format!("$KV.{}.renewclean.manager.>", n.auth),
-        format!("$JS.API.STREAM.INFO.{}", n.epc),
-        format!("$JS.API.STREAM.MSG.GET.{}", n.epc),
+    ]);
+    publish.extend(proof_and_read(&n.epc));
+    publish.extend([
         format!("$KV.{}.>", n.issued),
         format!("$KV.{}.>", n.accepted),
-        format!("$JS.API.STREAM.INFO.{}", n.issued_stream),
-        format!("$JS.API.STREAM.MSG.GET.{}", n.issued_stream),
-        format!("$JS.API.STREAM.INFO.{}", n.accepted_stream),
-        format!("$JS.API.STREAM.MSG.GET.{}", n.accepted_stream),
-        format!("$KV.{}.admission.v1.manager.*", n.admission),
-        format!("$JS.API.STREAM.INFO.{}", n.admission_stream),
-        format!("$JS.API.STREAM.MSG.GET.{}", n.admission_stream),
-        format!("$JS.API.STREAM.MSG.GET.{}", journal_stream(space)),
-        format!("$JS.API.STREAM.INFO.{}", n.sessions_stream),
-        format!("$JS.API.STREAM.MSG.GET.{}", n.sessions_stream),
-        inbox(conn),
     ]);
+    publish.extend(proof_and_read(&n.issued_stream));
+    publish.extend(proof_and_read(&n.accepted_stream));
+    publish.push(format!("$KV.{}.admission.v1.manager.*", n.admission));
+    publish.extend(proof_and_read(&n.admission_stream));
+    publish.push(format!("$JS.API.STREAM.MSG.GET.{}", journal_stream(space)));
+    publish.extend(proof_and_read(&n.sessions_stream));
+    publish.push(inbox(conn));
     let mut subscribe = vec![inbox(conn)];
     subscribe.extend(served_run_request_subjects(space));
     checked_permissions(publish, subscribe)
@@ -554,9 +552,8 @@ fn registration_connection(
     publish.extend([
         format!("$JS.API.STREAM.INFO.{}", n.auth_stream),
         format!("$JS.API.STREAM.INFO.{}", n.rec_stream),
-        format!("$JS.API.STREAM.INFO.{}", n.epc),
-        format!("$JS.API.STREAM.MSG.GET.{}", n.epc),
     ]);
+    publish.extend(proof_and_read(&n.epc));
     grant(publish, conn)
 }
 
@@ -605,6 +602,15 @@ mod tests {
         "$KV.cotal_records_prod.uid.>",
     ];
 
+    /// The reference's reader rows, which the barrier's open with.
+    const READER: [&str; 5] = [
+        "$JS.API.INFO",
+        "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
+        "$JS.API.STREAM.INFO.KV_cotal_records_prod",
+        "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
+        "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
+    ];
+
     #[test]
     fn mint_writer_rows_are_the_reference_writer_grants_plus_the_ensure_deviation() {
         let mut want = WRITER.to_vec();
@@ -625,16 +631,7 @@ mod tests {
 
     #[test]
     fn reader_rows_are_read_only() {
-        rows(
-            auth_reader(&space(), &conn()).unwrap(),
-            &[
-                "$JS.API.INFO",
-                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
-                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
-            ],
-        );
+        rows(auth_reader(&space(), &conn()).unwrap(), &READER);
     }
 
     #[test]
@@ -683,24 +680,18 @@ mod tests {
             granted.subscribe.allow.pop().as_deref(),
             Some("$KV.cotal_auth_prod.plane")
         );
-        rows(
-            granted,
-            &[
-                "$JS.API.INFO",
-                "$JS.API.STREAM.INFO.KV_cotal_auth_prod",
-                "$JS.API.STREAM.INFO.KV_cotal_records_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_auth_prod",
-                "$JS.API.STREAM.MSG.GET.KV_cotal_records_prod",
-                "$JS.API.DIRECT.GET.KV_cotal_records_prod",
-                "$JS.API.DIRECT.GET.KV_cotal_records_prod.>",
-                "$KV.cotal_auth_prod.gate.>",
-                "$KV.cotal_auth_prod.cred.>",
-                "$KV.cotal_auth_prod.stage.*",
-                "$KV.cotal_records_prod.lifecycle.>",
-                "$KV.cotal_auth_prod.plane",
-                "$KV.cotal_records_prod.frontier.>",
-            ],
-        );
+        let mut want = READER.to_vec();
+        want.extend([
+            "$JS.API.DIRECT.GET.KV_cotal_records_prod",
+            "$JS.API.DIRECT.GET.KV_cotal_records_prod.>",
+            "$KV.cotal_auth_prod.gate.>",
+            "$KV.cotal_auth_prod.cred.>",
+            "$KV.cotal_auth_prod.stage.*",
+            "$KV.cotal_records_prod.lifecycle.>",
+            "$KV.cotal_auth_prod.plane",
+            "$KV.cotal_records_prod.frontier.>",
+        ]);
+        rows(granted, &want);
     }
 
     #[test]

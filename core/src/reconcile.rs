@@ -17,18 +17,12 @@ use crate::gate::{Coordinates, GateState, Generation, OpKind};
 use crate::issuance::{observe_gate, GateRef};
 use crate::ledger::CredState;
 use crate::machine::{Ctx, Halt, Liveness, Script};
-use crate::names::{EndpointName, InstanceId, OpId, Principal, SpaceName};
+use crate::names::{OpId, Principal};
 use crate::registration::{complete_frozen_from_spec, evict_all, Completion, EVICT_PRINCIPALS_MAX};
 use crate::repair;
 use crate::wire::ObjectWriter;
 
-/// The operator command that runs [`ReconcileGate`] (`cotal-authd gate reconcile`).
-pub const RECONCILE_COMMAND: &str = "cotal-authd gate reconcile";
-
-/// The full command line that reconciles one instance's gate, for refusals to name.
-pub fn remedy(space: &SpaceName, endpoint: &EndpointName, instance: &InstanceId) -> String {
-    format!("{RECONCILE_COMMAND} --space {space} --endpoint {endpoint} --instance {instance}")
-}
+pub use crate::gate::{remedy, RECONCILE_COMMAND};
 
 /// The detail kind a reconcile refusal carries.
 pub const GATE_RECONCILE_REFUSED: &str = "ai.cotal.ep.gate-reconcile-refused";

@@ -358,12 +358,12 @@ fn blocked(gate: &GateRef, observed: &EndpointGate) -> EpError {
         ))
         .with_detail(detail.into());
     }
-    detail.insert("remedy".into(), crate::reconcile::RECONCILE_COMMAND.into());
+    detail.insert("remedy".into(), crate::gate::RECONCILE_COMMAND.into());
     EpError::conflict(format!(
         "gate {} is frozen by another operation; wait for it, or if its holder is gone run \
          `{}`",
         gate.key(),
-        crate::reconcile::remedy(&gate.space, &gate.endpoint, &gate.instance)
+        crate::gate::remedy(&gate.space, &gate.endpoint, &gate.instance)
     ))
     .with_detail(detail.into())
 }

@@ -13,7 +13,7 @@
 //! plane (a listing that could not decide) keeps the one last waited on. The grace covers only
 //! the instant between a plane's claim and its lock, which it takes right after.
 
-use crate::plane_claim::PlaneQuery;
+use crate::plane_probe::PlaneQuery;
 
 /// How long, from the first sight of a live plane, a standby waits to see its ledger served.
 pub const WITNESS_GRACE_MS: u64 = 2_000;

@@ -8,6 +8,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::ecma::format_f64;
+pub use crate::ecma::push_json_string;
 use crate::error::EpError;
 
 /// The largest integer I-JSON (and the reference's `Number.isSafeInteger`) admits.
@@ -65,13 +67,25 @@ pub fn safe_uint(value: &Value) -> Option<u64> {
     in_range.then_some(f as u64)
 }
 
-/// A required safe unsigned integer field.
-pub fn uint_field(map: &Map<String, Value>, field: &str, what: &str) -> Result<u64, EpError> {
-    map.get(field).and_then(safe_uint).ok_or_else(|| {
+/// A required field of a stored row, read by `read`; a missing one, or one `read` refuses, is
+/// `internal` naming what the field must be (`kind`).
+fn required<'m, T>(
+    map: &'m Map<String, Value>,
+    field: &str,
+    what: &str,
+    kind: &str,
+    read: impl FnOnce(&'m Value) -> Option<T>,
+) -> Result<T, EpError> {
+    map.get(field).and_then(read).ok_or_else(|| {
         EpError::internal(format!(
-            "stored {what} field {field:?} is missing or not a safe unsigned integer"
+            "stored {what} field {field:?} is missing or not {kind}"
         ))
     })
+}
+
+/// A required safe unsigned integer field.
+pub fn uint_field(map: &Map<String, Value>, field: &str, what: &str) -> Result<u64, EpError> {
+    required(map, field, what, "a safe unsigned integer", safe_uint)
 }
 
 /// A required string field.
@@ -80,11 +94,7 @@ pub fn str_field<'m>(
     field: &str,
     what: &str,
 ) -> Result<&'m str, EpError> {
-    map.get(field).and_then(Value::as_str).ok_or_else(|| {
-        EpError::internal(format!(
-            "stored {what} field {field:?} is missing or not a string"
-        ))
-    })
+    required(map, field, what, "a string", Value::as_str)
 }
 
 /// A required array-of-strings field.
@@ -93,19 +103,8 @@ pub fn str_array_field<'m>(
     field: &str,
     what: &str,
 ) -> Result<Vec<&'m str>, EpError> {
-    let refuse = || {
-        EpError::internal(format!(
-            "stored {what} field {field:?} is missing or not an array of strings"
-        ))
-    };
-    let items = map
-        .get(field)
-        .and_then(Value::as_array)
-        .ok_or_else(refuse)?;
-    items
-        .iter()
-        .map(|v| v.as_str().ok_or_else(refuse))
-        .collect()
+    let strings = |v: &'m Value| v.as_array()?.iter().map(Value::as_str).collect();
+    required(map, field, what, "an array of strings", strings)
 }
 
 /// Writes a JSON object field by field, in the order the caller appends them.
@@ -176,27 +175,6 @@ impl ObjectWriter {
     }
 }
 
-/// Appends `s` as a JSON string literal escaped as `JSON.stringify` does: `"`, `\`, the short
-/// escapes `\b \f \n \r \t`, other control characters as lowercase `\u00xx`, everything else
-/// literal.
-pub fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 /// Writes `value` as ECMAScript `JSON.stringify` would after `JSON.parse`: integer-index keys
 /// first in ascending numeric order (ECMAScript's own-key order), other keys in insertion order;
 /// ECMAScript number spelling; `JSON.stringify` string escapes.
@@ -205,7 +183,7 @@ pub fn js_stringify(out: &mut String, value: &Value) -> Result<(), EpError> {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Number(n) => match n.as_f64() {
-            Some(x) => out.push_str(&crate::canon::format_f64(x)?),
+            Some(x) => out.push_str(&format_f64(x)?),
             None => return Err(EpError::bad_request("a JSON number is not a double")),
         },
         Value::String(s) => push_json_string(out, s),

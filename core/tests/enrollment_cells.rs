@@ -239,7 +239,7 @@ fn positive_control_a_current_registration_with_supervise_authorizes_the_enrollm
     let mut w = world();
     let r = enroll(&mut w, &enrollment()).unwrap();
     assert_eq!(r.material.actor.as_str(), "worker");
-    assert_eq!(r.instance_id.as_str(), IID);
+    assert_eq!(r.envelope.manager.instance_id.as_str(), IID);
 }
 
 /// Cell B2 "enrollment: a request naming another host space is refused".

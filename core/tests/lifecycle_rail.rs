@@ -21,10 +21,11 @@ use common::run;
 use cotal_core::control_rail::{check_op_id, AdmitRetireCall, RailAdmission, RetireCall};
 use cotal_core::driver::ModelWorld;
 use cotal_core::endpoint_rail::{
-    reply_error, reply_ok, Outcome, ServedCommand, TargetedRequest, TargetedSubject,
+    reply_error, reply_ok, retire_lifecycle_served, Outcome, ServedCommand, TargetedRequest,
+    TargetedSubject,
 };
 use cotal_core::gate::{EndpointGate, GateState, OpKind, ProcessEpoch};
-use cotal_core::host::{retire_lifecycle_digests, retire_lifecycle_served};
+use cotal_core::host::retire_lifecycle_digests;
 use cotal_core::kv::Store;
 use cotal_core::lifecycle::{interactive_retirement_op_id, managed_retirement_op_id};
 use cotal_core::machine::Replay;

@@ -16,8 +16,8 @@ use sha2::{Digest as _, Sha256};
 use super::row::{ActorRow, RowSpace};
 use super::{ActorLedger, ActorsOutcome, ActorsRequest, Boundary, Held};
 use crate::error::EpError;
+use crate::mac::constant_time_eq;
 use crate::machine::{Ctx, Halt};
-use crate::manager::constant_time_eq;
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal, SpaceName};
 
 /// The one sentence every failed agent authentication gets (reference §3.5).

@@ -8,9 +8,10 @@
 
 use serde_json::{Map, Value};
 
+use crate::ecma::push_json_string;
 use crate::error::EpError;
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal};
-use crate::wire::{push_json_string, unknown_member};
+use crate::wire::unknown_member;
 
 /// The only row version.
 pub const LEDGER_VER: u64 = 1;

@@ -82,6 +82,20 @@ fn dropped(k: &Keys, edit: impl FnOnce(&mut Value), signer: &KeyPair) -> DropRea
     verify(k, &sign(signer, &c)).unwrap_err()
 }
 
+/// [`dropped`] for the server-signed claims with `member` removed from the object at `pointer`.
+fn dropped_without(k: &Keys, pointer: &str, member: &str) -> DropReason {
+    let edit = |c: &mut Value| {
+        let object = c.pointer_mut(pointer).and_then(Value::as_object_mut);
+        object.unwrap().remove(member);
+    };
+    dropped(k, edit, &k.server)
+}
+
+/// [`dropped`] for the server-signed claims with `value` at `pointer`.
+fn dropped_with(k: &Keys, pointer: &str, value: Value) -> DropReason {
+    dropped(k, |c| *c.pointer_mut(pointer).unwrap() = value, &k.server)
+}
+
 #[test]
 fn a_well_formed_request_yields_what_the_plane_decides_on() {
     let k = keys();
@@ -146,13 +160,7 @@ fn garbage_and_other_claim_types_are_dropped() {
         verify(&k, &user).unwrap_err(),
         DropReason::NotARequest(ClaimType::User)
     );
-    let unversioned = dropped(
-        &k,
-        |c| {
-            c["nats"].as_object_mut().unwrap().remove("version");
-        },
-        &k.server,
-    );
+    let unversioned = dropped_without(&k, "/nats", "version");
     assert!(matches!(unversioned, DropReason::Malformed(_)));
 }
 
@@ -178,19 +186,9 @@ fn a_request_not_signed_by_a_server_key_is_dropped() {
 #[test]
 fn a_server_id_that_is_no_server_key_is_dropped() {
     let k = keys();
-    let reason = dropped(
-        &k,
-        |c| c["nats"]["server_id"]["id"] = json!(k.callout.public_key()),
-        &k.server,
-    );
+    let reason = dropped_with(&k, "/nats/server_id/id", json!(k.callout.public_key()));
     assert_eq!(reason, DropReason::NotAServerId);
-    let reason = dropped(
-        &k,
-        |c| {
-            c["nats"]["server_id"].as_object_mut().unwrap().remove("id");
-        },
-        &k.server,
-    );
+    let reason = dropped_without(&k, "/nats/server_id", "id");
     assert_eq!(reason, DropReason::NotAServerId);
 }
 
@@ -198,11 +196,7 @@ fn a_server_id_that_is_no_server_key_is_dropped() {
 fn an_issuer_other_than_the_claimed_server_is_dropped() {
     let k = keys();
     let other = key(KeyPairType::Server, 11);
-    let reason = dropped(
-        &k,
-        |c| c["nats"]["server_id"]["id"] = json!(other.public_key()),
-        &k.server,
-    );
+    let reason = dropped_with(&k, "/nats/server_id/id", json!(other.public_key()));
     assert_eq!(reason, DropReason::IssuerNotServer);
 }
 
@@ -245,35 +239,16 @@ fn a_signed_xkey_other_than_the_sealing_key_is_dropped() {
         verify_request(&token, &relay, &TrustedServers::Any, NOW).unwrap_err(),
         DropReason::XkeyMismatch
     );
-    let reason = dropped(
-        &k,
-        |c| {
-            c["nats"]["server_id"]
-                .as_object_mut()
-                .unwrap()
-                .remove("xkey");
-        },
-        &k.server,
-    );
+    let reason = dropped_without(&k, "/nats/server_id", "xkey");
     assert_eq!(reason, DropReason::XkeyMismatch);
 }
 
 #[test]
 fn a_missing_or_malformed_user_nkey_is_dropped() {
     let k = keys();
-    let reason = dropped(
-        &k,
-        |c| {
-            c["nats"].as_object_mut().unwrap().remove("user_nkey");
-        },
-        &k.server,
-    );
+    let reason = dropped_without(&k, "/nats", "user_nkey");
     assert_eq!(reason, DropReason::MissingUserNkey);
-    let reason = dropped(
-        &k,
-        |c| c["nats"]["user_nkey"] = json!(k.data.public_key()),
-        &k.server,
-    );
+    let reason = dropped_with(&k, "/nats/user_nkey", json!(k.data.public_key()));
     assert_eq!(reason, DropReason::NotAUserNkey);
 }
 
@@ -318,8 +293,16 @@ fn deny_reasons_fold_to_ascii() {
     assert_eq!(fold_reason(plain), plain);
 }
 
-fn answer_keys(k: &Keys) -> (String, String) {
-    (k.callout.public_key(), k.data.public_key())
+/// The callout's answer to the server-signed test request, with the test accounts' keys.
+fn answer_for(k: &Keys, decision: Result<Admit, String>) -> Answer {
+    let (callout, data) = (k.callout.public_key(), k.data.public_key());
+    let keys = AnswerKeys {
+        callout_account: &callout,
+        callout_signer: &k.callout_signing,
+        data_account: &data,
+        data_signer: &k.data_signing,
+    };
+    answer(keys, &request(k), decision, NOW).unwrap()
 }
 
 fn request(k: &Keys) -> ConnectRequest {
@@ -350,13 +333,6 @@ fn response_of(k: &Keys, token: &str) -> AuthorizationResponse {
 #[test]
 fn an_admission_carries_a_user_jwt_in_the_data_account() {
     let k = keys();
-    let (callout, data) = answer_keys(&k);
-    let keys = AnswerKeys {
-        callout_account: &callout,
-        callout_signer: &k.callout_signing,
-        data_account: &data,
-        data_signer: &k.data_signing,
-    };
     let permissions = Permissions {
         publish: Permission {
             allow: vec!["a.ok.>".into()],
@@ -374,7 +350,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
         response,
         user_jwt,
         expires_at,
-    } = answer(keys, &request(&k), Ok(admit), NOW).unwrap()
+    } = answer_for(&k, Ok(admit))
     else {
         panic!("not admitted")
     };
@@ -392,7 +368,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
     assert_eq!(user.name, "alice");
     assert_eq!(user.exp, Some(UnixSeconds(NOW.0 + 600)));
     assert_eq!(user.iat, NOW);
-    assert_eq!(user.user_account(), Some(data.as_str()));
+    assert_eq!(user.user_account(), Some(k.data.public_key().as_str()));
     let nats = user.user().unwrap();
     assert_eq!(nats.permissions, permissions);
     assert_eq!(nats.tags, vec!["owner:u_x".to_owned()]);
@@ -401,20 +377,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
 #[test]
 fn a_denial_is_signed_and_its_reason_folded() {
     let k = keys();
-    let (callout, data) = answer_keys(&k);
-    let keys = AnswerKeys {
-        callout_account: &callout,
-        callout_signer: &k.callout_signing,
-        data_account: &data,
-        data_signer: &k.data_signing,
-    };
-    let denied = answer(
-        keys,
-        &request(&k),
-        Err("denied \u{2014} bearer expired".into()),
-        NOW,
-    )
-    .unwrap();
+    let denied = answer_for(&k, Err("denied \u{2014} bearer expired".into()));
     let Answer::Denied { response, reason } = &denied else {
         panic!("{denied:?}")
     };
@@ -432,7 +395,7 @@ fn a_denial_is_signed_and_its_reason_folded() {
         tags: vec![],
         expires_at: NOW,
     };
-    let Answer::Denied { reason, .. } = answer(keys, &request(&k), Ok(stale), NOW).unwrap() else {
+    let Answer::Denied { reason, .. } = answer_for(&k, Ok(stale)) else {
         panic!("a stale admission was admitted")
     };
     assert!(

@@ -3,32 +3,28 @@
 use crate::actors::row::iso8601_millis;
 use crate::actors::{
     ActorRow, ActorsOutcome, ActorsRequest, AliasScript, Boundary, DurablesOutcome,
-    DurablesRequest, Held, LockHeld, RowSpace,
+    DurablesRequest, LockHeld,
 };
 use crate::error::EpError;
-use crate::gate::ProcessEpoch;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door;
-use crate::manager::{ManagerHost, RegistrationProof, RequestId, Supervisor};
-use crate::names::{ActorToken, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName};
+use crate::manager::{echo_current, ManagerHost, Supervisor};
+use crate::names::{ActorToken, LifecycleUid, OwnerToken, Principal};
 use crate::wire::ObjectWriter;
 
-use super::{authorize, ledger_error, EnrollmentRequest, ENROLLMENT_KIND};
+use super::{
+    authorize, find_managed, ledger_error, EnrollmentRequest, ManagedEnvelope, ENROLLMENT_KIND,
+};
 
 // ---- Enrollment --------------------------------------------------------------------------------
 
 /// The enrollment's answer (reference §6.3 item 8).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnrollmentResult {
-    pub space: SpaceName,
+    /// The request's envelope, which the answer echoes.
+    pub envelope: ManagedEnvelope,
+    /// The authenticated owner.
     pub owner: OwnerToken,
-    /// The request's (interactive) actor.
-    pub actor: ActorToken,
-    pub instance_id: InstanceId,
-    pub manager_lifecycle_uid: LifecycleUid,
-    pub request_id: RequestId,
-    pub registration_proof: RegistrationProof,
-    pub serve_epoch: ProcessEpoch,
     pub material: EnrollmentMaterial,
     /// `true` when this call wrote the row; `false` for a retry of an earlier enrollment.
     pub first: bool,
@@ -64,17 +60,7 @@ impl EnrollmentResult {
             .strings("allowPublish", m.allow_publish.iter().map(String::as_str))
             .string("agentBearerExchangeUrl", &m.agent_bearer_exchange_url)
             .finish();
-        ObjectWriter::new()
-            .uint("v", 1)
-            .string("kind", ENROLLMENT_KIND)
-            .string("space", self.space.as_str())
-            .string("owner", self.owner.as_str())
-            .string("actor", self.actor.as_str())
-            .string("instanceId", self.instance_id.as_str())
-            .string("managerLifecycleUid", self.manager_lifecycle_uid.as_str())
-            .string("requestId", self.request_id.as_str())
-            .string("registrationProof", self.registration_proof.as_str())
-            .uint("serveEpoch", self.serve_epoch.0)
+        echo_current(ENROLLMENT_KIND, &self.envelope, Some(&self.owner))
             .raw("material", &material)
             .finish()
     }
@@ -128,13 +114,7 @@ impl AliasScript for EnrollManagedAgent {
             || Ok(()),
         )?;
         let alias = self.alias();
-        let held = match cx.actors(ActorsRequest::Find {
-            space: RowSpace::Managed,
-            principal: alias.clone(),
-        })? {
-            ActorsOutcome::Found(held) => held.map(|Held { row, .. }| row),
-            other => return Err(ledger_error(other, "a managed row").into()),
-        };
+        let held = find_managed(cx, &alias)?;
         let (row, first) = match held {
             Some(row) => {
                 let uid = row.lifecycle_uid.clone().ok_or_else(|| {
@@ -211,14 +191,8 @@ impl AliasScript for EnrollManagedAgent {
             return Err(error.into());
         }
         Ok(EnrollmentResult {
-            space: envelope.manager.space.clone(),
+            envelope: envelope.clone(),
             owner: self.caller.owner().clone(),
-            actor: envelope.manager.actor.clone(),
-            instance_id: envelope.manager.instance_id.clone(),
-            manager_lifecycle_uid: envelope.manager.manager_lifecycle_uid.clone(),
-            request_id: envelope.manager.request_id.clone(),
-            registration_proof: envelope.registration_proof.clone(),
-            serve_epoch: envelope.serve_epoch,
             material: EnrollmentMaterial {
                 owner: self.caller.owner().clone(),
                 actor: target.actor.clone(),

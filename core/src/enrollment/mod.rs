@@ -23,11 +23,12 @@ mod request;
 mod retire;
 mod verify;
 
-use crate::actors::ActorsOutcome;
+use crate::actors::{ActorRow, ActorsOutcome, ActorsRequest, Held, RowSpace};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door::{check_registered, Door, Knock, Presented};
-use crate::manager::{ManagerHost, Supervisor};
+use crate::manager::{with_envelope, ManagerHost, Supervisor};
+use crate::names::Principal;
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
 pub(crate) use request::{closed, exact_target, grammar, object, parse_envelope, refuse};
@@ -47,18 +48,8 @@ pub const RUNTIME_STATUS_KIND: &str = "manager-managed-agent-runtime-status";
 /// The bound on each enrollment list: wider is a configuration mistake or a body-size attack.
 pub const MAX_ENROLLMENT_LIST: usize = 64;
 
-/// The members of [`ManagedEnvelope`] on the wire, besides `identities`.
-pub(crate) const ENVELOPE_KEYS: [&str; 9] = [
-    "v",
-    "kind",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
-    "registrationProof",
-    "serveEpoch",
-];
+/// The members of [`ManagedEnvelope`] on the wire.
+pub(crate) const ENVELOPE_KEYS: [&str; 10] = with_envelope(["registrationProof", "serveEpoch"]);
 
 /// F97: a plane that owns no host storage refuses both managed-agent kinds with `unimplemented`
 /// before anything else; any other kind is not this door's to refuse (`None`).
@@ -155,6 +146,17 @@ fn target_owned(
         )));
     }
     Ok(())
+}
+
+/// Reads the alias's managed row, if any: both machines decide on it under the alias lock.
+fn find_managed(cx: &mut Ctx<'_>, alias: &Principal) -> Result<Option<ActorRow>, Halt> {
+    match cx.actors(ActorsRequest::Find {
+        space: RowSpace::Managed,
+        principal: alias.clone(),
+    })? {
+        ActorsOutcome::Found(held) => Ok(held.map(|Held { row, .. }| row)),
+        other => Err(ledger_error(other, "a managed row").into()),
+    }
 }
 
 /// Maps a ledger failure to the caller's error: a refusal is `permission-denied` (the envelope

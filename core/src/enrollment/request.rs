@@ -12,7 +12,7 @@ use crate::manager::{
     parse_coordinates, parse_identities, ManagerEnvelope, RegistrationProof, RetirementTarget,
 };
 use crate::names::{ActorToken, LifecycleUid, OpId, OwnerToken};
-use crate::wire::{self, MAX_SAFE_INTEGER};
+use crate::wire::{self, ObjectWriter, MAX_SAFE_INTEGER};
 
 use super::{ENROLLMENT_KIND, ENVELOPE_KEYS, MAX_ENROLLMENT_LIST, PREPARE_RETIREMENT_KIND};
 
@@ -104,6 +104,20 @@ pub(crate) fn grammar(what: &str) -> impl Fn(EpError) -> EpError + '_ {
     move |e| refuse(what, e.message)
 }
 
+/// Opens a managed-agent request of `kind` in the reference's order: an object, no member
+/// outside the envelope's and the request's `own`, then the envelope.
+fn open_closed<'v>(
+    raw: &'v Value,
+    what: &str,
+    kind: &str,
+    own: &[&str],
+) -> Result<(&'v Map<String, Value>, ManagedEnvelope), EpError> {
+    let map = object(raw, what)?;
+    let allowed: Vec<&str> = ENVELOPE_KEYS.iter().chain(own).copied().collect();
+    closed(map, &allowed, what, "")?;
+    Ok((map, parse_envelope(map, what, kind)?))
+}
+
 /// The shared envelope, in the reference's order: `{ v: 1, kind }`, the coordinates, the
 /// current-registration proof, the serve epoch, then the identities.
 pub(crate) fn parse_envelope(
@@ -183,14 +197,7 @@ impl EnrollmentRequest {
     /// the participant never names the uid (F95).
     pub fn parse(raw: &Value) -> Result<EnrollmentRequest, EpError> {
         let what = "managed agent enrollment";
-        let map = object(raw, what)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["target", "identities"])
-            .collect();
-        closed(map, &allowed, what, "")?;
-        let envelope = parse_envelope(map, what, ENROLLMENT_KIND)?;
+        let (map, envelope) = open_closed(raw, what, ENROLLMENT_KIND, &["target"])?;
         let t = map
             .get("target")
             .and_then(Value::as_object)
@@ -307,14 +314,7 @@ impl PrepareRetirementRequest {
     /// target's uid, so one lifecycle never has two terminal operations (F96).
     pub fn parse(raw: &Value) -> Result<PrepareRetirementRequest, EpError> {
         let what = "managed agent prepare-retirement";
-        let map = object(raw, what)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["target", "opId", "identities"])
-            .collect();
-        closed(map, &allowed, what, "")?;
-        let envelope = parse_envelope(map, what, PREPARE_RETIREMENT_KIND)?;
+        let (map, envelope) = open_closed(raw, what, PREPARE_RETIREMENT_KIND, &["target", "opId"])?;
         let target = exact_target(map, what)?;
         let op_id = map
             .get("opId")
@@ -336,6 +336,18 @@ impl PrepareRetirementRequest {
             target,
             op_id,
         })
+    }
+}
+
+impl RetirementTarget {
+    /// The target as a request names it and an answer echoes it: `{owner, actor,
+    /// lifecycleUid}`, in that order.
+    pub fn to_json(&self) -> String {
+        ObjectWriter::new()
+            .string("owner", self.owner.as_str())
+            .string("actor", self.actor.as_str())
+            .string("lifecycleUid", self.lifecycle_uid.as_str())
+            .finish()
     }
 }
 
@@ -398,16 +410,10 @@ impl RuntimeRequest {
     /// agent runtime request …".
     pub fn parse(raw: &Value, kind: &'static str) -> Result<RuntimeRequest, EpError> {
         let what = "managed agent runtime";
-        let map = object(raw, what)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["target", "identities"])
-            .collect();
-        closed(map, &allowed, what, "")?;
+        let (map, envelope) = open_closed(raw, what, kind, &["target"])?;
         Ok(RuntimeRequest {
             kind,
-            envelope: parse_envelope(map, what, kind)?,
+            envelope,
             target: exact_target(map, what)?,
         })
     }

@@ -1,18 +1,16 @@
 //! Managed-agent retirement preparation (reference §6.4).
 
 use crate::actors::{
-    ActorsOutcome, ActorsRequest, AliasScript, DurablesOutcome, DurablesRequest, Held, LockHeld,
-    RowSpace,
+    ActorsOutcome, ActorsRequest, AliasScript, DurablesOutcome, DurablesRequest, LockHeld,
 };
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
-use crate::manager::{ManagerHost, RequestId, RetirementTarget, Supervisor};
-use crate::names::{ActorToken, InstanceId, LifecycleUid, OpId, OwnerToken, Principal, SpaceName};
-use crate::wire::ObjectWriter;
+use crate::manager::{echo_envelope, ManagerEnvelope, ManagerHost, RetirementTarget, Supervisor};
+use crate::names::{OpId, OwnerToken, Principal};
 
 use super::{
-    authorize_prepare, ledger_error, PrepareRetirementRequest, PREPARE_RETIREMENT_KIND,
-    PREPARE_WHAT,
+    authorize_prepare, find_managed, ledger_error, PrepareRetirementRequest,
+    PREPARE_RETIREMENT_KIND, PREPARE_WHAT,
 };
 
 // ---- Retirement preparation ------------------------------------------------------------------
@@ -20,12 +18,10 @@ use super::{
 /// The preparation's answer (reference §6.4).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrepareRetirementResult {
-    pub space: SpaceName,
+    /// The request's manager envelope, which the answer echoes.
+    pub manager: ManagerEnvelope,
+    /// The authenticated owner.
     pub owner: OwnerToken,
-    pub actor: ActorToken,
-    pub instance_id: InstanceId,
-    pub manager_lifecycle_uid: LifecycleUid,
-    pub request_id: RequestId,
     pub target: RetirementTarget,
     pub op_id: OpId,
     /// Whether a row at the target uid was released by this call (false: nothing to release).
@@ -35,21 +31,8 @@ pub struct PrepareRetirementResult {
 impl PrepareRetirementResult {
     /// The wire result, keys in the reference's order (`prepared` is always true).
     pub fn to_json(&self) -> String {
-        let target = ObjectWriter::new()
-            .string("owner", self.target.owner.as_str())
-            .string("actor", self.target.actor.as_str())
-            .string("lifecycleUid", self.target.lifecycle_uid.as_str())
-            .finish();
-        ObjectWriter::new()
-            .uint("v", 1)
-            .string("kind", PREPARE_RETIREMENT_KIND)
-            .string("space", self.space.as_str())
-            .string("owner", self.owner.as_str())
-            .string("actor", self.actor.as_str())
-            .string("instanceId", self.instance_id.as_str())
-            .string("managerLifecycleUid", self.manager_lifecycle_uid.as_str())
-            .string("requestId", self.request_id.as_str())
-            .raw("target", &target)
+        echo_envelope(PREPARE_RETIREMENT_KIND, &self.manager, Some(&self.owner))
+            .raw("target", &self.target.to_json())
             .string("opId", self.op_id.as_str())
             .raw("prepared", "true")
             .finish()
@@ -87,13 +70,7 @@ impl AliasScript for PrepareManagedRetirement {
         let what = PREPARE_WHAT;
         authorize_prepare(cx, &self.host, &self.caller, request)?;
         let alias = self.alias();
-        let held = match cx.actors(ActorsRequest::Find {
-            space: RowSpace::Managed,
-            principal: alias.clone(),
-        })? {
-            ActorsOutcome::Found(held) => held.map(|Held { row, .. }| row),
-            other => return Err(ledger_error(other, "a managed row").into()),
-        };
+        let held = find_managed(cx, &alias)?;
         let at_target =
             held.filter(|row| row.lifecycle_uid.as_ref() == Some(&target.lifecycle_uid));
         let released = match at_target {
@@ -126,14 +103,9 @@ impl AliasScript for PrepareManagedRetirement {
                 }
             }
         };
-        let e = &request.envelope.manager;
         Ok(PrepareRetirementResult {
-            space: e.space.clone(),
+            manager: request.envelope.manager.clone(),
             owner: self.caller.owner().clone(),
-            actor: e.actor.clone(),
-            instance_id: e.instance_id.clone(),
-            manager_lifecycle_uid: e.manager_lifecycle_uid.clone(),
-            request_id: e.request_id.clone(),
             target: target.clone(),
             op_id: request.op_id.clone(),
             released,

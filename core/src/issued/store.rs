@@ -109,11 +109,7 @@ fn create_once(
     bytes: &[u8],
     what: &str,
 ) -> Result<Revision, Halt> {
-    let request = KvRequest::CreateStrict {
-        store,
-        key: key.to_owned(),
-        value: bytes.to_vec(),
-    };
+    let request = KvRequest::create_or_update(store, key.to_owned(), bytes.to_vec(), None);
     let settled = settle_write(cx, &request, |cx, heard| {
         if let Heard::NotSent { why, earlier: None } = heard {
             return Err(

@@ -54,6 +54,22 @@ impl Bucket {
         self.last(key).map(|m| m.revision).unwrap_or_default()
     }
 
+    /// A conditional write: appends when its precondition `holds`, else loses the CAS and
+    /// leaves the bucket unchanged.
+    fn append_if(
+        &mut self,
+        holds: bool,
+        key: &str,
+        value: &[u8],
+        operation: Operation,
+    ) -> KvOutcome {
+        if holds {
+            KvOutcome::Written(self.append(key, value.to_vec(), operation))
+        } else {
+            KvOutcome::CasLost
+        }
+    }
+
     fn append(&mut self, key: &str, value: Vec<u8>, operation: Operation) -> Revision {
         self.last_sequence += 1;
         let revision = Revision(self.last_sequence);
@@ -251,18 +267,13 @@ impl KvModel {
             KvRequest::GetFirst { store, key } => KvOutcome::Entry(self.get_first(*store, key)),
             KvRequest::Create { store, key, value } => {
                 let bucket = self.bucket(*store);
-                match bucket.last(key) {
-                    Some(m) if m.operation == Operation::Put => KvOutcome::CasLost,
-                    _ => KvOutcome::Written(bucket.append(key, value.clone(), Operation::Put)),
-                }
+                let free = !matches!(bucket.last(key), Some(m) if m.operation == Operation::Put);
+                bucket.append_if(free, key, value, Operation::Put)
             }
             KvRequest::CreateStrict { store, key, value } => {
                 let bucket = self.bucket(*store);
-                if bucket.last(key).is_some() {
-                    KvOutcome::CasLost
-                } else {
-                    KvOutcome::Written(bucket.append(key, value.clone(), Operation::Put))
-                }
+                let never_written = bucket.last(key).is_none();
+                bucket.append_if(never_written, key, value, Operation::Put)
             }
             KvRequest::Update {
                 store,
@@ -271,11 +282,8 @@ impl KvModel {
                 expected,
             } => {
                 let bucket = self.bucket(*store);
-                if bucket.last_revision(key) != *expected {
-                    KvOutcome::CasLost
-                } else {
-                    KvOutcome::Written(bucket.append(key, value.clone(), Operation::Put))
-                }
+                let at_pin = bucket.last_revision(key) == *expected;
+                bucket.append_if(at_pin, key, value, Operation::Put)
             }
             KvRequest::Delete {
                 store,
@@ -283,11 +291,8 @@ impl KvModel {
                 expected,
             } => {
                 let bucket = self.bucket(*store);
-                if bucket.last_revision(key) != *expected {
-                    KvOutcome::CasLost
-                } else {
-                    KvOutcome::Written(bucket.append(key, Vec::new(), Operation::Delete))
-                }
+                let at_pin = bucket.last_revision(key) == *expected;
+                bucket.append_if(at_pin, key, &[], Operation::Delete)
             }
             KvRequest::Keys { store, prefix } => KvOutcome::Keys(self.keys(*store, prefix)),
         }

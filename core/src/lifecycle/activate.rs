@@ -262,16 +262,7 @@ impl ActivateLifecycle {
             self.manager_instance.clone(),
         );
         let pin = current.map(|h| h.revision);
-        let landed = write_pinned(
-            cx,
-            Store::Records,
-            &next.key(),
-            next.to_bytes(),
-            pin,
-            |cx| read_head(cx, &self.owner, &self.actor),
-            |found| found.is_active_at(uid),
-            &next,
-        )?;
+        let landed = cas_head(cx, &next, pin, |found| found.is_active_at(uid))?;
         match landed {
             Landed::Ours(head) => Ok(head),
             Landed::Foreign => {
@@ -354,6 +345,26 @@ pub(super) fn update_gate(
         Some(pin),
         |cx| read_gate(cx, uid),
         |found| found == next,
+        next,
+    )
+}
+
+/// A head CAS (H1–H5) pinned to the revision the writer read (`None`: the head's create),
+/// settled by reading the head back: `is_ours` says whether the head found is the one wanted.
+pub(super) fn cas_head(
+    cx: &mut Ctx<'_>,
+    next: &LifecycleHead,
+    pin: Option<Revision>,
+    is_ours: impl Fn(&LifecycleHead) -> bool,
+) -> Result<Landed<LifecycleHead>, Halt> {
+    write_pinned(
+        cx,
+        Store::Records,
+        &next.key(),
+        next.to_bytes(),
+        pin,
+        |cx| read_head(cx, next.owner(), next.actor()),
+        is_ours,
         next,
     )
 }

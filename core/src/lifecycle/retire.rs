@@ -21,7 +21,7 @@ use crate::plane_claim::{sealed_scan, ClaimHold};
 use crate::registration::EVICT_PRINCIPALS_MAX;
 use crate::wire::{self, ObjectWriter};
 
-use super::activate::{describe, update_gate, write_pinned, Landed};
+use super::activate::{cas_head, describe, update_gate, write_pinned, Landed};
 use super::rows::{
     read_gate, read_head, read_never_deleted, AgentGate, HeadState, LifecycleHead, Versioned,
 };
@@ -250,16 +250,9 @@ impl RetireLifecycle {
             return Ok(head);
         }
         let next = head.row.retiring(op)?;
-        let landed = write_pinned(
-            cx,
-            Store::Records,
-            &next.key(),
-            next.to_bytes(),
-            Some(head.revision),
-            |cx| read_head(cx, &self.owner, &self.actor),
-            |found| found.is_retiring_by(uid, op),
-            &next,
-        )?;
+        let landed = cas_head(cx, &next, Some(head.revision), |found| {
+            found.is_retiring_by(uid, op)
+        })?;
         match landed {
             Landed::Ours(head) => Ok(head),
             Landed::Foreign => {
@@ -417,16 +410,9 @@ impl RetireLifecycle {
             return Ok(());
         }
         let next = head.row.retired_by(op)?;
-        let landed = write_pinned(
-            cx,
-            Store::Records,
-            &next.key(),
-            next.to_bytes(),
-            Some(head.revision),
-            |cx| read_head(cx, &self.owner, &self.actor),
-            |found| found.lifecycle_uid() != uid || found.state() == HeadState::Retired,
-            &next,
-        )?;
+        let landed = cas_head(cx, &next, Some(head.revision), |found| {
+            found.lifecycle_uid() != uid || found.state() == HeadState::Retired
+        })?;
         match landed {
             Landed::Ours(_) => Ok(()),
             Landed::Foreign => Err(EpError::unavailable(format!(

@@ -14,7 +14,7 @@ use crate::names::{
     SourceMember,
 };
 
-use super::activate::{describe, write_pinned, ActivateLifecycle, Landed};
+use super::activate::{cas_head, describe, ActivateLifecycle, Landed};
 use super::rows::{
     head_of, never_deleted, read_head, read_never_deleted, AgentGate, LifecycleHead, Versioned,
 };
@@ -245,16 +245,9 @@ impl EnsureRootCredential {
     ) -> Result<bool, Halt> {
         let next = head.row.stamped(id)?;
         let uid = &self.lifecycle_uid;
-        let landed = write_pinned(
-            cx,
-            Store::Records,
-            &next.key(),
-            next.to_bytes(),
-            Some(head.revision),
-            |cx| read_head(cx, &self.owner, &self.actor),
-            |found| found.is_active_at(uid) && found.current_credential_id() == Some(id),
-            &next,
-        )?;
+        let landed = cas_head(cx, &next, Some(head.revision), |found| {
+            found.is_active_at(uid) && found.current_credential_id() == Some(id)
+        })?;
         Ok(matches!(landed, Landed::Ours(_)))
     }
 }

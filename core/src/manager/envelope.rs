@@ -147,6 +147,70 @@ impl Coordinates {
     }
 }
 
+/// The members every registered-manager request carries: `v`, `kind`, the coordinates
+/// [`parse_coordinates`] reads, and the identities [`parse_identities`] reads.
+const ENVELOPE_MEMBERS: [&str; 8] = [
+    "v",
+    "kind",
+    "space",
+    "actor",
+    "instanceId",
+    "managerLifecycleUid",
+    "requestId",
+    "identities",
+];
+
+/// A door's closed member list: the envelope's members followed by the door's `own`, built at
+/// compile time so that the envelope's members are listed once. `N` must be 8 + `M`; any other
+/// length fails the build.
+pub(crate) const fn with_envelope<const N: usize, const M: usize>(
+    own: [&'static str; M],
+) -> [&'static str; N] {
+    assert!(N == ENVELOPE_MEMBERS.len() + M, "member list length");
+    let mut out = [""; N];
+    let mut slots: &mut [&'static str] = &mut out;
+    let (mut envelope, mut own): (&[&'static str], &[&'static str]) = (&ENVELOPE_MEMBERS, &own);
+    while let [slot, rest @ ..] = slots {
+        if let [member, more @ ..] = envelope {
+            *slot = member;
+            envelope = more;
+        } else if let [member, more @ ..] = own {
+            *slot = member;
+            own = more;
+        }
+        slots = rest;
+    }
+    out
+}
+
+/// Writes the request's coordinates after `space` (and the authenticated `owner` where a door
+/// places it there), in the reference's order: `actor`, `instanceId`, `managerLifecycleUid`,
+/// `requestId`.
+pub(crate) fn echo_coordinates(w: ObjectWriter, e: &ManagerEnvelope) -> ObjectWriter {
+    w.string("actor", e.actor.as_str())
+        .string("instanceId", e.instance_id.as_str())
+        .string("managerLifecycleUid", e.manager_lifecycle_uid.as_str())
+        .string("requestId", e.request_id.as_str())
+}
+
+/// The members an answer to a registered-manager request opens with, in the reference's order:
+/// `v`, `kind`, `space`, the authenticated `owner` where the door places it there, then the
+/// request's coordinates (never its identities).
+pub(crate) fn echo_envelope(
+    kind: &str,
+    e: &ManagerEnvelope,
+    owner: Option<&OwnerToken>,
+) -> ObjectWriter {
+    let mut w = ObjectWriter::new()
+        .uint("v", 1)
+        .string("kind", kind)
+        .string("space", e.space.as_str());
+    if let Some(owner) = owner {
+        w = w.string("owner", owner.as_str());
+    }
+    echo_coordinates(w, e)
+}
+
 /// Parses the shared coordinates in the reference's order: all five present and non-empty
 /// first, then each grammar. `refuse` words the refusal for the request being parsed (each
 /// door prefixes its own name).
@@ -212,4 +276,16 @@ pub(crate) fn parse_identities(
         goal_writer: key("goalWriter")?,
         session_ledger: key("sessionLedger")?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_door_list_is_the_envelope_members_then_its_own() {
+        let list: [&str; 10] = with_envelope(["registrationProof", "serveEpoch"]);
+        assert_eq!(list[..8], ENVELOPE_MEMBERS);
+        assert_eq!(list[8..], ["registrationProof", "serveEpoch"]);
+    }
 }

@@ -26,26 +26,16 @@ use crate::names::{EndpointName, InstanceId, OwnerToken, Principal};
 use crate::registration::EVICT_PRINCIPALS_MAX;
 use crate::wire::{self, ObjectWriter};
 
-use super::envelope::{parse_coordinates, parse_identities, ManagerEnvelope};
+use super::envelope::{
+    echo_coordinates, parse_coordinates, parse_identities, with_envelope, ManagerEnvelope,
+};
 use super::host::{ManagerHost, Supervisor};
 
 /// The request kind this door serves.
 pub const MAINTENANCE_KIND: &str = "manager-service-maintenance";
 
 /// The members a maintenance request may carry (the protocol is closed).
-const MEMBERS: [&str; 11] = [
-    "v",
-    "kind",
-    "operation",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
-    "identities",
-    "targetInstanceId",
-    "principals",
-];
+const MEMBERS: [&str; 11] = with_envelope(["operation", "targetInstanceId", "principals"]);
 
 /// What a maintenance request asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,15 +140,12 @@ impl MaintenanceRequest {
     /// by the authenticated `owner`; `outcome` is the result's closing member.
     fn echo(&self, owner: &OwnerToken, outcome: (&str, &str)) -> String {
         let e = &self.envelope;
-        let mut w = ObjectWriter::new()
+        let w = ObjectWriter::new()
             .uint("v", 1)
             .string("kind", MAINTENANCE_KIND)
             .string("operation", self.maintenance.operation())
-            .string("space", e.space.as_str())
-            .string("actor", e.actor.as_str())
-            .string("instanceId", e.instance_id.as_str())
-            .string("managerLifecycleUid", e.manager_lifecycle_uid.as_str())
-            .string("requestId", e.request_id.as_str())
+            .string("space", e.space.as_str());
+        let mut w = echo_coordinates(w, e)
             .raw("identities", &e.identities.to_json())
             .string("targetInstanceId", self.target.as_str());
         if let Maintenance::Evict(principals) = &self.maintenance {

@@ -36,7 +36,7 @@ pub use admin::{
     ADMIN_AUTHORIZATION_KIND, ADMIN_SCOPE,
 };
 pub use door::{check_registered, Door, DoorWording, GateRule, Knock, Presented};
-pub(crate) use envelope::{parse_coordinates, parse_identities};
+pub(crate) use envelope::{echo_envelope, parse_coordinates, parse_identities, with_envelope};
 pub use envelope::{ManagerActors, ManagerEnvelope, ManagerIdentities, IDENTITY_NAMES};
 pub use goal_index::{
     AuthorizeGoalIndexScan, GoalAllocation, GoalIndexEntry, GoalIndexScan, GoalIndexScanRequest,
@@ -97,18 +97,7 @@ pub(crate) fn echo_current(
     e: &ManagedEnvelope,
     owner: Option<&OwnerToken>,
 ) -> ObjectWriter {
-    let m = &e.manager;
-    let mut w = ObjectWriter::new()
-        .uint("v", 1)
-        .string("kind", kind)
-        .string("space", m.space.as_str());
-    if let Some(owner) = owner {
-        w = w.string("owner", owner.as_str());
-    }
-    w.string("actor", m.actor.as_str())
-        .string("instanceId", m.instance_id.as_str())
-        .string("managerLifecycleUid", m.manager_lifecycle_uid.as_str())
-        .string("requestId", m.request_id.as_str())
+    echo_envelope(kind, &e.manager, owner)
         .string("registrationProof", e.registration_proof.as_str())
         .uint("serveEpoch", e.serve_epoch.0)
 }

@@ -1,41 +1,17 @@
-//! The manager's two registration proofs and the primitives they use.
+//! The manager's two registration proofs.
 
 use std::fmt;
-
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
-use subtle::ConstantTimeEq;
 
 use crate::canon::Digest;
 use crate::error::EpError;
 use crate::gate::{ProcessEpoch, RegistrationRevision};
+pub use crate::mac::{constant_time_eq, hmac_sha256};
 use crate::names::OwnerToken;
 use crate::wire::{self, ObjectWriter};
 
 use super::envelope::{ManagerActors, ManagerEnvelope};
 use super::request::ManagerAuthorityRequest;
 use super::tokens::RegistrationProof;
-
-// ---- HMAC and constant-time comparison ------------------------------------------------------
-
-/// HMAC-SHA256 (RFC 2104) of the concatenated `parts` under `key`; the parts are fed in order,
-/// so a domain prefix needs no copy.
-pub fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
-    // HMAC takes a key of any length (a long one is hashed first): `new_from_slice` refuses
-    // only fixed-key MACs, so the default-key arm is never taken; it keeps the function total.
-    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
-        .unwrap_or_else(|_| <Hmac<Sha256> as Mac>::new(&Default::default()));
-    for part in parts {
-        mac.update(part);
-    }
-    mac.finalize().into_bytes().into()
-}
-
-/// Equality whose time does not depend on where the inputs differ. A length mismatch is simply
-/// unequal (the reference's `timingSafeEqual` throws there; the lengths of proofs are public).
-pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.ct_eq(b).into()
-}
 
 /// The host secret keying the current-registration proof: the data account's signing seed as
 /// its UTF-8 text. Never printed.

@@ -11,7 +11,7 @@ use crate::lifecycle::managed_retirement_op_id;
 use crate::names::{is_platform_owner, ActorToken, DerivedOwner, LifecycleUid, OpId, OwnerToken};
 use crate::wire;
 
-use super::envelope::{parse_coordinates, parse_identities, ManagerEnvelope};
+use super::envelope::{parse_coordinates, parse_identities, with_envelope, ManagerEnvelope};
 use super::tokens::{AccountKey, RegistrationProof, UserKey};
 use super::{exactly, safe_at_least, string};
 
@@ -217,24 +217,16 @@ impl ManagerAuthorityRequest {
 
 // ---- Parser ----------------------------------------------------------------------------------
 
-const ALLOWED: [&str; 16] = [
-    "v",
-    "kind",
+const ALLOWED: [&str; 16] = with_envelope([
     "operation",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
     "registrationProof",
     "session",
     "retirement",
     "contractArtifacts",
-    "identities",
     "accountPublicKey",
     "processEpoch",
     "run",
-];
+]);
 
 const MAX_ARTIFACTS: usize = 64;
 

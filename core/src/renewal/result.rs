@@ -228,15 +228,9 @@ impl RemoteManagerAuthorityMaterial {
 
 /// `{id, target: {owner, actor, lifecycleUid}, opId, serveEpoch}`, the parsed request's order.
 fn retirement_json(r: &Retirement) -> String {
-    let t = &r.target;
-    let target = ObjectWriter::new()
-        .string("owner", t.owner.as_str())
-        .string("actor", t.actor.as_str())
-        .string("lifecycleUid", t.lifecycle_uid.as_str())
-        .finish();
     ObjectWriter::new()
         .string("id", r.id.as_str())
-        .raw("target", &target)
+        .raw("target", &r.target.to_json())
         .string("opId", r.op_id.as_str())
         .uint("serveEpoch", r.serve_epoch.0)
         .finish()

@@ -141,52 +141,37 @@ impl Provenance {
 /// provenance, admittedAt}`. Construct through [`RunAdmission::new`] or
 /// [`RunAdmission::from_value`], both of which enforce the closed schema.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunAdmission {
-    space: SpaceName,
-    endpoint: EndpointName,
-    run_id: RunId,
-    instance_id: InstanceId,
-    caller: RunCaller,
-    ceiling: SubjectPermissions,
-    provenance: Provenance,
-    admitted_at: u64,
+pub struct RunAdmission(AdmissionParts);
+
+/// The members of a [`RunAdmission`] before [`RunAdmission::new`] checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdmissionParts {
+    pub space: SpaceName,
+    pub endpoint: EndpointName,
+    pub run_id: RunId,
+    pub instance_id: InstanceId,
+    pub caller: RunCaller,
+    pub ceiling: SubjectPermissions,
+    pub provenance: Provenance,
+    pub admitted_at: u64,
 }
 
 impl RunAdmission {
     /// Validates what the reference's `admissionSnapshot` does before a create: `admittedAt > 0`
     /// and an issued provenance naming exactly the caller in this space. A refusal is
     /// `internal` (the plane built a bad record; no caller input reaches here unchecked).
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        space: SpaceName,
-        endpoint: EndpointName,
-        run_id: RunId,
-        instance_id: InstanceId,
-        caller: RunCaller,
-        ceiling: SubjectPermissions,
-        provenance: Provenance,
-        admitted_at: u64,
-    ) -> Result<RunAdmission, EpError> {
-        let admission = RunAdmission {
-            space,
-            endpoint,
-            run_id,
-            instance_id,
-            caller,
-            ceiling,
-            provenance,
-            admitted_at,
-        };
+    pub fn new(parts: AdmissionParts) -> Result<RunAdmission, EpError> {
+        let admission = RunAdmission(parts);
         admission.check().map_err(EpError::internal)?;
         Ok(admission)
     }
 
     fn check(&self) -> Result<(), ShapeError> {
-        if self.admitted_at == 0 || self.admitted_at > crate::wire::MAX_SAFE_INTEGER {
+        if self.0.admitted_at == 0 || self.0.admitted_at > crate::wire::MAX_SAFE_INTEGER {
             return Err("run admission admittedAt must be a positive safe integer".into());
         }
-        if let Provenance::Issued { reference, .. } = &self.provenance {
-            if reference.space != self.space || !self.caller.is(reference) {
+        if let Provenance::Issued { reference, .. } = &self.0.provenance {
+            if reference.space != self.0.space || !self.0.caller.is(reference) {
                 return Err("run admission's issued reference disagrees with its caller".into());
             }
         }
@@ -194,41 +179,41 @@ impl RunAdmission {
     }
 
     pub fn space(&self) -> &SpaceName {
-        &self.space
+        &self.0.space
     }
     pub fn endpoint(&self) -> &EndpointName {
-        &self.endpoint
+        &self.0.endpoint
     }
     pub fn run_id(&self) -> &RunId {
-        &self.run_id
+        &self.0.run_id
     }
     pub fn instance_id(&self) -> &InstanceId {
-        &self.instance_id
+        &self.0.instance_id
     }
     pub fn caller(&self) -> &RunCaller {
-        &self.caller
+        &self.0.caller
     }
     pub fn ceiling(&self) -> &SubjectPermissions {
-        &self.ceiling
+        &self.0.ceiling
     }
     pub fn provenance(&self) -> &Provenance {
-        &self.provenance
+        &self.0.provenance
     }
     pub fn admitted_at(&self) -> u64 {
-        self.admitted_at
+        self.0.admitted_at
     }
 
     pub fn to_value(&self) -> Value {
         json!({
             "version": 1,
-            "space": self.space.as_str(),
-            "endpoint": self.endpoint.as_str(),
-            "runId": self.run_id.as_str(),
-            "instanceId": self.instance_id.as_str(),
-            "caller": self.caller.to_value(),
-            "ceiling": self.ceiling.to_value(),
-            "provenance": self.provenance.to_value(),
-            "admittedAt": self.admitted_at,
+            "space": self.0.space.as_str(),
+            "endpoint": self.0.endpoint.as_str(),
+            "runId": self.0.run_id.as_str(),
+            "instanceId": self.0.instance_id.as_str(),
+            "caller": self.0.caller.to_value(),
+            "ceiling": self.0.ceiling.to_value(),
+            "provenance": self.0.provenance.to_value(),
+            "admittedAt": self.0.admitted_at,
         })
     }
 
@@ -259,7 +244,7 @@ impl RunAdmission {
             return Err("unsupported run admission version".into());
         }
         let bad = |what: &str| format!("run admission {what} is malformed");
-        let admission = RunAdmission {
+        let admission = RunAdmission(AdmissionParts {
             space: SpaceName::parse(text(m, "space", "run admission")?)
                 .ok()
                 .filter(|s| m.get("space").and_then(Value::as_str) == Some(s.as_str()))
@@ -276,7 +261,7 @@ impl RunAdmission {
                 .get("admittedAt")
                 .and_then(safe_uint)
                 .ok_or_else(|| bad("admittedAt"))?,
-        };
+        });
         admission.check()?;
         Ok(admission)
     }
@@ -390,13 +375,13 @@ pub fn read_run_admission(
                 run.as_str()
             ))
         })?;
-    if admission.space != *space || admission.endpoint != *endpoint || admission.run_id != *run {
+    if admission.space() != space || admission.endpoint() != endpoint || admission.run_id() != run {
         return Err(EpError::permission_denied(format!(
             "run {}'s admission record names other coordinates ({}/{}/{}); refused (SPEC 14.8)",
             run.as_str(),
-            admission.space,
-            admission.endpoint,
-            admission.run_id.as_str()
+            admission.space(),
+            admission.endpoint(),
+            admission.run_id().as_str()
         ))
         .into());
     }

@@ -13,7 +13,9 @@ use crate::manager::door::{check_registered, Door, Knock, Presented, RUN_ADMISSI
 use crate::manager::{ManagerHost, Supervisor};
 use crate::names::{keys, EndpointName};
 
-use super::admission::{create_settled, Created, Provenance, RunAdmission, RunCaller};
+use super::admission::{
+    create_settled, AdmissionParts, Created, Provenance, RunAdmission, RunCaller,
+};
 use super::observed::{ObservedRunRequest, RunRequestOperation};
 use super::request::{RegisteredRun, RunAdmissionRequest};
 use super::subject::{parse_request_subject, RequestSubject, Route};
@@ -211,24 +213,24 @@ impl Script for AdmitRun {
             )
             .into());
         }
-        let admission = RunAdmission::new(
-            space.clone(),
-            a.endpoint.clone(),
-            r.run_id.clone(),
-            r.registered.envelope.instance_id.clone(),
-            RunCaller {
+        let admission = RunAdmission::new(AdmissionParts {
+            space: space.clone(),
+            endpoint: a.endpoint.clone(),
+            run_id: r.run_id.clone(),
+            instance_id: r.registered.envelope.instance_id.clone(),
+            caller: RunCaller {
                 owner: s.owner.clone(),
                 actor: s.actor.clone(),
                 uid: s.uid.clone(),
                 generation: Some(e.generation.clone()),
             },
-            evidence.permissions.clone(),
-            Provenance::Issued {
+            ceiling: evidence.permissions.clone(),
+            provenance: Provenance::Issued {
                 reference: e.clone(),
                 resolved_revision: evidence.resolved_revision,
             },
-            self.admitted_at,
-        )?;
+            admitted_at: self.admitted_at,
+        })?;
         let bytes = admission.to_bytes()?;
         let key = keys::run_admission(&a.endpoint, &r.run_id);
         let (value, revision, found) = match create_settled(cx, &key, &bytes)? {

@@ -19,8 +19,8 @@ pub use crate::issued::{
     SubjectPermissions,
 };
 pub use admission::{
-    read_run_admission, AdmissionView, Provenance, RevokeRun, RunAdmission, RunCaller,
-    RunRevocation,
+    read_run_admission, AdmissionParts, AdmissionView, Provenance, RevokeRun, RunAdmission,
+    RunCaller, RunRevocation,
 };
 pub use admit::{AdmissionOutcome, AdmitRun, AuthorizeRunAdmission, AuthorizedAdmission};
 pub use attempt::{

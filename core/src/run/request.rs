@@ -11,7 +11,8 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::journal::{FencingToken, RunEpoch, RunId};
 use crate::manager::{
-    parse_coordinates, parse_identities, AccountKey, ManagerEnvelope, RegistrationProof, UserKey,
+    parse_coordinates, parse_identities, with_envelope, AccountKey, ManagerEnvelope,
+    RegistrationProof, UserKey,
 };
 use crate::profiles::TakeoverId as ReplayTakeover;
 use crate::wire::{self, safe_uint};
@@ -103,19 +104,8 @@ pub struct RunAttemptRequest {
 
 /// The members every registered run request carries; an admission adds `run`, an attempt
 /// `attempt` or `operator`.
-const REGISTERED_KEYS: [&str; 11] = [
-    "v",
-    "kind",
-    "space",
-    "actor",
-    "instanceId",
-    "managerLifecycleUid",
-    "requestId",
-    "registrationProof",
-    "accountPublicKey",
-    "processEpoch",
-    "identities",
-];
+const REGISTERED_KEYS: [&str; 11] =
+    with_envelope(["registrationProof", "accountPublicKey", "processEpoch"]);
 
 /// `parseRemoteRunAdmissionRequest` (§5.2): closed (a caller-supplied `ceiling` is an unknown
 /// field), `v:1`, kind `manager-run-admission`, the shared envelope with a required proof, an

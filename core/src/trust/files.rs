@@ -131,10 +131,12 @@ impl OperatorMaterial {
 
     pub fn parse(bytes: &[u8], space: &SpaceName, file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "space", "operator", "systemAccount", "dataAccount"])?;
-        root.version()?;
-        root.space(space)?;
+        let root = Obj::versioned(
+            &map,
+            file_label,
+            &["ver", "space", "operator", "systemAccount", "dataAccount"],
+            Some(space),
+        )?;
         let operator = root.obj("operator")?;
         operator.closed(&["pub", "seed", "signingPub", "signingSeed"])?;
         let account = |member: &str| {
@@ -231,17 +233,19 @@ impl BrokerMaterial {
     /// public key.
     pub fn parse(bytes: &[u8], space: &SpaceName, file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&[
-            "ver",
-            "space",
-            "operatorJwt",
-            "systemAccount",
-            "dataAccount",
-            "calloutAccount",
-        ])?;
-        root.version()?;
-        root.space(space)?;
+        let root = Obj::versioned(
+            &map,
+            file_label,
+            &[
+                "ver",
+                "space",
+                "operatorJwt",
+                "systemAccount",
+                "dataAccount",
+                "calloutAccount",
+            ],
+            Some(space),
+        )?;
         let operator = stored_jwt(&root, "operatorJwt", ClaimType::Operator, None)?;
         let Nats::Operator(op) = &operator.nats else {
             return Err(root.corrupt("member operatorJwt is not an operator JWT"));
@@ -317,9 +321,7 @@ impl ServiceKeys {
     /// which does.
     pub fn parse(bytes: &[u8], file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "dataAccount"])?;
-        root.version()?;
+        let root = Obj::versioned(&map, file_label, &["ver", "dataAccount"], None)?;
         let data = root.obj("dataAccount")?;
         data.closed(&["pub", "signingSeed"])?;
         Ok(ServiceKeys {
@@ -399,9 +401,7 @@ impl CalloutMaterial {
     /// signing key without expiry, and the sentinel must deny everything.
     pub fn parse(bytes: &[u8], space: &SpaceName, file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "callout"])?;
-        root.version()?;
+        let root = Obj::versioned(&map, file_label, &["ver", "callout"], None)?;
         let callout = root.obj("callout")?;
         callout.closed(&["account", "calloutCreds", "sentinelCreds", "xkey"])?;
         let account = callout.obj("account")?;
@@ -580,9 +580,12 @@ impl IssuerKeys {
     /// unique, and the active kid one of them.
     pub fn parse(bytes: &[u8], space: &SpaceName, file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "issuer", "activeKid", "keys"])?;
-        root.version()?;
+        let root = Obj::versioned(
+            &map,
+            file_label,
+            &["ver", "issuer", "activeKid", "keys"],
+            None,
+        )?;
         let issuer = root.str("issuer")?;
         if issuer != issuer_urn(space) {
             return Err(foreign_space(file_label, issuer, space));
@@ -669,9 +672,7 @@ impl OwnerSecret {
 
     pub fn parse(bytes: &[u8], file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "secretB64"])?;
-        root.version()?;
+        let root = Obj::versioned(&map, file_label, &["ver", "secretB64"], None)?;
         let decoded = STANDARD
             .decode(root.str("secretB64")?)
             .map_err(|_| root.corrupt("member secretB64 is not padded standard base64"))?;
@@ -758,9 +759,7 @@ impl SystemUser {
     /// the plane's system permissions (a wider grant is refused, not trusted).
     pub fn parse(bytes: &[u8], file_label: &str) -> Result<Self, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "systemUser"])?;
-        root.version()?;
+        let root = Obj::versioned(&map, file_label, &["ver", "systemUser"], None)?;
         let user = root.obj("systemUser")?;
         user.closed(&["account", "creds"])?;
         let account = public_key_of_kind(&user, "account", KeyPairType::Account)?;

@@ -132,9 +132,12 @@ impl IdpPin {
     /// what the pinned URL derives (a hand-edited issuer is refused, not trusted).
     pub fn parse(bytes: &[u8], file_label: &str) -> Result<IdpPin, EpError> {
         let map = root_map(bytes, file_label)?;
-        let root = Obj::top(&map, file_label);
-        root.closed(&["ver", "url", "issuer", "audience", "jwksUri"])?;
-        root.version()?;
+        let root = Obj::versioned(
+            &map,
+            file_label,
+            &["ver", "url", "issuer", "audience", "jwksUri"],
+            None,
+        )?;
         let pin = IdpPin::from_url(root.str("url")?)
             .map_err(|e| root.corrupt(&format!("has a url that is not pinnable: {}", e.message)))?;
         for (member, want) in [

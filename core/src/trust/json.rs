@@ -62,6 +62,24 @@ impl<'a> Obj<'a> {
     }
 
     /// Refuses any member outside `allowed`.
+    /// The top object of a trust file, checked in the order every reader keeps: closed to
+    /// `members` (which name `ver`), at this build's version, then — for a file that states
+    /// its space — of `space`.
+    pub(super) fn versioned(
+        map: &'a Map<String, Value>,
+        label: &'a str,
+        members: &[&str],
+        space: Option<&SpaceName>,
+    ) -> Result<Self, EpError> {
+        let root = Obj::top(map, label);
+        root.closed(members)?;
+        root.version()?;
+        if let Some(space) = space {
+            root.space(space)?;
+        }
+        Ok(root)
+    }
+
     pub(super) fn closed(&self, allowed: &[&str]) -> Result<(), EpError> {
         match crate::wire::unknown_member(self.map, allowed) {
             Some(m) => Err(self.corrupt(&format!(
@@ -142,7 +160,7 @@ impl<'a> Obj<'a> {
     }
 
     /// The `space` member, which must name `space`.
-    pub(super) fn space(&self, space: &SpaceName) -> Result<(), EpError> {
+    fn space(&self, space: &SpaceName) -> Result<(), EpError> {
         let found = self.str("space")?;
         if found == space.as_str() {
             Ok(())
@@ -171,14 +189,7 @@ impl<'a> Obj<'a> {
             })?;
         let pair = NkeyPair::new(key, text.to_owned());
         if let Some(public) = public {
-            let stated = self.str(public)?;
-            if stated != pair.public_key() {
-                return Err(self.corrupt(&format!(
-                    "member {} does not belong to {} {stated}",
-                    self.member(seed),
-                    self.member(public)
-                )));
-            }
+            self.belongs(seed, public, pair.public_key())?;
         }
         Ok(pair)
     }
@@ -193,15 +204,22 @@ impl<'a> Obj<'a> {
             ))
         })?;
         let pair = CurveKey::new(key, text.to_owned());
+        self.belongs(seed, public, pair.public_key())?;
+        Ok(pair)
+    }
+
+    /// Refuses a file whose seed member `seed` (deriving `derived`) does not belong to the
+    /// public key its member `public` states: one of the two was edited or swapped.
+    fn belongs(&self, seed: &str, public: &str, derived: &str) -> Result<(), EpError> {
         let stated = self.str(public)?;
-        if stated != pair.public_key() {
+        if stated != derived {
             return Err(self.corrupt(&format!(
                 "member {} does not belong to {} {stated}",
                 self.member(seed),
                 self.member(public)
             )));
         }
-        Ok(pair)
+        Ok(())
     }
 }
 
