@@ -44,8 +44,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
 use cotal_core::endpoint_rail::retire_lifecycle_served;
+use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
 use cotal_core::host::{auth_principal, AwaitHostFence};
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{Revision, Store};
