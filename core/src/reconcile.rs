@@ -13,12 +13,14 @@ use serde_json::json;
 
 use crate::barrier::{self, FreezeToken};
 use crate::error::{EpError, ErrorCode};
-use crate::gate::{Coordinates, GateState, Generation, OpKind};
-use crate::issuance::{observe_gate, GateRef};
+use crate::gate::{Coordinates, EndpointGate, GateState, Generation, OpKind};
+use crate::issuance::{observe_gate, GateObservation, GateRef};
 use crate::ledger::CredState;
 use crate::machine::{Ctx, Halt, Liveness, Script};
 use crate::names::{OpId, Principal};
-use crate::registration::{complete_frozen_from_spec, evict_all, Completion, EVICT_PRINCIPALS_MAX};
+use crate::registration::{
+    complete_frozen_from_spec, evict_all, Completion, Eviction, EVICT_PRINCIPALS_MAX,
+};
 use crate::repair;
 use crate::wire::ObjectWriter;
 
@@ -201,88 +203,12 @@ impl Script for ReconcileGate {
     /// F53 (the cursor discipline), F68 (whole-family revoke and verified eviction) and Q-13.
     fn run(&self, cx: &mut Ctx<'_>) -> Result<ReconcileReport, Halt> {
         let gate = &self.gate;
-        let observed = match cx.recover(|cx| observe_gate(cx, gate))? {
-            Ok(Some(observed)) => observed,
-            Ok(None) => {
-                return Err(ReconcileCondition::NoGate
-                    .refuse(format!("gate {} does not exist", gate.key()))
-                    .into())
-            }
-            Err(e) if e.code == ErrorCode::FailedPrecondition => {
-                return Err(ReconcileCondition::NoGate.refuse(e.message).into())
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let (observed, op_id) = self.frozen_registration(cx)?;
         let frozen = &observed.gate;
         let token = FreezeToken(observed.revision);
-        let op = match (frozen.state(), frozen.op()) {
-            (GateState::Frozen, Some(op)) => op,
-            _ => {
-                return Err(ReconcileCondition::NotFrozen
-                    .refuse(format!(
-                        "gate {} is \"{}\", not \"frozen\"; there is nothing to reconcile",
-                        gate.key(),
-                        frozen.state().as_str()
-                    ))
-                    .into())
-            }
-        };
-        if op.kind() != OpKind::Registration {
-            return Err(ReconcileCondition::WrongOpKind
-                .refuse(format!(
-                    "gate {} is frozen by a {} operation; only a registration freeze is \
-                     reconciled here",
-                    gate.key(),
-                    op.kind().as_str()
-                ))
-                .into());
-        }
-        let op_id = op.op_id().clone();
         let holder = frozen.principal().clone();
-        let liveness = cx.probe(holder.clone())?;
-        match liveness {
-            Liveness::Gone => {}
-            Liveness::Live => {
-                return Err(ReconcileCondition::HolderAlive
-                    .refuse(format!(
-                        "the freeze holder {holder} is ALIVE; its registration may still be in \
-                         flight, so the gate is left to it"
-                    ))
-                    .into())
-            }
-            Liveness::Unknown => {
-                return Err(ReconcileCondition::HolderUnknown
-                    .refuse(format!(
-                        "the liveness of freeze holder {holder} is UNKNOWN; absence of evidence \
-                         is not evidence of absence, so the gate stays frozen (F52)"
-                    ))
-                    .into())
-            }
-            Liveness::Unestablishable => {
-                return Err(ReconcileCondition::LivenessUnestablishable
-                    .refuse(format!(
-                        "the liveness of freeze holder {holder} CANNOT BE ESTABLISHED; the \
-                         reconciler will not infer death from silence (F52)"
-                    ))
-                    .into())
-            }
-        }
-
-        // The probe answered about the holder of the freeze read above; the freeze itself may
-        // have been reopened by its own operation since (and its holder died after). Act only on
-        // the freeze that still stands, or revocations would hit a live, open gate's family.
-        match observe_gate(cx, gate)? {
-            Some(now) if now.revision == observed.revision => {}
-            _ => {
-                return Err(ReconcileCondition::Raced
-                    .refuse(format!(
-                        "gate {} moved while the holder's liveness was probed; nothing was \
-                         revoked. Re-observe it",
-                        gate.key()
-                    ))
-                    .into())
-            }
-        }
+        let liveness = require_gone(cx, &holder)?;
+        self.require_unmoved(cx, &observed)?;
         let family = barrier::enumerate_family(cx, gate)?;
         barrier::revoke_active(cx, &family)?;
         let revoked: Vec<String> = family
@@ -295,47 +221,8 @@ impl Script for ReconcileGate {
             .map(|r| r.row.holder_principal().clone())
             .collect();
         holders.push(holder.clone());
-        let evicted =
-            cx.recover(|cx| evict_all(cx, gate, &op_id, token, holders, EVICT_PRINCIPALS_MAX))?;
-        let eviction = match evicted {
-            Ok(eviction) => eviction,
-            Err(e) => {
-                return Err(ReconcileCondition::EvictionUnverified
-                    .refuse(format!(
-                        "{}; the gate stays frozen and a retry resumes from the cursor",
-                        e.message
-                    ))
-                    .into())
-            }
-        };
-
-        let raced = || {
-            ReconcileCondition::Raced.refuse(format!(
-                "gate {} moved while it was being reconciled; re-observe it",
-                gate.key()
-            ))
-        };
-        let (after, completed_registration) =
-            match complete_frozen_from_spec(cx, gate, &op_id, token, frozen)? {
-                Completion::Completed(done) => (
-                    Coordinates {
-                        generation: done.generation,
-                        process_epoch: done.process_epoch,
-                        registration_revision: done.registration_revision,
-                        name_authority_revision: frozen.name_authority_revision(),
-                    },
-                    true,
-                ),
-                Completion::Raced => return Err(raced().into()),
-                Completion::NotCompleted => {
-                    let mut at = frozen.coordinates();
-                    at.generation = at.generation.next()?;
-                    if !barrier::reopen(cx, gate, &op_id, token, at)? {
-                        return Err(raced().into());
-                    }
-                    (at, false)
-                }
-            };
+        let eviction = self.evict(cx, &op_id, token, holders)?;
+        let (after, completed_registration) = self.finish(cx, &op_id, token, frozen)?;
         let repair_cursor_cleanup = match eviction.cursor_revision {
             None => CursorCleanup::None,
             Some(revision) => match cx.recover(|cx| repair::delete_cursor(cx, gate, revision))? {
@@ -361,4 +248,149 @@ impl Script for ReconcileGate {
             repair_cursor_cleanup,
         })
     }
+}
+
+impl ReconcileGate {
+    /// Step 1: the gate as it stands, which must be frozen by a registration; returns it with
+    /// the dead operation's own id (F14).
+    fn frozen_registration(&self, cx: &mut Ctx<'_>) -> Result<(GateObservation, OpId), Halt> {
+        let gate = &self.gate;
+        let observed = match cx.recover(|cx| observe_gate(cx, gate))? {
+            Ok(Some(observed)) => observed,
+            Ok(None) => {
+                return Err(ReconcileCondition::NoGate
+                    .refuse(format!("gate {} does not exist", gate.key()))
+                    .into())
+            }
+            Err(e) if e.code == ErrorCode::FailedPrecondition => {
+                return Err(ReconcileCondition::NoGate.refuse(e.message).into())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let frozen = &observed.gate;
+        let op = match (frozen.state(), frozen.op()) {
+            (GateState::Frozen, Some(op)) => op,
+            _ => {
+                return Err(ReconcileCondition::NotFrozen
+                    .refuse(format!(
+                        "gate {} is \"{}\", not \"frozen\"; there is nothing to reconcile",
+                        gate.key(),
+                        frozen.state().as_str()
+                    ))
+                    .into())
+            }
+        };
+        if op.kind() != OpKind::Registration {
+            return Err(ReconcileCondition::WrongOpKind
+                .refuse(format!(
+                    "gate {} is frozen by a {} operation; only a registration freeze is \
+                     reconciled here",
+                    gate.key(),
+                    op.kind().as_str()
+                ))
+                .into());
+        }
+        let op_id = op.op_id().clone();
+        Ok((observed, op_id))
+    }
+
+    /// Step 3: the probe answered about the holder of the freeze read in step 1; the freeze
+    /// itself may have been reopened by its own operation since (and its holder died after).
+    /// Act only on the freeze that still stands, or revocations would hit a live, open gate's
+    /// family.
+    fn require_unmoved(&self, cx: &mut Ctx<'_>, observed: &GateObservation) -> Result<(), Halt> {
+        match observe_gate(cx, &self.gate)? {
+            Some(now) if now.revision == observed.revision => Ok(()),
+            _ => Err(ReconcileCondition::Raced
+                .refuse(format!(
+                    "gate {} moved while the holder's liveness was probed; nothing was \
+                     revoked. Re-observe it",
+                    self.gate.key()
+                ))
+                .into()),
+        }
+    }
+
+    /// Step 5: verified eviction of every holder of the family plus the freeze holder (F68),
+    /// journaled in the repair cursor (F53); an unverified one leaves the gate frozen.
+    fn evict(
+        &self,
+        cx: &mut Ctx<'_>,
+        op_id: &OpId,
+        token: FreezeToken,
+        holders: Vec<Principal>,
+    ) -> Result<Eviction, Halt> {
+        let gate = &self.gate;
+        let evicted =
+            cx.recover(|cx| evict_all(cx, gate, op_id, token, holders, EVICT_PRINCIPALS_MAX))?;
+        evicted.map_err(|e| {
+            ReconcileCondition::EvictionUnverified
+                .refuse(format!(
+                    "{}; the gate stays frozen and a retry resumes from the cursor",
+                    e.message
+                ))
+                .into()
+        })
+    }
+
+    /// Step 6: finishes the dead registration from its committed spec when the spec advanced,
+    /// else abort-reopens at the unchanged coordinate one generation on (Q-13). Returns the
+    /// coordinates the gate reopened at and whether the registration completed.
+    fn finish(
+        &self,
+        cx: &mut Ctx<'_>,
+        op_id: &OpId,
+        token: FreezeToken,
+        frozen: &EndpointGate,
+    ) -> Result<(Coordinates, bool), Halt> {
+        let gate = &self.gate;
+        let raced = || {
+            ReconcileCondition::Raced.refuse(format!(
+                "gate {} moved while it was being reconciled; re-observe it",
+                gate.key()
+            ))
+        };
+        match complete_frozen_from_spec(cx, gate, op_id, token, frozen)? {
+            Completion::Completed(done) => Ok((
+                Coordinates {
+                    generation: done.generation,
+                    process_epoch: done.process_epoch,
+                    registration_revision: done.registration_revision,
+                    name_authority_revision: frozen.name_authority_revision(),
+                },
+                true,
+            )),
+            Completion::Raced => Err(raced().into()),
+            Completion::NotCompleted => {
+                let mut at = frozen.coordinates();
+                at.generation = at.generation.next()?;
+                if !barrier::reopen(cx, gate, op_id, token, at)? {
+                    return Err(raced().into());
+                }
+                Ok((at, false))
+            }
+        }
+    }
+}
+
+/// Step 2: the freeze holder's liveness, which must be affirmatively `gone`: `live`, `unknown`
+/// and `unestablishable` all refuse, because unknowability is not death (F52).
+fn require_gone(cx: &mut Ctx<'_>, holder: &Principal) -> Result<Liveness, Halt> {
+    let liveness = cx.probe(holder.clone())?;
+    let refusal = match liveness {
+        Liveness::Gone => return Ok(liveness),
+        Liveness::Live => ReconcileCondition::HolderAlive.refuse(format!(
+            "the freeze holder {holder} is ALIVE; its registration may still be in flight, so \
+             the gate is left to it"
+        )),
+        Liveness::Unknown => ReconcileCondition::HolderUnknown.refuse(format!(
+            "the liveness of freeze holder {holder} is UNKNOWN; absence of evidence is not \
+             evidence of absence, so the gate stays frozen (F52)"
+        )),
+        Liveness::Unestablishable => ReconcileCondition::LivenessUnestablishable.refuse(format!(
+            "the liveness of freeze holder {holder} CANNOT BE ESTABLISHED; the reconciler will \
+             not infer death from silence (F52)"
+        )),
+    };
+    Err(refusal.into())
 }

@@ -82,22 +82,7 @@ impl Script for RegisterInstance {
     /// endpoints journal-only), F68 (revoke + verify-evict the whole family before the spec),
     /// F69 (a re-registration advances the epoch), Q-13 (generation +1 on every reopen).
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Registered, Halt> {
-        if !(1..=EVICT_PRINCIPALS_MAX).contains(&self.evict_max) {
-            return Err(EpError::internal(format!(
-                "evict_max must be 1..={EVICT_PRINCIPALS_MAX}, not {}",
-                self.evict_max
-            ))
-            .into());
-        }
-        if self.registrant != *self.spec.owner() {
-            return Err(EpError::permission_denied(format!(
-                "registrant {} is not the spec's owner {}; only the descriptor owner registers \
-                 an endpoint instance (F67)",
-                self.registrant,
-                self.spec.owner()
-            ))
-            .into());
-        }
+        self.check_call()?;
         let gate = self.gate();
         // Every step below is memoized once it finished (`cx.sub`): the script replays from
         // the top after each of its effects, so an unmemoized step is re-run (rows re-parsed,
@@ -112,38 +97,13 @@ impl Script for RegisterInstance {
             .into());
         };
         let resuming = is_ours(&observed.gate, &self.op_id);
-        if observed.gate.state() != GateState::Open && !resuming {
-            return Err(blocked(&gate, &observed.gate).into());
-        }
-        let token = if resuming {
-            FreezeToken(observed.revision)
-        } else {
-            cx.sub(|cx| barrier::freeze(cx, &gate, &self.op_id, observed))?
-                .ok_or_else(|| {
-                    EpError::conflict(format!(
-                        "a concurrent barrier froze gate {} first; re-observe and re-decide",
-                        gate.key()
-                    ))
-                })?
-        };
+        let token = self.freeze(cx, &gate, observed, resuming)?;
         let frozen = &observed.gate;
         if resuming {
-            match complete_frozen_from_spec(cx, &gate, &self.op_id, token, frozen)? {
-                Completion::Completed(done) => {
-                    clear_cursor(cx, &gate)?;
-                    return Ok(done);
-                }
-                Completion::Raced => {
-                    return Err(EpError::conflict(format!(
-                        "gate {} moved while this registration resumed its own freeze",
-                        gate.key()
-                    ))
-                    .into())
-                }
-                Completion::NotCompleted => {}
+            if let Some(done) = self.resume(cx, &gate, token, frozen)? {
+                return Ok(done);
             }
         }
-
         let authorized = match cx
             .recover(|cx| cx.sub(|cx| self.authorize(cx, &gate, frozen, resuming)))?
         {
@@ -155,65 +115,12 @@ impl Script for RegisterInstance {
             }
             Err(cause) => return abort_reopen(cx, &gate, &self.op_id, token, frozen, cause),
         };
-
         let eviction = cx
             .recover(|cx| cx.sub(|cx| contain(cx, &gate, &self.op_id, token, self.evict_max)))?
             .map_err(|e| left_frozen(e, "could not revoke + verify-evict the credential family"))?;
-
-        // Only this operation can move a gate it froze, but one op id may have two live
-        // executors (a restart resuming beside a partitioned predecessor). If the other one
-        // reopened the gate, publishing now would advance the spec under an open gate at the old
-        // coordinate (reference §7 item 9). Confirm the freeze still stands first.
-        match cx.sub(|cx| observe_gate(cx, &gate))?.as_ref() {
-            Some(now) if now.revision == token.0 => {}
-            _ => {
-                return Err(EpError::conflict(format!(
-                    "gate {} left this registration's freeze before the spec was published; \
-                     another executor of operation {} moved it. Nothing was published",
-                    gate.key(),
-                    self.op_id
-                ))
-                .into())
-            }
-        }
-        let spec_revision =
-            *cx.sub(|cx| publish_spec(cx, &gate, &self.spec, &authorized.current))?;
-        cx.recover(|cx| {
-            cx.sub(|cx| {
-                govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation())
-            })
-        })?
-        .map_err(|e| {
-            left_frozen(
-                e,
-                &format!(
-                    "spec published at revision {spec_revision} but the governance promote did \
-                     not complete"
-                ),
-            )
-        })?;
-
-        let re_registration = !matches!(authorized.current, RecordRead::Absent);
-        let epoch = if re_registration {
-            frozen.process_epoch().next()?
-        } else {
-            frozen.process_epoch()
-        };
-        let successor = successor_at(frozen, RegistrationRevision(spec_revision.0), epoch)?;
-        let incomplete = |why: String| {
-            EpError::unavailable(format!(
-                "wrote the spec at revision {spec_revision} but the reopen did not complete \
-                 ({why}); the gate is left frozen for reconciliation"
-            ))
-        };
-        match cx
-            .recover(|cx| cx.sub(|cx| barrier::reopen(cx, &gate, &self.op_id, token, successor)))?
-            .map(|reopened| *reopened)
-        {
-            Ok(true) => {}
-            Ok(false) => return Err(incomplete("the gate left the freeze token".into()).into()),
-            Err(e) => return Err(incomplete(e.to_string()).into()),
-        }
+        self.require_freeze_stands(cx, &gate, token)?;
+        let spec_revision = self.publish(cx, &gate, frozen, &authorized)?;
+        let successor = self.reopen(cx, &gate, token, frozen, &authorized, spec_revision)?;
         // Best effort: a slot left behind the reopened gate is harmless (F64).
         cx.recover(|cx| {
             govern::release_held(cx, &gate.endpoint, &self.instance, frozen.generation())
@@ -230,6 +137,163 @@ impl Script for RegisterInstance {
             process_epoch: successor.process_epoch,
             generation: successor.generation,
         })
+    }
+}
+
+impl RegisterInstance {
+    /// The call's own preconditions, before any effect: an eviction batch within bounds, and a
+    /// registrant that owns the spec (F67).
+    fn check_call(&self) -> Result<(), Halt> {
+        if !(1..=EVICT_PRINCIPALS_MAX).contains(&self.evict_max) {
+            return Err(EpError::internal(format!(
+                "evict_max must be 1..={EVICT_PRINCIPALS_MAX}, not {}",
+                self.evict_max
+            ))
+            .into());
+        }
+        if self.registrant != *self.spec.owner() {
+            return Err(EpError::permission_denied(format!(
+                "registrant {} is not the spec's owner {}; only the descriptor owner registers \
+                 an endpoint instance (F67)",
+                self.registrant,
+                self.spec.owner()
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
+    /// The freeze this registration runs under (F13): its own, when it resumes a freeze of its
+    /// op id, else a fresh one over the open gate.
+    fn freeze(
+        &self,
+        cx: &mut Ctx<'_>,
+        gate: &GateRef,
+        observed: &GateObservation,
+        resuming: bool,
+    ) -> Result<FreezeToken, Halt> {
+        if observed.gate.state() != GateState::Open && !resuming {
+            return Err(blocked(gate, &observed.gate).into());
+        }
+        if resuming {
+            return Ok(FreezeToken(observed.revision));
+        }
+        let token = cx
+            .sub(|cx| barrier::freeze(cx, gate, &self.op_id, observed))?
+            .ok_or_else(|| {
+                EpError::conflict(format!(
+                    "a concurrent barrier froze gate {} first; re-observe and re-decide",
+                    gate.key()
+                ))
+            })?;
+        Ok(token)
+    }
+
+    /// A resumed freeze whose spec already advanced is completed from that spec (F14);
+    /// `None` when the ceremony must run on.
+    fn resume(
+        &self,
+        cx: &mut Ctx<'_>,
+        gate: &GateRef,
+        token: FreezeToken,
+        frozen: &EndpointGate,
+    ) -> Result<Option<Registered>, Halt> {
+        match complete_frozen_from_spec(cx, gate, &self.op_id, token, frozen)? {
+            Completion::Completed(done) => {
+                clear_cursor(cx, gate)?;
+                Ok(Some(done))
+            }
+            Completion::Raced => Err(EpError::conflict(format!(
+                "gate {} moved while this registration resumed its own freeze",
+                gate.key()
+            ))
+            .into()),
+            Completion::NotCompleted => Ok(None),
+        }
+    }
+
+    /// Only this operation can move a gate it froze, but one op id may have two live
+    /// executors (a restart resuming beside a partitioned predecessor). If the other one
+    /// reopened the gate, publishing now would advance the spec under an open gate at the old
+    /// coordinate (reference §7 item 9). Confirm the freeze still stands first.
+    fn require_freeze_stands(
+        &self,
+        cx: &mut Ctx<'_>,
+        gate: &GateRef,
+        token: FreezeToken,
+    ) -> Result<(), Halt> {
+        match cx.sub(|cx| observe_gate(cx, gate))?.as_ref() {
+            Some(now) if now.revision == token.0 => Ok(()),
+            _ => Err(EpError::conflict(format!(
+                "gate {} left this registration's freeze before the spec was published; \
+                 another executor of operation {} moved it. Nothing was published",
+                gate.key(),
+                self.op_id
+            ))
+            .into()),
+        }
+    }
+
+    /// Publishes the spec, then promotes the held governance slot (F64, F65); a failed
+    /// promote leaves the gate frozen.
+    fn publish(
+        &self,
+        cx: &mut Ctx<'_>,
+        gate: &GateRef,
+        frozen: &EndpointGate,
+        authorized: &Authorized,
+    ) -> Result<Revision, Halt> {
+        let spec_revision =
+            *cx.sub(|cx| publish_spec(cx, gate, &self.spec, &authorized.current))?;
+        cx.recover(|cx| {
+            cx.sub(|cx| {
+                govern::promote_held(cx, &gate.endpoint, &self.instance, frozen.generation())
+            })
+        })?
+        .map_err(|e| {
+            left_frozen(
+                e,
+                &format!(
+                    "spec published at revision {spec_revision} but the governance promote did \
+                     not complete"
+                ),
+            )
+        })?;
+        Ok(spec_revision)
+    }
+
+    /// Reopens at the successor coordinate: generation + 1 (Q-13), the published spec's
+    /// revision, and the epoch advanced for a re-registration (F69).
+    fn reopen(
+        &self,
+        cx: &mut Ctx<'_>,
+        gate: &GateRef,
+        token: FreezeToken,
+        frozen: &EndpointGate,
+        authorized: &Authorized,
+        spec_revision: Revision,
+    ) -> Result<Coordinates, Halt> {
+        let re_registration = !matches!(authorized.current, RecordRead::Absent);
+        let epoch = if re_registration {
+            frozen.process_epoch().next()?
+        } else {
+            frozen.process_epoch()
+        };
+        let successor = successor_at(frozen, RegistrationRevision(spec_revision.0), epoch)?;
+        let incomplete = |why: String| {
+            EpError::unavailable(format!(
+                "wrote the spec at revision {spec_revision} but the reopen did not complete \
+                 ({why}); the gate is left frozen for reconciliation"
+            ))
+        };
+        match cx
+            .recover(|cx| cx.sub(|cx| barrier::reopen(cx, gate, &self.op_id, token, successor)))?
+            .map(|reopened| *reopened)
+        {
+            Ok(true) => Ok(successor),
+            Ok(false) => Err(incomplete("the gate left the freeze token".into()).into()),
+            Err(e) => Err(incomplete(e.to_string()).into()),
+        }
     }
 }
 

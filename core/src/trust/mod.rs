@@ -273,23 +273,92 @@ pub fn provision(
         issued_at: now,
         expires_at: None,
     };
-    let operator = NkeyPair::from_raw(KeyPairType::Operator, &seeds.operator)?;
-    let operator_signing = NkeyPair::from_raw(KeyPairType::Operator, &seeds.operator_signing)?;
-    let system = NkeyPair::from_raw(KeyPairType::Account, &seeds.system_account)?;
-    let data = NkeyPair::from_raw(KeyPairType::Account, &seeds.data_account)?;
-    let data_signing = NkeyPair::from_raw(KeyPairType::Account, &seeds.data_signing)?;
-    let callout = NkeyPair::from_raw(KeyPairType::Account, &seeds.callout_account)?;
-    let callout_signing = NkeyPair::from_raw(KeyPairType::Account, &seeds.callout_signing)?;
-    let xkey = CurveKey::from_raw(&seeds.callout_xkey)?;
-    let callout_user = NkeyPair::from_raw(KeyPairType::User, &seeds.callout_user)?;
-    let sentinel = NkeyPair::from_raw(KeyPairType::User, &seeds.sentinel_user)?;
+    let keys = SpaceKeys::derive(seeds)?;
+    let broker = broker_material(space, &keys, forever)?;
+    let (callout_creds, sentinel_creds) = callout_users(&keys, forever)?;
+    let SpaceKeys {
+        operator,
+        operator_signing,
+        system,
+        data,
+        data_signing,
+        callout,
+        callout_signing,
+        xkey,
+        ..
+    } = keys;
+    let issuer_key = IssuerKey::from_seed(seeds.issuer_key)?;
+    let daemon = DaemonMaterial::assemble(
+        space,
+        ServiceKeys::new(data.public_key().to_owned(), data_signing),
+        CalloutMaterial::new(
+            callout,
+            callout_signing,
+            broker.callout_account().jwt.clone(),
+            callout_creds,
+            sentinel_creds,
+            xkey,
+        ),
+        IssuerKeys::new(space, issuer_key),
+        OwnerSecret::new(seeds.owner_secret),
+        SystemUser::mint(
+            &system,
+            &NkeyPair::from_raw(KeyPairType::User, &seeds.system_user)?,
+            now,
+        )?,
+        idp,
+    )?;
+    Ok(TrustRoot {
+        operator: OperatorMaterial::new(space.clone(), operator, operator_signing, system, data),
+        broker,
+        daemon,
+    })
+}
 
+/// The keys [`provision`] signs with and hands out, derived from their seeds.
+struct SpaceKeys {
+    operator: NkeyPair,
+    operator_signing: NkeyPair,
+    system: NkeyPair,
+    data: NkeyPair,
+    data_signing: NkeyPair,
+    callout: NkeyPair,
+    callout_signing: NkeyPair,
+    xkey: CurveKey,
+    callout_user: NkeyPair,
+    sentinel: NkeyPair,
+}
+
+impl SpaceKeys {
+    fn derive(seeds: &ProvisionSeeds) -> Result<SpaceKeys, EpError> {
+        Ok(SpaceKeys {
+            operator: NkeyPair::from_raw(KeyPairType::Operator, &seeds.operator)?,
+            operator_signing: NkeyPair::from_raw(KeyPairType::Operator, &seeds.operator_signing)?,
+            system: NkeyPair::from_raw(KeyPairType::Account, &seeds.system_account)?,
+            data: NkeyPair::from_raw(KeyPairType::Account, &seeds.data_account)?,
+            data_signing: NkeyPair::from_raw(KeyPairType::Account, &seeds.data_signing)?,
+            callout: NkeyPair::from_raw(KeyPairType::Account, &seeds.callout_account)?,
+            callout_signing: NkeyPair::from_raw(KeyPairType::Account, &seeds.callout_signing)?,
+            xkey: CurveKey::from_raw(&seeds.callout_xkey)?,
+            callout_user: NkeyPair::from_raw(KeyPairType::User, &seeds.callout_user)?,
+            sentinel: NkeyPair::from_raw(KeyPairType::User, &seeds.sentinel_user)?,
+        })
+    }
+}
+
+/// The broker's material: the operator JWT, self-signed, and the system, data and callout
+/// account JWTs, signed by the operator's signing key.
+fn broker_material(
+    space: &SpaceName,
+    k: &SpaceKeys,
+    forever: Validity,
+) -> Result<BrokerMaterial, EpError> {
     let operator_jwt = jwt::operator_jwt(
-        operator.key_pair(),
+        k.operator.key_pair(),
         &operator_name(space),
         &OperatorNats {
-            signing_keys: vec![operator_signing.public_key().to_owned()],
-            system_account: Some(system.public_key().to_owned()),
+            signing_keys: vec![k.operator_signing.public_key().to_owned()],
+            system_account: Some(k.system.public_key().to_owned()),
             tags: Vec::new(),
         },
         forever,
@@ -299,7 +368,7 @@ pub fn provision(
             Ok(AccountJwt {
                 public_key: pair.public_key().to_owned(),
                 jwt: jwt::account_jwt(
-                    operator_signing.key_pair(),
+                    k.operator_signing.key_pair(),
                     pair.public_key(),
                     name,
                     nats,
@@ -307,37 +376,48 @@ pub fn provision(
                 )?,
             })
         };
-    let system_jwt = account(&system, SYSTEM_ACCOUNT_NAME, &AccountNats::default())?;
+    let system_jwt = account(&k.system, SYSTEM_ACCOUNT_NAME, &AccountNats::default())?;
     let data_jwt = account(
-        &data,
+        &k.data,
         space.as_str(),
         &AccountNats {
             limits: AccountLimits {
                 jetstream: JetStreamLimits::UNLIMITED,
                 ..AccountLimits::default()
             },
-            signing_keys: vec![data_signing.public_key().to_owned()],
+            signing_keys: vec![k.data_signing.public_key().to_owned()],
             ..AccountNats::default()
         },
     )?;
     let callout_jwt = account(
-        &callout,
+        &k.callout,
         &callout_account_name(space),
         &AccountNats {
-            signing_keys: vec![callout_signing.public_key().to_owned()],
+            signing_keys: vec![k.callout_signing.public_key().to_owned()],
             authorization: Some(ExternalAuthorization {
-                auth_users: vec![callout_user.public_key().to_owned()],
-                allowed_accounts: vec![data.public_key().to_owned()],
-                xkey: Some(xkey.public_key().to_owned()),
+                auth_users: vec![k.callout_user.public_key().to_owned()],
+                allowed_accounts: vec![k.data.public_key().to_owned()],
+                xkey: Some(k.xkey.public_key().to_owned()),
             }),
             ..AccountNats::default()
         },
     )?;
+    Ok(BrokerMaterial::new(
+        space.clone(),
+        operator_jwt,
+        system_jwt,
+        data_jwt,
+        callout_jwt,
+    ))
+}
 
+/// The creds of the callout account's two users: the callout service and the deny-all
+/// sentinel, each signed by the account's signing key.
+fn callout_users(k: &SpaceKeys, forever: Validity) -> Result<(String, String), EpError> {
     let user_creds = |user: &NkeyPair, name: &str, permissions: Permissions| {
         let creds = jwt::user_creds(
-            callout_signing.key_pair(),
-            callout.public_key(),
+            k.callout_signing.key_pair(),
+            k.callout.public_key(),
             user.key_pair(),
             name,
             &UserNats {
@@ -352,7 +432,7 @@ pub fn provision(
     // Reference §8.1: requests arrive on the auth subject; responses go to the server's
     // `$SYS._INBOX.…` reply subjects, which the `>` allow covers.
     let callout_creds = user_creds(
-        &callout_user,
+        &k.callout_user,
         CALLOUT_USER_NAME,
         Permissions {
             publish: Permission {
@@ -371,7 +451,7 @@ pub fn provision(
         deny: strings(&[">"]),
     };
     let sentinel_creds = user_creds(
-        &sentinel,
+        &k.sentinel,
         SENTINEL_USER_NAME,
         Permissions {
             publish: deny_all.clone(),
@@ -379,39 +459,7 @@ pub fn provision(
             response: None,
         },
     )?;
-
-    let issuer_key = IssuerKey::from_seed(seeds.issuer_key)?;
-    let daemon = DaemonMaterial::assemble(
-        space,
-        ServiceKeys::new(data.public_key().to_owned(), data_signing),
-        CalloutMaterial::new(
-            callout.clone(),
-            callout_signing,
-            callout_jwt.jwt.clone(),
-            callout_creds,
-            sentinel_creds,
-            xkey,
-        ),
-        IssuerKeys::new(space, issuer_key),
-        OwnerSecret::new(seeds.owner_secret),
-        SystemUser::mint(
-            &system,
-            &NkeyPair::from_raw(KeyPairType::User, &seeds.system_user)?,
-            now,
-        )?,
-        idp,
-    )?;
-    Ok(TrustRoot {
-        operator: OperatorMaterial::new(space.clone(), operator, operator_signing, system, data),
-        broker: BrokerMaterial::new(
-            space.clone(),
-            operator_jwt,
-            system_jwt,
-            data_jwt,
-            callout_jwt,
-        ),
-        daemon,
-    })
+    Ok((callout_creds, sentinel_creds))
 }
 
 /// The plane's system user for a trust root made before that user existed: minted from the
