@@ -36,7 +36,7 @@ pub use request::{
     EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest, RuntimeRequest,
 };
 pub use retire::{PrepareManagedRetirement, PrepareRetirementResult};
-pub use verify::{VerifyEnrollment, VerifyRequest};
+pub use verify::{VerifyAsked, VerifyAtDoor, VerifyEnrollment, VerifyRequest};
 
 /// The wire kind of an enrollment request and result.
 pub const ENROLLMENT_KIND: &str = "manager-managed-agent-enrollment";

@@ -6,10 +6,13 @@
 
 use serde_json::{json, Value};
 
+use crate::actors::authorize::authorize_human_grant;
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt, Script};
 use crate::manager::door::{self, Door};
 use crate::manager::{ManagerHost, Supervisor};
+use crate::names::{ActorToken, DerivedOwner, SpaceName};
+use crate::wire::unknown_member;
 
 use super::{
     authorize, authorize_prepare, target_owned, EnrollmentRequest, PrepareRetirementRequest,
@@ -122,5 +125,78 @@ impl Script for VerifyEnrollment {
                 }))
             }
         }
+    }
+}
+
+/// The loopback verify door's body, closed to `{owner, request}`: the owner the host platform
+/// authenticated, the request's actor and the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyAsked {
+    pub owner: DerivedOwner,
+    pub actor: ActorToken,
+    pub request: VerifyRequest,
+}
+
+impl VerifyAsked {
+    /// Every shape or grammar failure of the body is one sentence naming it (a 400).
+    pub fn parse(body: &Value) -> Result<VerifyAsked, String> {
+        let Value::Object(map) = body else {
+            return Err("the body must be an object {owner, request}".to_owned());
+        };
+        if let Some(extra) = unknown_member(map, &["owner", "request"]) {
+            return Err(format!("unknown field {extra:?}"));
+        }
+        let owner = map
+            .get("owner")
+            .and_then(Value::as_str)
+            .ok_or("owner must be a string")?;
+        let owner = DerivedOwner::parse(owner).map_err(|e| e.message)?;
+        let request = map
+            .get("request")
+            .filter(|r| r.is_object())
+            .ok_or("request must be an object")?;
+        let actor = request
+            .get("actor")
+            .and_then(Value::as_str)
+            .ok_or("request.actor must be a string")?;
+        let actor = ActorToken::parse(actor).map_err(|e| e.message)?;
+        let request = VerifyRequest::parse(request).map_err(|e| e.message)?;
+        Ok(VerifyAsked {
+            owner,
+            actor,
+            request,
+        })
+    }
+
+    /// Who asked, for the audit line.
+    pub fn caller(&self) -> String {
+        format!("{}.{}", self.owner, self.actor)
+    }
+}
+
+/// The verify door's decision: the caller's interactive grant read fresh from this plane's
+/// ledger (its scope is the caller's, never the body's), then [`VerifyEnrollment`].
+#[derive(Debug, Clone)]
+pub struct VerifyAtDoor {
+    pub space: SpaceName,
+    pub host: ManagerHost,
+    pub asked: VerifyAsked,
+}
+
+impl Script for VerifyAtDoor {
+    type Output = Value;
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Value, Halt> {
+        let a = &self.asked;
+        let grant = authorize_human_grant(cx, &self.space, &a.owner, &a.actor, None)?;
+        let decision = cx.call(&VerifyEnrollment {
+            host: self.host.clone(),
+            caller: Supervisor {
+                owner: a.owner.clone(),
+                scope: grant.row.scope,
+            },
+            request: a.request.clone(),
+        })?;
+        Ok(Value::clone(&decision))
     }
 }
