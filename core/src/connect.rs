@@ -7,7 +7,7 @@
 //! denies.
 
 use crate::actors::authorize::authorize_connect;
-use crate::actors::{ActorsRequest, RowSpace};
+use crate::actors::RowSpace;
 use crate::bearer::BearerAct;
 use crate::callout::Admit;
 use crate::error::EpError;
@@ -59,10 +59,7 @@ impl Script for DecideConnect {
         let act = &self.act;
         let principal = Principal::new(act.owner.clone(), act.actor.clone());
         let scope = act.scope.clone().unwrap_or_default();
-        let found = cx.actors(ActorsRequest::FindUnified {
-            principal: principal.clone(),
-        })?;
-        let held = authorize_connect(found, &principal, &scope, act.lifecycle_uid.as_ref())?;
+        let held = authorize_connect(cx, &principal, &scope, act.lifecycle_uid.as_ref())?;
         let (Some(uid), Some(credential)) = (act.lifecycle_uid.clone(), act.credential_id.clone())
         else {
             return Err(EpError::permission_denied(

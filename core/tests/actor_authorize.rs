@@ -163,33 +163,16 @@ fn auth_callout_ledger_denied_bearers_are_refused_at_connect() {
     let l = ledger();
     let p = principal("cli");
     let spawn = vec!["spawn".to_owned()];
-    let find = |p: &Principal| {
-        l.execute(&ActorsRequest::FindUnified {
-            principal: p.clone(),
-        })
-    };
-    assert!(authorize_connect(find(&p), &p, &spawn, Some(&uid(1))).is_ok());
-    let wider = authorize_connect(find(&p), &p, &["admin".to_owned()], Some(&uid(1))).unwrap_err();
+    assert!(authorize_connect(&mut &l, &p, &spawn, Some(&uid(1))).is_ok());
+    let wider = authorize_connect(&mut &l, &p, &["admin".to_owned()], Some(&uid(1))).unwrap_err();
     assert!(
         wider.message.contains("exceeds the actor's current grant"),
         "{wider:?}"
     );
-    let rotated = authorize_connect(find(&p), &p, &spawn, Some(&uid(9))).unwrap_err();
+    let rotated = authorize_connect(&mut &l, &p, &spawn, Some(&uid(9))).unwrap_err();
     assert!(rotated.message.contains("re-grant"), "{rotated:?}");
-    assert!(authorize_connect(find(&p), &p, &spawn, None).is_err());
-    assert!(authorize_connect(
-        find(&principal("ghost")),
-        &principal("ghost"),
-        &[],
-        Some(&uid(1))
-    )
-    .is_err());
+    assert!(authorize_connect(&mut &l, &p, &spawn, None).is_err());
+    assert!(authorize_connect(&mut &l, &principal("ghost"), &[], Some(&uid(1))).is_err());
     // The agent's row connects from the managed space.
-    assert!(authorize_connect(
-        find(&principal("worker")),
-        &principal("worker"),
-        &[],
-        Some(&uid(2))
-    )
-    .is_ok());
+    assert!(authorize_connect(&mut &l, &principal("worker"), &[], Some(&uid(2))).is_ok());
 }

@@ -209,11 +209,8 @@ impl Script for UncheckedConnect {
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Admitted, Halt> {
         let act = &self.0.act;
         let principal = Principal::new(act.owner.clone(), act.actor.clone());
-        let found = cx.actors(ActorsRequest::FindUnified {
-            principal: principal.clone(),
-        })?;
         cotal_core::actors::authorize::authorize_connect(
-            found,
+            cx,
             &principal,
             &[],
             act.lifecycle_uid.as_ref(),

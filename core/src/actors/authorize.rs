@@ -14,10 +14,9 @@
 use sha2::{Digest as _, Sha256};
 
 use super::row::{ActorRow, RowSpace};
-use super::{ActorLedger, ActorsOutcome, ActorsRequest, Boundary, Held};
+use super::{ActorsOutcome, ActorsRequest, Boundary, Held, LedgerRead};
 use crate::error::EpError;
 use crate::mac::constant_time_eq;
-use crate::machine::{Ctx, Halt};
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal, SpaceName};
 
 /// The one sentence every failed agent authentication gets (reference §3.5).
@@ -37,57 +36,18 @@ pub fn token_digest(secret: &str) -> String {
     data_encoding::HEXLOWER.encode(&Sha256::digest(secret.as_bytes()))
 }
 
-/// Where an authorization reads the actor ledger: the ledger itself (a CLI, a bench), or a
-/// script's actor-ledger effect (the service's doors, which the simulator drives).
-pub trait LedgerRead {
-    /// What a read can fail with: a refusal, or for a script also a suspension.
-    type Error: From<EpError>;
-    fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, Self::Error>;
-}
-
-impl<T: ActorLedger + ?Sized> LedgerRead for &T {
-    type Error = EpError;
-    fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, EpError> {
-        Ok(self.execute(&request))
-    }
-}
-
-impl LedgerRead for Ctx<'_> {
-    type Error = Halt;
-    fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, Halt> {
-        self.actors(request)
-    }
-}
-
 fn find<L: LedgerRead>(
     ledger: &mut L,
     space: RowSpace,
     principal: &Principal,
 ) -> Result<Option<ActorRow>, L::Error> {
-    match ledger.read(ActorsRequest::Find {
-        space,
-        principal: principal.clone(),
-    })? {
-        ActorsOutcome::Found(held) => Ok(held.map(|h| h.row)),
-        other => Err(denial(other).into()),
-    }
-}
-
-/// A ledger answer that is not the one asked for, as the refusal it is.
-fn denial(outcome: ActorsOutcome) -> EpError {
-    match outcome {
-        ActorsOutcome::Refused(why) | ActorsOutcome::Corrupt(why) => {
-            EpError::permission_denied(why)
-        }
-        ActorsOutcome::Unavailable(why) => EpError::unavailable(why),
-        other => EpError::internal(format!("the actor ledger answered {other:?} out of turn")),
-    }
+    Ok(ledger.find_row(space, principal)?.map(|h| h.row))
 }
 
 /// The IdP mint boundary (`ledgerAuthorizeGrant`): the interactive row of `owner.actor`, with a
 /// lifecycle uid, whose scope holds `required_scope` when the exchange asks for a view. A
 /// missing row says how to grant it (or that the name is a managed agent's); every refusal is
-/// `permission-denied`.
+/// `permission-denied` (a ledger that cannot answer is [`super::denied`]'s).
 pub fn authorize_human_grant<L: LedgerRead>(
     ledger: &mut L,
     space: &SpaceName,
@@ -179,49 +139,43 @@ pub fn authorize_agent_exchange<L: LedgerRead>(
     if !matches {
         return Err(refused());
     }
-    match ledger.read(ActorsRequest::CheckEnvelope {
-        row: row.clone(),
-        boundary: Boundary::Exchange,
-    })? {
-        ActorsOutcome::Within => Ok(row),
-        other => Err(denial(other).into()),
-    }
+    ledger.check_envelope(&row, Boundary::Exchange)?;
+    Ok(row)
 }
 
-/// The callout's connect boundary (`ledgerAuthorizeConnect`) over the ledger's answer to
-/// `FindUnified { principal }` (`found`): the row of `principal` in either space (a principal in
+/// The callout's connect boundary (`ledgerAuthorizeConnect`): the row of `principal` in either space (a principal in
 /// both is a broken ledger, which denies), every entry of the bearer's `scope` still in the
 /// row's scope, and the bearer's lifecycle uid equal to the row's. Applies to viewed bearers too.
-pub fn authorize_connect(
-    found: ActorsOutcome,
+pub fn authorize_connect<L: LedgerRead>(
+    ledger: &mut L,
     principal: &Principal,
     bearer_scope: &[String],
     bearer_uid: Option<&LifecycleUid>,
-) -> Result<Held, EpError> {
-    let held = match found {
-        ActorsOutcome::Found(Some(held)) => held,
-        ActorsOutcome::Found(None) => {
-            return Err(EpError::permission_denied(format!(
-                "actor {:?} of owner {} is not granted (any more)",
-                principal.actor().as_str(),
-                principal.owner()
-            )))
-        }
-        other => return Err(denial(other)),
+) -> Result<Held, L::Error> {
+    let Some(held) = ledger.find_unified(principal)? else {
+        return Err(EpError::permission_denied(format!(
+            "actor {:?} of owner {} is not granted (any more)",
+            principal.actor().as_str(),
+            principal.owner()
+        ))
+        .into());
     };
     if let Some(extra) = bearer_scope.iter().find(|s| !held.row.scope.contains(s)) {
         return Err(EpError::permission_denied(format!(
             "bearer scope {extra:?} exceeds the actor's current grant"
-        )));
+        ))
+        .into());
     }
     match (bearer_uid, &held.row.lifecycle_uid) {
         (Some(bearer), Some(row)) if bearer == row => Ok(held),
         (None, _) => Err(EpError::permission_denied(
             "the bearer carries no lifecycle uid; exchange again",
-        )),
+        )
+        .into()),
         _ => Err(EpError::permission_denied(
             "the bearer belongs to a previous grant of this actor (its lifecycle was rotated by \
              a re-grant); exchange again",
-        )),
+        )
+        .into()),
     }
 }

@@ -18,6 +18,7 @@ pub mod authorize;
 pub mod envelope;
 pub mod footprint;
 mod memory;
+mod read;
 pub mod row;
 mod serialized;
 pub mod store;
@@ -26,6 +27,7 @@ use std::any::Any;
 use std::fmt;
 
 pub use memory::{Footprint, MemoryActors, MemoryDurables};
+pub use read::{denied, LedgerRead};
 pub use row::{ActorRow, RowSpace, TokenHash};
 pub use serialized::{AliasScript, LockHeld, Serialized};
 

@@ -2,8 +2,7 @@
 
 use crate::actors::row::iso8601_millis;
 use crate::actors::{
-    ActorRow, ActorsOutcome, ActorsRequest, AliasScript, Boundary, DurablesOutcome,
-    DurablesRequest, LockHeld,
+    ActorRow, AliasScript, Boundary, DurablesOutcome, DurablesRequest, LedgerRead, LockHeld,
 };
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
@@ -12,9 +11,7 @@ use crate::manager::{echo_current, ManagerHost, Supervisor};
 use crate::names::{ActorToken, LifecycleUid, OwnerToken, Principal};
 use crate::wire::ObjectWriter;
 
-use super::{
-    authorize, find_managed, ledger_error, EnrollmentRequest, ManagedEnvelope, ENROLLMENT_KIND,
-};
+use super::{authorize, find_managed, EnrollmentRequest, ManagedEnvelope, ENROLLMENT_KIND};
 
 // ---- Enrollment --------------------------------------------------------------------------------
 
@@ -132,13 +129,8 @@ impl AliasScript for EnrollManagedAgent {
                     .with_detail(serde_json::json!({"lifecycleUid": uid.as_str()}))
                     .into());
                 }
-                match cx.actors(ActorsRequest::CheckEnvelope {
-                    row: row.clone(),
-                    boundary: Boundary::Spawn,
-                })? {
-                    ActorsOutcome::Within => (row, false),
-                    other => return Err(ledger_error(other, "an envelope verdict").into()),
-                }
+                cx.check_envelope(&row, Boundary::Spawn)?;
+                (row, false)
             }
             None => {
                 let wanted = ActorRow {
@@ -157,10 +149,7 @@ impl AliasScript for EnrollManagedAgent {
                     lifecycle_uid: Some(LifecycleUid::mint(self.fresh_uid_entropy)),
                     granted_at: iso8601_millis(self.now_ms),
                 };
-                match cx.actors(ActorsRequest::GrantManaged(wanted))? {
-                    ActorsOutcome::Granted(row) => (row, true),
-                    other => return Err(ledger_error(other, "a granted row").into()),
-                }
+                (cx.grant_managed(wanted)?, true)
             }
         };
         let uid = row
@@ -229,17 +218,12 @@ fn roll_back(
              a retry with the same token hash or a retirement can finish it"
         )));
     }
-    Ok(
-        match cx.actors(ActorsRequest::RevokeManagedAt {
-            principal: alias.clone(),
-            lifecycle_uid: uid.clone(),
-        })? {
-            ActorsOutcome::Revoked(_) => error,
-            other => error.with_note(format!(
-            "rolling back the grant failed too ({}); the row at {uid} is left for a retry with \
-             the same token hash",
-            ledger_error(other, "a revocation").message
+    Ok(match cx.recover(|cx| cx.revoke_managed_at(alias, uid))? {
+        Ok(_) => error,
+        Err(failed) => error.with_note(format!(
+            "rolling back the grant failed too ({}); the row at {uid} is left for a retry \
+                 with the same token hash",
+            failed.message
         )),
-        },
-    )
+    })
 }

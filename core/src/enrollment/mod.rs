@@ -23,7 +23,7 @@ mod request;
 mod retire;
 mod verify;
 
-use crate::actors::{ActorRow, ActorsOutcome, ActorsRequest, Held, RowSpace};
+use crate::actors::{ActorRow, LedgerRead, RowSpace};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door::{check_registered, Door, Knock, Presented};
@@ -149,25 +149,6 @@ fn target_owned(
 }
 
 /// Reads the alias's managed row, if any: both machines decide on it under the alias lock.
-fn find_managed(cx: &mut Ctx<'_>, alias: &Principal) -> Result<Option<ActorRow>, Halt> {
-    match cx.actors(ActorsRequest::Find {
-        space: RowSpace::Managed,
-        principal: alias.clone(),
-    })? {
-        ActorsOutcome::Found(held) => Ok(held.map(|Held { row, .. }| row)),
-        other => Err(ledger_error(other, "a managed row").into()),
-    }
-}
-
-/// Maps a ledger failure to the caller's error: a refusal is `permission-denied` (the envelope
-/// or the row spaces forbid it), a broken row `internal`, an unreachable ledger `unavailable`.
-pub(crate) fn ledger_error(outcome: ActorsOutcome, wanted: &str) -> EpError {
-    match outcome {
-        ActorsOutcome::Refused(why) => EpError::permission_denied(why),
-        ActorsOutcome::Corrupt(why) => EpError::internal(why),
-        ActorsOutcome::Unavailable(why) => EpError::unavailable(format!("actor ledger: {why}")),
-        other => EpError::internal(format!(
-            "the actor ledger answered {other:?} where {wanted} was due"
-        )),
-    }
+pub(crate) fn find_managed(cx: &mut Ctx<'_>, alias: &Principal) -> Result<Option<ActorRow>, Halt> {
+    Ok(cx.find_row(RowSpace::Managed, alias)?.map(|held| held.row))
 }

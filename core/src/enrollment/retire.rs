@@ -1,16 +1,14 @@
 //! Managed-agent retirement preparation (reference §6.4).
 
-use crate::actors::{
-    ActorsOutcome, ActorsRequest, AliasScript, DurablesOutcome, DurablesRequest, LockHeld,
-};
+use crate::actors::{AliasScript, DurablesOutcome, DurablesRequest, LedgerRead, LockHeld};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
 use crate::manager::{echo_envelope, ManagerEnvelope, ManagerHost, RetirementTarget, Supervisor};
 use crate::names::{OpId, OwnerToken, Principal};
 
 use super::{
-    authorize_prepare, find_managed, ledger_error, PrepareRetirementRequest,
-    PREPARE_RETIREMENT_KIND, PREPARE_WHAT,
+    authorize_prepare, find_managed, PrepareRetirementRequest, PREPARE_RETIREMENT_KIND,
+    PREPARE_WHAT,
 };
 
 // ---- Retirement preparation ------------------------------------------------------------------
@@ -94,13 +92,7 @@ impl AliasScript for PrepareManagedRetirement {
                     ))
                     .into());
                 }
-                match cx.actors(ActorsRequest::RevokeManagedAt {
-                    principal: alias,
-                    lifecycle_uid: target.lifecycle_uid.clone(),
-                })? {
-                    ActorsOutcome::Revoked(removed) => removed,
-                    other => return Err(ledger_error(other, "a revocation").into()),
-                }
+                cx.revoke_managed_at(&alias, &target.lifecycle_uid)?
             }
         };
         Ok(PrepareRetirementResult {

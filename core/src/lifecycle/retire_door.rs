@@ -10,8 +10,7 @@
 
 use serde_json::{json, Value};
 
-use crate::actors::authorize::LedgerRead;
-use crate::actors::{ActorsOutcome, ActorsRequest, RowSpace};
+use crate::actors::{LedgerRead, RowSpace};
 use crate::error::{EpError, ErrorCode};
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, Principal};
 use crate::wire::unknown_member;
@@ -78,21 +77,7 @@ pub fn admit_door_retirement<L: LedgerRead>(
         RetireDoor::Interactive => (RowSpace::Interactive, interactive_retirement_op_id(&t.uid)?),
         RetireDoor::Managed => (RowSpace::Managed, managed_retirement_op_id(&t.uid)?),
     };
-    let row = match ledger.read(ActorsRequest::Find {
-        space,
-        principal: t.principal.clone(),
-    })? {
-        ActorsOutcome::Found(held) => held.map(|h| h.row),
-        ActorsOutcome::Unavailable(why) => return Err(EpError::unavailable(why).into()),
-        ActorsOutcome::Refused(why) | ActorsOutcome::Corrupt(why) => {
-            return Err(EpError::failed_precondition(why).into())
-        }
-        other => {
-            return Err(
-                EpError::internal(format!("the actor ledger answered {other:?} to a find")).into(),
-            )
-        }
-    };
+    let row = ledger.find_row(space, &t.principal)?.map(|h| h.row);
     let current = row.as_ref().and_then(|r| r.lifecycle_uid.as_ref());
     match (door, row.as_ref()) {
         (RetireDoor::Interactive, None) => {

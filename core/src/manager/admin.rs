@@ -18,9 +18,9 @@
 
 use serde_json::Value;
 
-use crate::actors::{ActorsOutcome, ActorsRequest};
+use crate::actors::LedgerRead;
 use crate::enrollment::{
-    closed, grammar, ledger_error, object, parse_envelope, refuse, ManagedEnvelope, ENVELOPE_KEYS,
+    closed, grammar, object, parse_envelope, refuse, ManagedEnvelope, ENVELOPE_KEYS,
 };
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt, Script};
@@ -190,11 +190,8 @@ impl Script for AuthorizeManagerAdmin {
 /// [`ADMIN_SCOPE`]. A ledger that cannot answer refuses instead (fail closed).
 fn holds_admin(cx: &mut Ctx<'_>, caller: &AdminCaller) -> Result<bool, Halt> {
     let principal = Principal::new(caller.owner.owner().clone(), caller.actor.clone());
-    match cx.actors(ActorsRequest::FindUnified { principal })? {
-        ActorsOutcome::Found(None) => Ok(false),
-        ActorsOutcome::Found(Some(held)) => Ok(held.row.lifecycle_uid.as_ref()
-            == Some(&caller.lifecycle_uid)
-            && held.row.scope.iter().any(|s| s == ADMIN_SCOPE)),
-        other => Err(ledger_error(other, "the caller's row").into()),
-    }
+    Ok(cx.find_unified(&principal)?.is_some_and(|held| {
+        held.row.lifecycle_uid.as_ref() == Some(&caller.lifecycle_uid)
+            && held.row.scope.iter().any(|s| s == ADMIN_SCOPE)
+    }))
 }

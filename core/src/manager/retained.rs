@@ -30,9 +30,9 @@ use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
 use crate::actors::authorize::{token_digest, AGENT_EXCHANGE_REFUSED};
-use crate::actors::{ActorRow, ActorsOutcome, ActorsRequest, Boundary, Held, RowSpace};
+use crate::actors::{ActorRow, Boundary, LedgerRead};
 use crate::enrollment::{
-    closed, exact_target, ledger_error, object, parse_envelope, refuse, ManagedEnvelope,
+    closed, exact_target, find_managed, object, parse_envelope, refuse, ManagedEnvelope,
     ENVELOPE_KEYS,
 };
 use crate::error::EpError;
@@ -270,7 +270,7 @@ impl ValidateRetainedAgent {
             ))
             .into());
         }
-        let row = managed_row(cx, &principal)?.ok_or_else(|| {
+        let row = find_managed(cx, &principal)?.ok_or_else(|| {
             EpError::failed_precondition(format!(
                 "retained agent {alias} does not have a managed row"
             ))
@@ -283,14 +283,8 @@ impl ValidateRetainedAgent {
         if !opens {
             return Err(EpError::permission_denied(AGENT_EXCHANGE_REFUSED).into());
         }
-        match cx.actors(ActorsRequest::CheckEnvelope {
-            row: row.clone(),
-            boundary: Boundary::Exchange,
-        })? {
-            ActorsOutcome::Within => {}
-            other => return Err(ledger_error(other, "an envelope verdict").into()),
-        }
-        if managed_row(cx, &principal)?.as_ref() != Some(&row) {
+        cx.check_envelope(&row, Boundary::Exchange)?;
+        if find_managed(cx, &principal)?.as_ref() != Some(&row) {
             return Err(EpError::conflict(format!(
                 "retained agent {alias} changed during retained validation"
             ))
@@ -322,17 +316,6 @@ impl ValidateRetainedAgent {
             role,
             parent,
         })
-    }
-}
-
-/// The managed row of `principal`, read fresh.
-fn managed_row(cx: &mut Ctx<'_>, principal: &Principal) -> Result<Option<ActorRow>, Halt> {
-    match cx.actors(ActorsRequest::Find {
-        space: RowSpace::Managed,
-        principal: principal.clone(),
-    })? {
-        ActorsOutcome::Found(held) => Ok(held.map(|Held { row, .. }| row)),
-        other => Err(ledger_error(other, "a managed row").into()),
     }
 }
 
