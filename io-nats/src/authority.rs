@@ -107,7 +107,8 @@ struct Shared {
     /// `Some(reason)` once the client has failed closed.
     failure: watch::Sender<Option<String>>,
     closing: AtomicBool,
-    swaps: AtomicU64,
+    /// Renewals swapped in so far; every swap wakes the [`AuthorityClient::renewals`] followers.
+    swaps: watch::Sender<u64>,
     /// How long the last renewal took (mint, connect, bind, swap), in microseconds.
     last_renewal_us: AtomicU64,
     retiring: Mutex<Vec<JoinHandle<()>>>,
@@ -277,7 +278,7 @@ impl Shared {
             u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        self.swaps.fetch_add(1, Ordering::Relaxed);
+        self.swaps.send_modify(|n| *n += 1);
         let shared = Arc::clone(self);
         let retire = tokio::spawn(async move { shared.retire(old).await });
         let mut retiring = self.retiring.lock().unwrap_or_else(PoisonError::into_inner);
@@ -401,7 +402,7 @@ impl AuthorityClient {
             current: RwLock::new(first),
             failure: watch::channel(None).0,
             closing: AtomicBool::new(false),
-            swaps: AtomicU64::new(0),
+            swaps: watch::Sender::new(0),
             last_renewal_us: AtomicU64::new(0),
             retiring: Mutex::new(Vec::new()),
         });
@@ -438,7 +439,15 @@ impl AuthorityClient {
 
     /// Renewals swapped in so far.
     pub fn swaps(&self) -> u64 {
-        self.shared.swaps.load(Ordering::Relaxed)
+        *self.shared.swaps.borrow()
+    }
+
+    /// Follows this client's connection across renewals: the receiver wakes the moment a
+    /// renewed connection is swapped in (its value is the swap count), so a subscription moves
+    /// to the fresh connection before the old one is drained, with no polling. It does not hold
+    /// the client: once the client is gone, `changed()` fails and the follower ends.
+    pub fn renewals(&self) -> watch::Receiver<u64> {
+        self.shared.swaps.subscribe()
     }
 
     /// How long the last renewal took from the mint to the swap (connect and bind included);

@@ -309,8 +309,8 @@ async fn pushed<T>(client: &AuthorityClient, gate: &GateRef, wait: impl Future<O
     }
 }
 
-/// How often the push feed checks whether its connection was renewed, to move to the fresh one.
-const PUSH_RESUBSCRIBE_POLL: Duration = Duration::from_millis(250);
+/// How long the push feed waits before it tries a failed subscription again.
+const PUSH_RESUBSCRIBE_RETRY: Duration = Duration::from_millis(250);
 
 /// Pushes every write of `gate`, by any writer, to the waiters of that gate on `client`'s hub
 /// ([`FenceReads::gate_writes`]): a core subscription on the gate key's subject
@@ -331,12 +331,14 @@ pub async fn push_gate_writes(client: &AuthorityClient, gate: &GateRef) -> EpErr
     // fresh subscription is registered, so the old connection is never drained while nothing
     // listens on the new one.
     let mut current;
+    let mut renewals = client.renewals();
     loop {
+        // Marked seen before the binding is taken: a renewal from here on wakes the loop below.
+        renewals.borrow_and_update();
         let binding = match client.space() {
             Ok(binding) => binding,
             Err(e) => return e,
         };
-        let swaps = client.swaps();
         match binding.client().subscribe(subject.clone()).await {
             Ok(fresh) => {
                 let _ = binding.client().flush().await;
@@ -348,19 +350,25 @@ pub async fn push_gate_writes(client: &AuthorityClient, gate: &GateRef) -> EpErr
                     "the gate push subscription failed ({e}); the fence polls until it is back"
                 );
                 drop(binding);
-                tokio::time::sleep(PUSH_RESUBSCRIBE_POLL).await;
+                tokio::time::sleep(PUSH_RESUBSCRIBE_RETRY).await;
                 continue;
             }
         }
         let (_, deliveries) = &mut current;
         loop {
-            let renewed = tokio::time::sleep(PUSH_RESUBSCRIBE_POLL);
             tokio::select! {
                 delivered = deliveries.next() => match delivered {
                     Some(_) => client.gate_writes().wake(&key),
                     None => break,
                 },
-                () = renewed => if client.swaps() != swaps { break },
+                renewed = renewals.changed() => match renewed {
+                    Ok(()) => break,
+                    // The client is gone: its failure (if any) is the answer.
+                    Err(_) => return match client.space() {
+                        Err(e) => e,
+                        Ok(_) => EpError::unavailable("the gate push's connection is gone"),
+                    },
+                },
             }
         }
     }

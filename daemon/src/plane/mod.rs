@@ -539,7 +539,8 @@ async fn observe_run_requests(
     space: &SpaceName,
     connections: &Arc<Connections>,
 ) -> Result<Arc<RunRequestObserver>, String> {
-    let mut swaps = connections.issuer.swaps();
+    let mut renewals = connections.issuer.renewals();
+    renewals.borrow_and_update();
     let mut held = connections.issuer.space().map_err(|e| e.message)?;
     let observer = RunRequestObserver::start(held.client().clone(), space.clone())
         .await
@@ -548,26 +549,27 @@ async fn observe_run_requests(
     let link = connections::PlaneLink::to(connections);
     let follower = Arc::clone(&observer);
     tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(RENEWAL_FOLLOW_POLL).await;
-            let Ok(connections) = link.get() else { return };
-            if connections.issuer.swaps() == swaps {
-                continue;
-            }
-            let (now, fresh) = (connections.issuer.swaps(), connections.issuer.space());
-            drop(connections);
-            let Ok(fresh) = fresh else { return };
-            match follower.rebind(fresh.client().clone()).await {
-                // Only now may the replaced connection go: the binding held keeps it open.
-                Ok(()) => {
-                    swaps = now;
-                    drop(std::mem::replace(&mut held, fresh));
+        // Woken by each renewal; a failed move is retried until it lands.
+        while renewals.changed().await.is_ok() {
+            loop {
+                renewals.borrow_and_update();
+                let Ok(connections) = link.get() else { return };
+                let fresh = connections.issuer.space();
+                drop(connections);
+                let Ok(fresh) = fresh else { return };
+                match follower.rebind(fresh.client().clone()).await {
+                    // Only now may the replaced connection go: the binding held keeps it open.
+                    Ok(()) => {
+                        drop(std::mem::replace(&mut held, fresh));
+                        break;
+                    }
+                    Err(e) => warn!(
+                        "moving the run request observation to the renewed issuing connection \
+                         failed ({}); retrying",
+                        e.message
+                    ),
                 }
-                Err(e) => warn!(
-                    "moving the run request observation to the renewed issuing connection \
-                     failed ({}); retrying",
-                    e.message
-                ),
+                tokio::time::sleep(RENEWAL_FOLLOW_RETRY).await;
             }
         }
     });
@@ -608,8 +610,9 @@ async fn reap_auth_consumers(
     }
 }
 
-/// How often the run request observation checks whether its connection was renewed.
-const RENEWAL_FOLLOW_POLL: Duration = Duration::from_millis(100);
+/// How long the run request observation waits before it retries a failed move to a renewed
+/// connection.
+const RENEWAL_FOLLOW_RETRY: Duration = Duration::from_millis(100);
 
 /// The plane's doors: the exchange (its root credentials minted on the mint connection) and
 /// the manager-service authority route (on the issuer connection), sharing one cache of the

@@ -27,8 +27,8 @@ use super::decision::{Decided, Recorder};
 use super::retirement::{Entry, Retirements};
 use super::Readiness;
 
-/// How often the listener looks for a renewed connection to move to.
-const SWAP_POLL: Duration = Duration::from_millis(500);
+/// How long the listener waits before it looks again for a connection that closed under it.
+const RELISTEN_RETRY: Duration = Duration::from_millis(500);
 
 /// The rail's dependencies.
 pub(super) struct Rail {
@@ -49,7 +49,8 @@ struct Listening {
     client: Client,
     class: Subscriber,
     instance: Subscriber,
-    swaps: u64,
+    /// Wakes when the admin connection is renewed: the rail moves to the fresh one.
+    renewals: watch::Receiver<u64>,
 }
 
 impl Rail {
@@ -62,7 +63,8 @@ impl Rail {
 
     async fn listen(&self) -> Result<Listening, EpError> {
         let connections = self.connections.get()?;
-        let swaps = connections.admin.swaps();
+        let mut renewals = connections.admin.renewals();
+        renewals.borrow_and_update();
         let client = connections.admin.space()?.client().clone();
         let [class, instance] = self.served.subscriptions();
         let queue = self.served.endpoint.token().as_str().to_owned();
@@ -81,7 +83,7 @@ impl Rail {
             client,
             class,
             instance,
-            swaps,
+            renewals,
         })
     }
 
@@ -90,25 +92,21 @@ impl Rail {
             let message = tokio::select! {
                 m = current.class.next() => m,
                 m = current.instance.next() => m,
-                () = tokio::time::sleep(SWAP_POLL) => {
-                    let swapped = self
-                        .connections
-                        .get()
-                        .map(|c| c.admin.swaps() != current.swaps);
-                    match swapped {
-                        Ok(true) => match self.listen().await {
-                            Ok(next) => current = next,
-                            Err(e) => warn!("the auth control rail could not move to its renewed connection: {}", e.message),
-                        },
-                        Ok(false) => {}
-                        Err(_) => return,
+                renewed = current.renewals.changed() => {
+                    // The connection was renewed (or the plane's connections are gone).
+                    if renewed.is_err() {
+                        return;
+                    }
+                    match self.listen().await {
+                        Ok(next) => current = next,
+                        Err(e) => warn!("the auth control rail could not move to its renewed connection: {}", e.message),
                     }
                     continue;
                 }
             };
             let Some(message) = message else {
                 // The connection's subscriptions ended: it closed. Pick up the current one.
-                tokio::time::sleep(SWAP_POLL).await;
+                tokio::time::sleep(RELISTEN_RETRY).await;
                 match self.listen().await {
                     Ok(next) => current = next,
                     Err(e) => debug!(
