@@ -520,6 +520,37 @@ async fn renewal_swaps_connections_without_failing_work_in_flight_or_after_the_f
     mint.close().await.unwrap();
 }
 
+/// A follower of the connection (the control rail, the run request observation, the gate push)
+/// is woken by each swap itself: the renewed connection is already current when it wakes, and
+/// the follower ends once the client is gone.
+#[tokio::test]
+async fn renewals_wake_a_follower_at_each_swap_with_the_fresh_connection_current() {
+    let live = start();
+    let ttl = Duration::from_secs(4);
+    let (role, grant, stores, create) = plane_connections()[0];
+    let mint = open_with(&live, role, grant, stores, create, ttl)
+        .await
+        .unwrap();
+    let mut renewals = mint.renewals();
+    let first = mint.space().unwrap().client().server_info().client_id;
+    for swap in 1..=2u64 {
+        tokio::time::timeout(Duration::from_secs(6), renewals.changed())
+            .await
+            .expect("no renewal woke the follower")
+            .unwrap();
+        assert_eq!(*renewals.borrow_and_update(), swap);
+        assert_eq!(mint.swaps(), swap);
+        let now = mint.space().unwrap().client().server_info().client_id;
+        assert_ne!(now, first, "the woken follower sees the renewed connection");
+    }
+    mint.close().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while renewals.changed().await.is_ok() {}
+    })
+    .await
+    .expect("the follower outlived its client");
+}
+
 #[tokio::test]
 async fn a_fence_watch_over_the_reader_reads_through_each_renewed_binding_and_sees_the_fence() {
     let live = start();
