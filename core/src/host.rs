@@ -496,9 +496,52 @@ pub fn host_fenced(seen: Option<&GateObservation>, epoch: ProcessEpoch) -> bool 
     seen.is_none_or(|o| o.gate.state() != GateState::Open || o.gate.process_epoch() != epoch)
 }
 
+/// How a host incarnation's fence ended: the one classification every holder reports from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FenceEnd {
+    /// The gate is gone (deleted, or never there).
+    Gone,
+    /// A read showed the gate below the revision its owner saw after registering: the store
+    /// lost an acknowledged write, so nothing it says can be trusted.
+    RolledBack {
+        seen: GateObservation,
+        floor: Revision,
+    },
+    /// The gate is at another process epoch, in any state: a successor registered (F69).
+    Superseded(GateObservation),
+    /// The gate is at this epoch but not open: a barrier holds it (F21, F22).
+    Held(GateObservation),
+}
+
+impl FenceEnd {
+    /// The gate as last read, `None` when it is gone (what the reference's `awaitHostFence`
+    /// returns).
+    pub fn observation(&self) -> Option<&GateObservation> {
+        match self {
+            FenceEnd::Gone => None,
+            FenceEnd::RolledBack { seen, .. }
+            | FenceEnd::Superseded(seen)
+            | FenceEnd::Held(seen) => Some(seen),
+        }
+    }
+
+    /// The end a read that fences decided, in the order the checks matter: a rolled-back read
+    /// first (its other fields cannot be trusted), then another epoch, then a held gate.
+    fn of(seen: Option<GateObservation>, epoch: ProcessEpoch, floor: Option<Revision>) -> Self {
+        match seen {
+            None => FenceEnd::Gone,
+            Some(seen) => match floor.filter(|floor| seen.revision.0 < floor.0) {
+                Some(floor) => FenceEnd::RolledBack { seen, floor },
+                None if seen.gate.process_epoch() != epoch => FenceEnd::Superseded(seen),
+                None => FenceEnd::Held(seen),
+            },
+        }
+    }
+}
+
 /// Resolves when the host incarnation at `epoch` is fenced (see [`host_fenced`]) or, armed with
 /// [`AwaitHostFence::with_floor`], when a read shows the gate below that revision (a rolled-back
-/// store), with the gate as last read (`None` when it is gone). Otherwise it sleeps its poll ([`HOST_FENCE_POLL`]
+/// store), with how it ended ([`FenceEnd`]). Otherwise it sleeps its poll ([`HOST_FENCE_POLL`]
 /// unless [`AwaitHostFence::with_poll`] says otherwise) and reads again, forever: the caller
 /// drops the machine to stop waiting. A failed read fails it; a driver that outlives failed
 /// reads re-arms it ([`AwaitHostFence::rearmed`]). It asks for a sleep only right after a read
@@ -608,7 +651,7 @@ impl AwaitHostFence {
 }
 
 impl Machine for AwaitHostFence {
-    type Output = Option<GateObservation>;
+    type Output = FenceEnd;
 
     fn step(&mut self, observation: Option<Observation>) -> Step<Self::Output> {
         let observation = match (&self.phase, observation) {
@@ -635,7 +678,10 @@ impl Machine for AwaitHostFence {
         match read.step(observation) {
             Step::Effect(effect) => Step::Effect(effect),
             Step::Done(Err(e)) => self.finish(Err(e)),
-            Step::Done(Ok(seen)) if self.fences(seen.as_ref()) => self.finish(Ok(seen)),
+            Step::Done(Ok(seen)) if self.fences(seen.as_ref()) => {
+                let end = FenceEnd::of(seen, self.epoch, self.floor);
+                self.finish(Ok(end))
+            }
             Step::Done(Ok(_)) => {
                 self.phase = Phase::Sleeping;
                 Step::Effect(Effect::Sleep(self.poll))

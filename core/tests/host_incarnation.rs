@@ -17,8 +17,8 @@ use cotal_core::canon::Digest;
 use cotal_core::driver::{drive, ModelWorld, World};
 use cotal_core::gate::{GateOp, GateState, ProcessEpoch};
 use cotal_core::host::{
-    host_principal, observe_host_gate, AwaitHostFence, HostConfig, HostEndpoint, HostIncarnation,
-    RegisterHostIncarnation, SelfContract, HOST_FENCE_POLL,
+    host_principal, observe_host_gate, AwaitHostFence, FenceEnd, HostConfig, HostEndpoint,
+    HostIncarnation, RegisterHostIncarnation, SelfContract, HOST_FENCE_POLL,
 };
 use cotal_core::issuance::{observe_gate, GateObservation, GateRef};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
@@ -192,12 +192,13 @@ fn f69_second_host_start_advances_the_epoch_and_fences_the_first() {
     assert_eq!(second.process_epoch, ProcessEpoch(1));
     assert!(second.registration_revision.0 > first.registration_revision.0);
 
-    let fenced = drive(
+    let FenceEnd::Superseded(fenced) = drive(
         &mut AwaitHostFence::new(gate(), first.process_epoch).unwrap(),
         &mut world,
     )
-    .unwrap()
-    .unwrap();
+    .unwrap() else {
+        panic!("the second start supersedes the first");
+    };
     assert_eq!(fenced.gate.state(), GateState::Open);
     assert_eq!(fenced.gate.process_epoch(), ProcessEpoch(1));
 
@@ -338,12 +339,13 @@ fn a_lost_reopen_leaves_the_gate_frozen_until_the_same_op_resumes() {
     assert_eq!(frozen.gate.process_epoch(), ProcessEpoch(0));
 
     // The epoch-0 incarnation is fenced: its gate left `open`.
-    let fenced = drive(
+    let FenceEnd::Held(fenced) = drive(
         &mut AwaitHostFence::new(gate(), ProcessEpoch(0)).unwrap(),
         &mut world,
     )
-    .unwrap()
-    .unwrap();
+    .unwrap() else {
+        panic!("a frozen gate at the epoch holds it");
+    };
     assert_eq!(fenced.gate.state(), GateState::Frozen);
 
     assert_eq!(
@@ -412,7 +414,7 @@ fn await_host_fence_refuses_an_epoch_that_is_not_a_non_negative_safe_integer() {
 fn await_host_fence_resolves_none_when_the_gate_is_absent() {
     let mut world = ModelWorld::default();
     let mut fence = AwaitHostFence::new(gate(), ProcessEpoch(0)).unwrap();
-    assert_eq!(drive(&mut fence, &mut world).unwrap(), None);
+    assert_eq!(drive(&mut fence, &mut world).unwrap(), FenceEnd::Gone);
     assert_eq!(world.log.len(), 1, "one read: {:?}", world.log);
 }
 
@@ -422,7 +424,7 @@ fn await_host_fence_resolves_none_when_the_gate_is_deleted() {
     register(&mut world, 1).unwrap();
     delete_gate(&mut world);
     let mut fence = AwaitHostFence::new(gate(), ProcessEpoch(0)).unwrap();
-    assert_eq!(drive(&mut fence, &mut world).unwrap(), None);
+    assert_eq!(drive(&mut fence, &mut world).unwrap(), FenceEnd::Gone);
 }
 
 #[test]
@@ -431,22 +433,24 @@ fn await_host_fence_at_a_stale_epoch_resolves_at_once() {
     register(&mut world, 1).unwrap();
     register(&mut world, 2).unwrap();
     world.log.clear();
-    let seen = drive(
+    let FenceEnd::Superseded(seen) = drive(
         &mut AwaitHostFence::new(gate(), ProcessEpoch(0)).unwrap(),
         &mut world,
     )
-    .unwrap()
-    .unwrap();
+    .unwrap() else {
+        panic!("a later epoch supersedes");
+    };
     assert_eq!(seen.gate.process_epoch(), ProcessEpoch(1));
     assert!(world.log.iter().all(|e| matches!(e, Effect::Kv(_))));
     assert_eq!(world.log.len(), 1);
     // An epoch the gate never reached is "another epoch" too.
-    let ahead = drive(
+    let FenceEnd::Superseded(ahead) = drive(
         &mut AwaitHostFence::new(gate(), ProcessEpoch(5)).unwrap(),
         &mut world,
     )
-    .unwrap()
-    .unwrap();
+    .unwrap() else {
+        panic!("another epoch supersedes");
+    };
     assert_eq!(ahead.gate.process_epoch(), ProcessEpoch(1));
 }
 
@@ -480,7 +484,9 @@ fn await_host_fence_polls_until_a_later_start_fences_the_incarnation() {
         }
     };
     assert_eq!(sleeps, 3);
-    let resolved = resolved.unwrap();
+    let FenceEnd::Superseded(resolved) = resolved else {
+        panic!("the later start supersedes: {resolved:?}");
+    };
     assert_eq!(resolved.gate.process_epoch(), ProcessEpoch(1));
     // Stepping a resolved fence is a driver bug.
     assert!(matches!(fence.step(None), Step::Done(Err(e)) if e.code == ErrorCode::Internal));
@@ -505,12 +511,13 @@ fn await_host_fence_resolves_when_the_gate_freezes_at_its_epoch() {
     )
     .unwrap()
     .unwrap();
-    let seen = drive(
+    let FenceEnd::Held(seen) = drive(
         &mut AwaitHostFence::new(gate(), ProcessEpoch(0)).unwrap(),
         &mut world,
     )
-    .unwrap()
-    .unwrap();
+    .unwrap() else {
+        panic!("a freeze at the epoch holds the gate");
+    };
     assert_eq!(seen.gate.state(), GateState::Frozen);
     assert_eq!(seen.gate.process_epoch(), ProcessEpoch(0));
 }

@@ -123,7 +123,15 @@ fn the_host_fence_resolves_on_a_gate_below_its_floor() {
         .unwrap()
         .with_floor(Revision(seen.revision.0 + 5));
     let resolved = step(&mut rolled, &mut world).expect("a gate below the floor fences");
-    assert_eq!(resolved.unwrap().revision, seen.revision);
+    let cotal_core::host::FenceEnd::RolledBack {
+        seen: resolved,
+        floor,
+    } = resolved
+    else {
+        panic!("a read below the floor is a rollback: {resolved:?}");
+    };
+    assert_eq!(resolved.revision, seen.revision);
+    assert_eq!(floor, Revision(seen.revision.0 + 5));
     // A re-armed fence keeps its floor.
     let mut again = rolled.rearmed();
     assert!(step(&mut again, &mut world).is_some());

@@ -15,8 +15,8 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cotal_core::gate::ProcessEpoch;
-use cotal_core::host::AwaitHostFence;
-use cotal_core::issuance::{GateObservation, GateRef};
+use cotal_core::host::{AwaitHostFence, FenceEnd};
+use cotal_core::issuance::GateRef;
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Store};
 use cotal_core::machine::{Effect, Machine, Observation, Step};
 use cotal_core::EpError;
@@ -151,7 +151,7 @@ pub async fn await_host_fence(
     space: &(impl FenceReads + Sync),
     gate: GateRef,
     epoch: ProcessEpoch,
-) -> Result<Option<GateObservation>, EpError> {
+) -> Result<FenceEnd, EpError> {
     run_fence(space, AwaitHostFence::new(gate, epoch)?).await
 }
 
@@ -160,7 +160,7 @@ pub async fn await_host_fence(
 pub async fn run_fence(
     space: &(impl FenceReads + Sync),
     mut fence: AwaitHostFence,
-) -> Result<Option<GateObservation>, EpError> {
+) -> Result<FenceEnd, EpError> {
     let mut waiter = space.gate_writes().subscribe(&fence.gate().key());
     step_fence(space, &mut fence, &mut waiter, || {}).await
 }
@@ -177,7 +177,7 @@ pub async fn hold_fence(
     space: &(impl FenceReads + Sync),
     mut fence: AwaitHostFence,
     unreachable_limit: Duration,
-) -> Result<Option<GateObservation>, EpError> {
+) -> Result<FenceEnd, EpError> {
     let mut waiter = space.gate_writes().subscribe(&fence.gate().key());
     let mut last_held = Instant::now();
     loop {
@@ -225,7 +225,7 @@ async fn step_fence(
     fence: &mut AwaitHostFence,
     waiter: &mut GateWriteWaiter<'_>,
     mut held: impl FnMut(),
-) -> Result<Option<GateObservation>, EpError> {
+) -> Result<FenceEnd, EpError> {
     let mut observation = None;
     let (mut last_revision, mut woken) = (None, false);
     loop {
@@ -275,7 +275,7 @@ pub async fn await_host_fence_pushed(
     client: &AuthorityClient,
     gate: GateRef,
     epoch: ProcessEpoch,
-) -> Result<Option<GateObservation>, EpError> {
+) -> Result<FenceEnd, EpError> {
     let fence = AwaitHostFence::new(gate.clone(), epoch)?;
     pushed(client, &gate, run_fence(client, fence)).await
 }
@@ -286,7 +286,7 @@ pub async fn hold_fence_pushed(
     client: &AuthorityClient,
     fence: AwaitHostFence,
     unreachable_limit: Duration,
-) -> Result<Option<GateObservation>, EpError> {
+) -> Result<FenceEnd, EpError> {
     let gate = fence.gate().clone();
     pushed(client, &gate, hold_fence(client, fence, unreachable_limit)).await
 }

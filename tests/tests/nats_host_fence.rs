@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use cotal_core::gate::{EndpointGate, GateOp, GateState, OpKind, ProcessEpoch};
 use cotal_core::host::{
-    HostConfig, HostEndpoint, HostIncarnation, RegisterHostIncarnation, SelfContract,
+    FenceEnd, HostConfig, HostEndpoint, HostIncarnation, RegisterHostIncarnation, SelfContract,
 };
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{KvOp, KvOutcome, KvRequest, Store};
@@ -138,7 +138,7 @@ fn f69_host_restart_fences_the_predecessor_own_and_foreign() {
             }
         );
         let (fenced, woke) = fenced;
-        let fenced = fenced.unwrap().unwrap();
+        let fenced = fenced.unwrap().observation().cloned().unwrap();
         assert_eq!(second.process_epoch, ProcessEpoch(1));
         assert_fenced_by_successor(&fenced.gate, ProcessEpoch(0));
         let own_saw = fenced.gate.state();
@@ -164,7 +164,7 @@ fn f69_host_restart_fences_the_predecessor_own_and_foreign() {
             }
         );
         let (fenced, woke) = fenced;
-        let fenced = fenced.unwrap().unwrap();
+        let fenced = fenced.unwrap().observation().cloned().unwrap();
         assert_eq!(third.process_epoch, ProcessEpoch(2));
         assert_fenced_by_successor(&fenced.gate, ProcessEpoch(1));
         let polled = woke.saturating_duration_since(froze);
@@ -270,7 +270,7 @@ fn host_fence_resolves_none_when_the_gate_is_deleted() {
                 assert!(matches!(deleted, KvOutcome::Written(_)), "{deleted:?}");
             }
         );
-        assert_eq!(seen.unwrap(), None);
+        assert_eq!(seen.unwrap(), FenceEnd::Gone);
     });
 }
 
@@ -292,17 +292,19 @@ fn host_fence_for_a_stale_epoch_returns_at_once() {
             await_host_fence(&plane, absent, ProcessEpoch(0))
                 .await
                 .unwrap(),
-            None
+            FenceEnd::Gone
         );
         assert_eq!(plane.round_trips() - before, 1);
 
         start(&plane, 1).await;
         start(&plane, 2).await;
         let before = plane.round_trips();
-        let seen = await_host_fence(&plane, gate(&plane), ProcessEpoch(0))
+        let FenceEnd::Superseded(seen) = await_host_fence(&plane, gate(&plane), ProcessEpoch(0))
             .await
             .unwrap()
-            .unwrap();
+        else {
+            panic!("a gate at a later epoch supersedes the stale one");
+        };
         assert_eq!(plane.round_trips() - before, 1);
         assert_eq!(seen.gate.process_epoch(), ProcessEpoch(1));
         assert_eq!(seen.gate.state(), GateState::Open);

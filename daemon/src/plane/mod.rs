@@ -46,7 +46,7 @@ use std::time::Duration;
 
 use cotal_core::endpoint_rail::retire_lifecycle_served;
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
-use cotal_core::host::{auth_principal, AwaitHostFence};
+use cotal_core::host::{auth_principal, AwaitHostFence, FenceEnd};
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{Revision, Store};
 use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
@@ -949,7 +949,7 @@ async fn watch_fence(
         e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
     };
     let why = match fenced {
-        Ok(Some(seen)) if seen.revision.0 < floor.0 => {
+        Ok(FenceEnd::RolledBack { seen, floor }) => {
             let why = format!(
                 "gate {} is at revision {}, below the {} it stood at after this plane's \
                  registration: the store rolled back (an acknowledged write was lost), so \
@@ -965,13 +965,13 @@ async fn watch_fence(
             crate::audit::refused("plane", "fence-watch", &gate.key(), &refusal);
             why
         }
-        Ok(Some(seen)) if seen.gate.process_epoch() != epoch => format!(
+        Ok(FenceEnd::Superseded(seen)) => format!(
             "the gate moved from epoch {epoch} to {} (generation {}, {}); a successor registered",
             seen.gate.process_epoch(),
             seen.gate.generation(),
             seen.gate.state().as_str()
         ),
-        Ok(Some(seen)) => format!(
+        Ok(FenceEnd::Held(seen)) => format!(
             "the gate is {} at generation {} ({}), not open at this plane's epoch {epoch}; a \
              barrier holds it",
             seen.gate.state().as_str(),
@@ -981,7 +981,7 @@ async fn watch_fence(
                 .map(|op| format!("{}:{}", op.kind().as_str(), op.op_id()))
                 .unwrap_or_default()
         ),
-        Ok(None) => format!("gate {} is gone", gate.key()),
+        Ok(FenceEnd::Gone) => format!("gate {} is gone", gate.key()),
         Err(e) => {
             return Ended::Failed(format!(
                 "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
