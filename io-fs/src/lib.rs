@@ -11,6 +11,7 @@
 //! daemon's and broker's read paths over the formats of [`cotal_core::trust`].
 
 mod actors;
+pub mod files;
 pub mod trust;
 
 pub use actors::{FileActors, ServingLock};
