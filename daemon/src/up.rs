@@ -78,6 +78,10 @@ impl Signals {
 
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
 pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
+    // A crash test's request is refused before anything touches the state dir or starts a
+    // server, rather than ignored by a build without the hooks.
+    #[cfg(not(feature = "kill-points"))]
+    crate::plane::refuse_requested_kill_points()?;
     let material = trust::load_daemon(&args.root, &args.space)?;
     let ledger = ledger_home::for_plane(
         &args.root,

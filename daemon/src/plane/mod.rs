@@ -28,6 +28,8 @@ mod connections;
 mod exchange;
 mod faces;
 mod kill_point;
+#[cfg(not(feature = "kill-points"))]
+pub use kill_point::refuse_requested as refuse_requested_kill_points;
 mod manager_caller;
 mod manager_route;
 mod metrics;
@@ -225,6 +227,9 @@ impl Plane {
     /// Brings the plane up (see the module doc). Errors are one sentence. A standby's start
     /// waits on the plane claim until it takes over; drop the future to give up.
     pub async fn start(inputs: &PlaneInputs) -> Result<Plane, String> {
+        // A host embedding the plane gets the same refusal `up` gives before it touches anything.
+        #[cfg(not(feature = "kill-points"))]
+        refuse_requested_kill_points()?;
         let start = Start {
             inputs,
             holder: auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,

@@ -21,6 +21,7 @@ use cotal_io_nats::authority::AuthorityClient;
 use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
 
+#[cfg(feature = "kill-points")]
 use super::kill_point::{KillPoint, REGISTRATION_KILL_AT};
 use super::{Registered, Start};
 use crate::audit;
@@ -58,11 +59,13 @@ impl Start<'_> {
                 op_id.clone(),
             )
             .map_err(|e| e.message.clone())?;
+            #[cfg(feature = "kill-points")]
             let kill = KillPoint::from_env(REGISTRATION_KILL_AT)?;
             let own = [mint.conn_id(), client.conn_id()].map(|c| c.as_str().to_owned());
             let oracle = Arc::new(self.oracle().sparing(own));
             let world = || {
                 let mut world = NatsWorld::new(&bound);
+                #[cfg(feature = "kill-points")]
                 world.set_send_hook(kill.as_ref().map(KillPoint::hook));
                 world.set_evictor(oracle.evictor());
                 world.set_prober(oracle.prober());
