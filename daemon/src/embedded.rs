@@ -15,10 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cotal_io_fs::files;
 use rustix::process::{kill_process, test_kill_process, Pid, Signal};
 use serde_json::{json, Value};
-
-use crate::state::{ensure_dir, write_private};
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -90,7 +89,7 @@ impl Embedded {
         dir: &Path,
         config_for: impl FnOnce(&str, &str) -> Result<String, String>,
     ) -> Result<Embedded, String> {
-        ensure_dir(dir)?;
+        files::ensure_private_dir(dir)?;
         let config = fs::canonicalize(dir)
             .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?
             .join("nats.conf");
@@ -105,7 +104,7 @@ impl Embedded {
             .port();
         let store = config.with_file_name("store");
         let text = config_for(&format!("127.0.0.1:{port}"), &store.to_string_lossy())?;
-        write_private(&config, text.as_bytes())?;
+        files::write_private(&config, text.as_bytes())?;
         let log_path = config.with_file_name("server.log");
         let log = OpenOptions::new()
             .create(true)
@@ -150,7 +149,7 @@ impl Embedded {
             std::thread::sleep(POLL);
         }
         let rec = json!({"pid": pid, "url": url, "config": config.to_string_lossy()});
-        write_private(&record, rec.to_string().as_bytes())?;
+        files::write_private(&record, rec.to_string().as_bytes())?;
         Ok(Embedded {
             url,
             pid,

@@ -18,10 +18,8 @@ use std::path::{Path, PathBuf};
 
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::{trust, FileActors};
+use cotal_io_fs::{files, trust, FileActors};
 use serde_json::{json, Map, Value};
-
-use crate::state;
 
 /// The record's file, beside the instance identity.
 const RECORD_FILE: &str = "actor-ledger.json";
@@ -97,8 +95,8 @@ pub fn for_plane(
     }
     if recorded.as_deref() != Some(dir.as_path()) {
         let doc = json!({"v": VERSION, "ledgerDir": dir.to_string_lossy()});
-        state::ensure_dir(record.parent().unwrap_or(root))?;
-        state::write_private(&record, format!("{doc:#}\n").as_bytes())?;
+        files::ensure_private_dir(record.parent().unwrap_or(root))?;
+        files::write_private(&record, format!("{doc:#}\n").as_bytes())?;
     }
     Ok(own(&dir, space))
 }
@@ -128,7 +126,7 @@ fn own(root: &Path, space: &SpaceName) -> FileActors {
 /// The state root a record names; `None` when there is no record. A record that does not
 /// parse is refused, naming the file: guessing which ledger to serve is never safe.
 fn read_record(path: &Path) -> Result<Option<PathBuf>, String> {
-    let Some(bytes) = state::read_regular(path)? else {
+    let Some(bytes) = files::read_regular(path)? else {
         return Ok(None);
     };
     let refused = || {
@@ -172,8 +170,8 @@ mod tests {
 
     fn record(root: &Path, bytes: &[u8]) -> PathBuf {
         let path = record_path(root, &space());
-        state::ensure_dir(path.parent().unwrap()).unwrap();
-        state::write_private(&path, bytes).unwrap();
+        files::ensure_private_dir(path.parent().unwrap()).unwrap();
+        files::write_private(&path, bytes).unwrap();
         path
     }
 

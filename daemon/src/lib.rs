@@ -12,7 +12,6 @@ pub mod gate_cmd;
 pub mod ledger_home;
 pub mod login_cmd;
 pub mod plane;
-pub mod state;
 pub mod status;
 pub mod table;
 pub mod trust_cmd;

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cotal_core::names::{ActorToken, SpaceName};
-use cotal_io_fs::trust;
+use cotal_io_fs::{discovery, files, trust};
 use serde_json::{json, Value};
 
-use crate::{dev_idp_cmd, state};
+use crate::dev_idp_cmd;
 
 /// How long an exchange may take.
 const EXCHANGE_WAIT: Duration = Duration::from_secs(15);
@@ -46,14 +46,13 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
     let space = &args.space;
     // The actor names a directory below: only a plain token may.
     ActorToken::parse(&args.actor).map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
-    let discovery =
-        state::read_discovery(&state::discovery_path(&args.root, space))?.ok_or_else(|| {
-            format!(
-                "the plane of space {space} is not up under {}; start it with `cotal-authd up \
+    let discovery = discovery::read(&discovery::path(&args.root, space))?.ok_or_else(|| {
+        format!(
+            "the plane of space {space} is not up under {}; start it with `cotal-authd up \
                  --space {space}`",
-                args.root.display()
-            )
-        })?;
+            args.root.display()
+        )
+    })?;
     let idp_token = match &args.proof {
         Proof::IdpToken(token) => token.clone(),
         Proof::DevSubject(subject) => dev_idp_cmd::token(&args.root, subject, DEV_TOKEN_TTL_SECS)?,
@@ -89,11 +88,11 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
     };
     let material = trust::load_daemon(&args.root, space)?;
     let dir = bundle_dir(&args.root, space, &args.actor);
-    state::ensure_dir(&dir)?;
+    files::ensure_private_dir(&dir)?;
     let creds = dir.join("sentinel.creds");
     let bearer = dir.join("bearer");
-    state::write_private(&creds, material.sentinel_creds().as_bytes())?;
-    state::write_private(&bearer, token.as_bytes())?;
+    files::write_private(&creds, material.sentinel_creds().as_bytes())?;
+    files::write_private(&bearer, token.as_bytes())?;
     let record = json!({
         "ver": 1,
         "space": space.as_str(),
@@ -104,7 +103,7 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         "creds": absolute(&creds),
         "bearer": absolute(&bearer),
     });
-    state::write_private(&dir.join("login.json"), format!("{record:#}\n").as_bytes())?;
+    files::write_private(&dir.join("login.json"), format!("{record:#}\n").as_bytes())?;
     Ok(format!(
         "signed in as actor {} (owner {owner}) in space {space} until unix time {exp}; connect \
          to {} with the creds {} and the auth token in {} (and a connection name that is your \

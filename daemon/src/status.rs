@@ -8,10 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use cotal_core::names::SpaceName;
+use cotal_io_fs::discovery::{self, Discovery};
 use cotal_io_http::face::probe;
 use serde_json::{json, Value};
-
-use crate::state::{self, Discovery};
 
 /// How long `status` waits for a plane's `/health`.
 const HEALTH_WAIT: Duration = Duration::from_secs(2);
@@ -64,16 +63,16 @@ pub async fn status(
 }
 
 async fn one(root: &Path, space: &SpaceName) -> Result<Found, String> {
-    let path = state::discovery_path(root, space);
+    let path = discovery::path(root, space);
     let not_up = |why: String| Found {
         line: format!("space {space}: not up ({why})"),
         json: json!({"space": space.as_str(), "up": false, "why": why}),
         up: false,
     };
-    let Some(d) = state::read_discovery(&path)? else {
+    let Some(d) = discovery::read(&path)? else {
         return Ok(not_up(format!("no discovery file at {}", path.display())));
     };
-    if !state::pid_alive(d.pid) {
+    if !discovery::pid_alive(d.pid) {
         return Ok(not_up(format!(
             "the discovery file at {} names pid {}, which is not running: a plane that died \
              without cleaning up",

@@ -12,7 +12,8 @@
 use std::process::ExitCode;
 
 use cotal_core::names::SpaceName;
-use cotal_io_fs::trust;
+use cotal_io_fs::discovery::{self, Discovery};
+use cotal_io_fs::{instance, trust};
 use cotal_io_http::face::PublicFaceSettings;
 use cotal_io_nats::Replicas;
 use std::path::PathBuf;
@@ -22,7 +23,6 @@ use tracing::{error, info, info_span, Instrument};
 use crate::embedded::Embedded;
 use crate::ledger_home;
 use crate::plane::{Ended, Plane, PlaneInputs};
-use crate::state::{self, Discovery};
 use crate::trust_cmd::embedded_dir;
 
 /// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
@@ -78,6 +78,10 @@ impl Signals {
 
 /// Runs `up`. Errors before readiness are one sentence for the caller to print.
 pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
+    // A crash test's request is refused before anything touches the state dir or starts a
+    // server, rather than ignored by a build without the hooks.
+    #[cfg(not(feature = "kill-points"))]
+    crate::plane::refuse_requested_kill_points()?;
     let material = trust::load_daemon(&args.root, &args.space)?;
     let ledger = ledger_home::for_plane(
         &args.root,
@@ -85,7 +89,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         args.ledger_dir.as_deref(),
         &material,
     )?;
-    let identity = state::load_or_create(&args.root, &args.space)?;
+    let identity = instance::load_or_create(&args.root, &args.space)?;
     let (url, embedded) = match &args.server {
         Some(url) => (url.clone(), None),
         None => {
@@ -139,16 +143,16 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // The plane's own discovery file, and, for a plane serving another state root's actor
     // ledger, one beside that ledger too: the operator's verbs aimed at the ledger's state dir
     // (`actor retire`, `actor revoke --credential`) then reach the plane that serves it.
-    let discovery = state::discovery_path(&inputs.root, &inputs.space);
-    let mut discoveries = vec![discovery.clone()];
-    let beside_ledger = state::discovery_in(inputs.ledger.root());
-    if beside_ledger != discovery {
+    let own_discovery = discovery::path(&inputs.root, &inputs.space);
+    let mut discoveries = vec![own_discovery.clone()];
+    let beside_ledger = discovery::in_dir(inputs.ledger.root());
+    if beside_ledger != own_discovery {
         discoveries.push(beside_ledger);
     }
     // A discovery file left by a plane that died without cleaning up names nothing that
     // serves: it goes before this start, so nobody finds it meanwhile.
     for path in &discoveries {
-        state::remove_discovery_if_dead(path);
+        discovery::remove_if_dead(path);
     }
     let plane = tokio::select! {
         plane = Plane::start(inputs) => plane?,
@@ -156,7 +160,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     };
     let registered = plane.registered().clone();
     let space = &inputs.space;
-    let server = state::redacted(&inputs.server);
+    let server = discovery::redacted(&inputs.server);
     let found = Discovery {
         pid: std::process::id(),
         url: plane.loopback_url(),
@@ -170,11 +174,11 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     };
     let written = discoveries
         .iter()
-        .try_for_each(|path| state::write_discovery(path, space, &found));
+        .try_for_each(|path| discovery::write(path, space, &found));
     if let Err(why) = written {
         discoveries
             .iter()
-            .for_each(|p| state::remove_discovery_if_ours(p));
+            .for_each(|p| discovery::remove_if_ours(p));
         let _ = plane.close().await;
         return Err(why);
     }
@@ -186,7 +190,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
         registered.generation,
         registered.registration_revision,
         plane.loopback_url(),
-        discovery.display()
+        own_discovery.display()
     );
     let outcome = tokio::select! {
         () = signals.recv() => Ok(Outcome::Stopped),
@@ -201,7 +205,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // The discovery file goes first: nobody may find a plane that is on its way out.
     discoveries
         .iter()
-        .for_each(|p| state::remove_discovery_if_ours(p));
+        .for_each(|p| discovery::remove_if_ours(p));
     let released = plane.close().await;
     match (outcome, released) {
         (Ok(outcome), Ok(())) => Ok(outcome),

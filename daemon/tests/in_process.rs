@@ -19,12 +19,11 @@ use std::time::Duration;
 use common::require_server;
 use cotal_authd::embedded::Embedded;
 use cotal_authd::plane::{Ended, Plane, PlaneInputs};
-use cotal_authd::state;
 use cotal_authd::trust_cmd::embedded_dir;
 use cotal_core::liveness::Listing;
 use cotal_core::names::SpaceName;
 use cotal_core::plane_grants::PlaneConnection;
-use cotal_io_fs::trust;
+use cotal_io_fs::{instance, trust};
 use cotal_io_http::face::probe;
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::Replicas;
@@ -59,7 +58,7 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
         standby: false,
         ledger: cotal_io_fs::FileActors::new(trust::space_dir(root, &space)),
         material: trust::load_daemon(root, &space).unwrap(),
-        identity: state::load_or_create(root, &space).unwrap(),
+        identity: instance::load_or_create(root, &space).unwrap(),
         port: 0,
         public: None,
         standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,

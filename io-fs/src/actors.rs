@@ -6,8 +6,8 @@
 //! created `0700`.
 //!
 //! Fail-closed reads: a row space that is not a real directory, a row that is a symlink or not
-//! a regular file (checked with `lstat` and re-checked on the opened descriptor, so a swap in
-//! between is caught), unparseable bytes, a foreign principal, a bad grammar — each is a
+//! a regular file (opened without following a symlink and checked on the opened descriptor, so
+//! nothing swapped in slips by), unparseable bytes, a foreign principal, a bad grammar — each is a
 //! sentence naming the file, and the actor is denied.
 //!
 //! The alias lock is an exclusive `flock` on `locks/<owner>.<actor>.lock`. `flock` locks belong
@@ -20,16 +20,17 @@
 //! with its holder, a copied directory carries the file but never the lock, and a lock taken on
 //! another host is not seen here ([`FileActors::is_served`]).
 
-use std::fs::{self, DirBuilder, File, OpenOptions, TryLockError};
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cotal_core::actors::row::{file_name, principal_of_file};
 use cotal_core::actors::store::{execute, RowStore, StoreError};
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest, AliasGuard, RowSpace};
 use cotal_core::names::Principal;
+
+use crate::files::{self, Unreadable, TEMP_SUFFIX};
 
 /// Rows larger than this are not rows (a hostile or corrupted file must not exhaust memory).
 const MAX_ROW_BYTES: u64 = 64 * 1024;
@@ -37,9 +38,6 @@ const LOCK_DIR: &str = "locks";
 /// The serving lock's file under [`LOCK_DIR`]; no alias key ends in `served` alone, so it never
 /// shares a file with an alias lock.
 const SERVED_LOCK: &str = "served.lock";
-
-/// Distinguishes temp files of concurrent writers within one process.
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// The actor ledger in a directory (the plane's state dir for its space).
 #[derive(Debug, Clone)]
@@ -128,24 +126,11 @@ fn ensure_dir(dir: &Path) -> Result<(), String> {
             "{}: actor ledger directory must be a real directory, not a symlink or file",
             dir.display()
         )),
-        Err(e) if e.kind() == ErrorKind::NotFound => DirBuilder::new()
-            .mode(0o700)
-            .create(dir)
-            .or_else(|e| {
-                // Another writer may have created it meanwhile.
-                if e.kind() == ErrorKind::AlreadyExists {
-                    Ok(())
-                } else {
-                    Err(e)
-                }
-            })
-            .map_err(|e| format!("{}: cannot create: {e}", dir.display())),
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            files::create_dir(dir).map_err(|e| format!("{}: cannot create: {e}", dir.display()))
+        }
         Err(e) => Err(format!("{}: {e}", dir.display())),
     }
-}
-
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    File::open(dir)?.sync_all()
 }
 
 struct Files<'a>(&'a FileActors);
@@ -183,40 +168,17 @@ impl RowStore for Files<'_> {
                  a broken row denies its actor"
             ))
         };
-        let before = match fs::symlink_metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::Unavailable(format!("{shown}: {e}"))),
+        let unreadable = |why| match why {
+            Unreadable::Symlink | Unreadable::NotRegular => not_regular(),
+            Unreadable::TooLarge(len) => StoreError::Corrupt(format!(
+                "{shown}: actor grant is {len} bytes, larger than any row ({MAX_ROW_BYTES})"
+            )),
+            Unreadable::Io(e) => StoreError::Unavailable(format!("{shown}: {e}")),
         };
-        if !before.file_type().is_file() {
-            return Err(not_regular());
+        match files::open_regular(&path).map_err(unreadable)? {
+            None => Ok(None),
+            Some(row) => row.read(MAX_ROW_BYTES).map(Some).map_err(unreadable),
         }
-        // A symlink swapped in after the lstat is followed by the open, but lands on another
-        // inode, which the identity check below refuses.
-        let mut file = match File::open(&path) {
-            Ok(file) => file,
-            // Removed between the lstat and the open: no row.
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(StoreError::Unavailable(format!("{shown}: {e}"))),
-        };
-        let opened = file
-            .metadata()
-            .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
-        if !opened.is_file() || opened.dev() != before.dev() || opened.ino() != before.ino() {
-            return Err(not_regular());
-        }
-        if opened.len() > MAX_ROW_BYTES {
-            return Err(StoreError::Corrupt(format!(
-                "{shown}: actor grant is {} bytes, larger than any row ({MAX_ROW_BYTES})",
-                opened.len()
-            )));
-        }
-        let mut bytes = Vec::new();
-        Read::by_ref(&mut file)
-            .take(MAX_ROW_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| StoreError::Unavailable(format!("{shown}: {e}")))?;
-        Ok(Some(bytes))
     }
 
     fn store(
@@ -230,28 +192,7 @@ impl RowStore for Files<'_> {
             .and_then(|()| ensure_dir(&dir))
             .map_err(StoreError::Unavailable)?;
         let path = self.0.row_path(space, principal);
-        let tmp = dir.join(format!(
-            "{}.{}.{}.tmp",
-            file_name(principal),
-            std::process::id(),
-            TMP_SEQ.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = (|| {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(bytes)?;
-            file.sync_all()?;
-            fs::rename(&tmp, &path)?;
-            sync_dir(&dir)
-        })();
-        written.map_err(|e| {
-            // Best effort: a leftover temp file is never read, only clutter.
-            let _ = fs::remove_file(&tmp);
-            StoreError::Unavailable(format!("{}: write failed: {e}", path.display()))
-        })
+        files::write_private(&path, bytes).map_err(StoreError::Unavailable)
     }
 
     fn remove(&mut self, space: RowSpace, principal: &Principal) -> Result<bool, StoreError> {
@@ -260,7 +201,7 @@ impl RowStore for Files<'_> {
         };
         let path = self.0.row_path(space, principal);
         match fs::remove_file(&path) {
-            Ok(()) => sync_dir(&dir)
+            Ok(()) => files::sync_dir(&dir)
                 .map(|()| true)
                 .map_err(|e| StoreError::Unavailable(format!("{}: {e}", dir.display()))),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
@@ -285,7 +226,7 @@ impl RowStore for Files<'_> {
         Ok(names
             .into_iter()
             // A writer's temp file is never a row: it is renamed into place or removed.
-            .filter(|name| !name.to_string_lossy().ends_with(".tmp"))
+            .filter(|name| !name.to_string_lossy().ends_with(TEMP_SUFFIX))
             .map(|name| {
                 let shown = name.to_string_lossy();
                 principal_of_file(&shown).ok_or_else(|| {

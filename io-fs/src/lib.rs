@@ -9,8 +9,21 @@
 //!
 //! [`trust`] is the space's trust root on disk: `init` (create-only, concurrent-safe) and the
 //! daemon's and broker's read paths over the formats of [`cotal_core::trust`].
+//!
+//! Beside it, the plane's own state files, one module a format: its instance identity
+//! ([`instance`]), its crash-safe registration record and lock ([`registration`]), the rollback
+//! high-water marks ([`marks`]), the discovery file of a ready plane ([`discovery`]) and the
+//! workspace's own manager's identity ([`local_manager`]). Every file here is written and read
+//! through [`files`]: 0700 dirs, 0600 files, atomic durable writes, reads that refuse a symlink.
 
 mod actors;
+pub mod discovery;
+pub mod files;
+pub mod instance;
+pub mod local_manager;
+pub mod marks;
+pub mod random;
+pub mod registration;
 pub mod trust;
 
 pub use actors::{FileActors, ServingLock};

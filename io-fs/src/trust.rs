@@ -25,9 +25,9 @@
 //! Permissions are never tightened silently: a widened mode means someone else touched the
 //! store, which an operator should look at.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::fs::{self, DirBuilder};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -39,8 +39,10 @@ use cotal_core::trust::{
     CALLOUT_FILE, IDP_FILE, ISSUER_FILE, OPERATOR_DIR, OPERATOR_FILE, OWNER_SECRET_FILE,
     SERVICE_KEYS_FILE, SYSTEM_USER_FILE,
 };
-use rustix::fs::{Mode, OFlags, RenameFlags, CWD};
+use rustix::fs::{RenameFlags, CWD};
 use rustix::io::Errno;
+
+use crate::files::{self, write_new, Unreadable};
 
 /// No trust-root file is near this; a larger one is not ours.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -165,49 +167,35 @@ fn present(path: &Path) -> Result<bool, String> {
 /// Reads one trust-root file: no symlink (`O_NOFOLLOW`), a regular file, mode within 0600,
 /// bounded size.
 fn read_file(path: &Path) -> Result<Vec<u8>, String> {
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
-        Errno::LOOP => format!(
+    let refused = |why| match why {
+        Unreadable::Symlink => format!(
             "{} is a symlink; trust-root files must be regular files",
             shown(path)
         ),
-        e => format!("{} is unreadable: {e}", shown(path)),
-    })?;
-    let mut file = File::from(fd);
-    let meta = file
-        .metadata()
-        .map_err(|e| format!("{} is unreadable: {e}", shown(path)))?;
-    if !meta.is_file() {
-        return Err(format!(
+        Unreadable::NotRegular => format!(
             "{} is not a regular file; trust-root files must be regular files",
             shown(path)
-        ));
-    }
-    if meta.mode() & 0o177 != 0 {
+        ),
+        Unreadable::TooLarge(len) => format!(
+            "{} is {len} bytes, larger than any trust-root file",
+            shown(path)
+        ),
+        Unreadable::Io(e) => format!("{} is unreadable: {e}", shown(path)),
+    };
+    // Callers check presence first; a file removed since is unreadable like any I/O error.
+    let file = files::open_regular(path)
+        .map_err(refused)?
+        .ok_or_else(|| refused(Unreadable::Io(Errno::NOENT.into())))?;
+    let mode = file.metadata().mode();
+    if mode & 0o177 != 0 {
         return Err(format!(
             "{} has mode {:04o}; a trust-root file must be 0600 (check who changed it, then \
              chmod 600 it)",
             shown(path),
-            meta.mode() & 0o7777
+            mode & 0o7777
         ));
     }
-    if meta.len() > MAX_FILE_BYTES {
-        return Err(format!(
-            "{} is {} bytes, larger than any trust-root file",
-            shown(path),
-            meta.len()
-        ));
-    }
-    let mut bytes = Vec::new();
-    Read::by_ref(&mut file)
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{} is unreadable: {e}", shown(path)))?;
-    Ok(bytes)
+    file.read(MAX_FILE_BYTES).map_err(refused)
 }
 
 /// Reads and parses one file, the parse naming the file by its path.
@@ -358,20 +346,11 @@ fn add_system_user(dir: &Path, space: &SpaceName) -> Result<Vec<String>, String>
         .map_err(|e| format!("cannot draw a key seed from the OS random source: {e}"))?;
     let user =
         cotal_core::trust::system_user_for(&operator, &seed, unix_now()?).map_err(|e| e.message)?;
-    let mut tag = [0u8; 8];
-    getrandom::fill(&mut tag)
-        .map_err(|e| format!("cannot draw a temp name from the OS random source: {e}"))?;
-    let tag: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    let tmp = dir.join(format!("{INIT_PREFIX}{SYSTEM_USER_FILE}-{tag}"));
-    write_new(&tmp, &user.to_bytes())?;
-    // A hard link publishes the synced file only if nothing is there: a concurrent init that
-    // added it first wins and this one keeps the winner's.
-    let linked = fs::hard_link(&tmp, &path);
-    let _ = fs::remove_file(&tmp);
-    match linked {
-        Ok(()) => sync_dir(dir).map(|()| vec![SYSTEM_USER_FILE.to_owned()]),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(Vec::new()),
-        Err(e) => Err(format!("cannot create {}: {e}", shown(&path))),
+    // Create-only: a concurrent init that added it first wins and this one keeps the winner's.
+    if files::create_private(&path, &user.to_bytes())? {
+        Ok(vec![SYSTEM_USER_FILE.to_owned()])
+    } else {
+        Ok(Vec::new())
     }
 }
 
@@ -384,30 +363,11 @@ fn unix_now() -> Result<UnixSeconds, String> {
 
 /// Creates `dir` 0700 unless it exists (another `init` may create it meanwhile).
 fn ensure_dir(dir: &Path) -> Result<(), String> {
-    match DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
-        Err(e) => Err(format!("cannot create {}: {e}", shown(dir))),
-    }
+    files::create_dir(dir).map_err(|e| format!("cannot create {}: {e}", shown(dir)))
 }
 
 fn sync_dir(dir: &Path) -> Result<(), String> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| format!("cannot fsync {}: {e}", shown(dir)))
-}
-
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| {
-            f.write_all(bytes)?;
-            f.sync_all()
-        })
-        .map_err(|e| format!("cannot write {}: {e}", shown(path)))
+    files::sync_dir(dir).map_err(|e| format!("cannot fsync {}: {e}", shown(dir)))
 }
 
 /// Removes `.init-*` dirs older than [`STALE_INIT_SECS`]; best effort, since they are never

@@ -17,7 +17,7 @@ use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
 use cotal_core::standby::{self, LedgerWitness, Witnessed};
 use cotal_core::EpError;
-use cotal_io_fs::ServingLock;
+use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{drive, NatsWorld, SpaceOptions, StoreSet};
@@ -25,7 +25,7 @@ use nkeys::KeyPair;
 use tracing::{error, info, warn};
 
 use super::{Start, PREDECESSOR_WAIT, STANDBY_POLL};
-use crate::{audit, state};
+use crate::audit;
 
 /// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
 /// the scanners before the claim is released, the callout connection last.
@@ -246,7 +246,7 @@ impl Start<'_> {
         format!(
             "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
              from `cotal-authd broker-config --space {}`, or start `up` without --server",
-            state::redacted(&self.inputs.server),
+            discovery::redacted(&self.inputs.server),
             self.space(),
             self.space()
         )

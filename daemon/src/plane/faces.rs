@@ -4,6 +4,7 @@
 //! the manager-service authority route, the retire doors and the verify-enrollment door).
 
 use cotal_core::trust::DaemonMaterial;
+use cotal_io_fs::discovery;
 use cotal_io_http::bearer::{BearerIssuer, KeyRing, SigningKey};
 use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
 use serde_json::{json, Value};
@@ -133,7 +134,7 @@ impl PlaneFaces {
             "server": settings
                 .advertised_server
                 .clone()
-                .unwrap_or_else(|| crate::state::redacted(server)),
+                .unwrap_or_else(|| discovery::redacted(server)),
             "tlsRequired": true,
             "userAuth": {"provider": "cotal", "idp": self.idp, "endpoints": endpoints},
             "sentinelCreds": self.sentinel_creds,

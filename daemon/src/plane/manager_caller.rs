@@ -9,8 +9,7 @@ use cotal_core::error::EpError;
 use cotal_core::issued::IssuedGeneration;
 use cotal_core::manager::LocalManager;
 use cotal_core::names::SpaceName;
-
-use crate::state;
+use cotal_io_fs::{local_manager, random};
 
 /// Where the workspace's own manager persists its identity.
 #[derive(Debug, Clone)]
@@ -21,19 +20,19 @@ pub(super) struct LocalManagerFile {
 impl LocalManagerFile {
     pub(super) fn new(root: &Path, space: &SpaceName) -> LocalManagerFile {
         LocalManagerFile {
-            path: state::local_manager_path(root, space),
+            path: local_manager::path(root, space),
         }
     }
 
     /// The workspace's own manager, read fresh (a malformed identity refuses, `internal`).
     pub(super) fn read(&self) -> Result<Option<LocalManager>, EpError> {
-        state::load_local_manager(&self.path).map_err(EpError::internal)
+        local_manager::load(&self.path).map_err(EpError::internal)
     }
 }
 
 /// Fresh entropy for an interactive `manager-caller`'s first issuance.
 pub(super) fn fresh_generation() -> Result<IssuedGeneration, EpError> {
-    let fresh: [u8; 16] = state::random_bytes().map_err(EpError::internal)?;
+    let fresh: [u8; 16] = random::random_bytes().map_err(EpError::internal)?;
     let hex: String = fresh.iter().map(|b| format!("{b:02x}")).collect();
     IssuedGeneration::parse(&hex)
         .ok_or_else(|| EpError::internal("a drawn generation is not 32 hex digits"))

@@ -34,7 +34,7 @@ use cotal_core::names::SpaceName;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::FileActors;
+use cotal_io_fs::{random, FileActors};
 use cotal_io_http::face::{Answer, DoorRequest};
 use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::durables::NatsDurables;
@@ -146,7 +146,7 @@ impl ManagerRoute {
                     host,
                     caller: holder,
                     request,
-                    fresh_uid_entropy: crate::state::entropy().map_err(EpError::unavailable)?,
+                    fresh_uid_entropy: random::entropy().map_err(EpError::unavailable)?,
                     now_ms,
                 };
                 json_of(&self.serialized(enroll).await?.to_json())

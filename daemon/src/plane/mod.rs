@@ -29,6 +29,8 @@ mod decision;
 mod exchange;
 mod faces;
 mod kill_point;
+#[cfg(not(feature = "kill-points"))]
+pub use kill_point::refuse_requested as refuse_requested_kill_points;
 mod manager_caller;
 mod manager_route;
 mod metrics;
@@ -54,7 +56,8 @@ use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::FileActors;
+use cotal_io_fs::instance::Identity;
+use cotal_io_fs::{marks, FileActors};
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::authority::DataAccountSigner;
@@ -68,7 +71,6 @@ use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
-use crate::state::{self, Identity};
 use connections::{Connections, Scanners};
 use cotal_io_http::face::{
     start_loopback, start_public, Capability, FaceHandle, LoopbackConfig, PublicConfig,
@@ -227,6 +229,9 @@ impl Plane {
     /// Brings the plane up (see the module doc). Errors are one sentence. A standby's start
     /// waits on the plane claim until it takes over; drop the future to give up.
     pub async fn start(inputs: &PlaneInputs) -> Result<Plane, String> {
+        // A host embedding the plane gets the same refusal `up` gives before it touches anything.
+        #[cfg(not(feature = "kill-points"))]
+        refuse_requested_kill_points()?;
         let start = Start {
             inputs,
             holder: auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
@@ -371,7 +376,7 @@ impl Plane {
             loopback,
             public,
             capability,
-            high_water: crate::state::high_water_path(&inputs.root, &inputs.space),
+            high_water: marks::path(&inputs.root, &inputs.space),
         })
     }
 
@@ -470,10 +475,10 @@ impl Plane {
     /// the start recorded stand.
     async fn raise_stream_marks(&self, connections: &Connections) {
         let raised = async {
-            let mut marks = state::load_marks(&self.high_water)?;
+            let mut high = marks::load(&self.high_water)?;
             let bound = connections.barrier.space().map_err(|e| e.message)?;
-            register::raise_streams(&mut marks, &bound).await?;
-            state::save_marks(&self.high_water, &marks)
+            register::raise_streams(&mut high, &bound).await?;
+            marks::save(&self.high_water, &high)
         };
         if let Err(e) = raised.await {
             error!("recording the stores' high-water marks at close failed: {e}");

@@ -3,6 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cotal_core::host::{
     auth_instance, confirm_registration, resumed_op, PrepareSelfAuthorized, AUTH_ENDPOINT,
@@ -10,17 +11,20 @@ use cotal_core::host::{
 use cotal_core::issuance::{observe_gate, GateRef};
 use cotal_core::kv::{Revision, Store};
 use cotal_core::machine::{script, Replay};
-use cotal_core::names::{EndpointName, OpId};
+use cotal_core::names::{EndpointName, OpId, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::rollback::{self, Mark};
 use cotal_core::serving::RegisterServing;
+use cotal_io_fs::registration::{self, Attempt, LockFile, RegistrationLock};
+use cotal_io_fs::{marks, random};
 use cotal_io_nats::authority::AuthorityClient;
 use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
 
+#[cfg(feature = "kill-points")]
 use super::kill_point::{KillPoint, REGISTRATION_KILL_AT};
 use super::{Registered, Start};
-use crate::{audit, state};
+use crate::audit;
 
 impl Start<'_> {
     /// The registration ceremony on its own short-lived connection, scoped to this instance's
@@ -42,11 +46,11 @@ impl Start<'_> {
         };
         // One start registers this instance at a time; the lock dies with its holder, which is
         // what lets the next start resume a recorded operation as its only executor.
-        let lock = state::lock_registration(&self.inputs.root, &space).await;
+        let lock = lock_registration(&self.inputs.root, &space).await;
         let result = async {
             let _lock = lock?;
             let bound = client.space().map_err(|e| e.message.clone())?;
-            let record = state::registration_record_path(&self.inputs.root, &space);
+            let record = registration::record_path(&self.inputs.root, &space);
             let op_id = self.operation(&bound, &record).await?;
             let ceremony = auth_instance(
                 &space,
@@ -55,11 +59,13 @@ impl Start<'_> {
                 op_id.clone(),
             )
             .map_err(|e| e.message.clone())?;
+            #[cfg(feature = "kill-points")]
             let kill = KillPoint::from_env(REGISTRATION_KILL_AT)?;
             let own = [mint.conn_id(), client.conn_id()].map(|c| c.as_str().to_owned());
             let oracle = Arc::new(self.oracle().sparing(own));
             let world = || {
                 let mut world = NatsWorld::new(&bound);
+                #[cfg(feature = "kill-points")]
                 world.set_send_hook(kill.as_ref().map(KillPoint::hook));
                 world.set_evictor(oracle.evictor());
                 world.set_prober(oracle.prober());
@@ -88,7 +94,7 @@ impl Start<'_> {
             drive(&mut Replay::new(confirm), &bound)
                 .await
                 .map_err(|e| format!("registering the auth instance failed: {e}"))?;
-            state::clear_registration(&record)?;
+            registration::clear(&record)?;
             let gate_revision = self.raise_mark(&bound, &gate).await?;
             audit::granted(
                 "plane",
@@ -126,7 +132,7 @@ impl Start<'_> {
     /// crashed mid-ceremony, and the registration lock this start holds proves it gone), else a
     /// fresh one, recorded durably before the ceremony freezes the gate.
     async fn operation(&self, bound: &Space, record: &Path) -> Result<OpId, String> {
-        let recorded = state::load_registration(record)?;
+        let recorded = registration::load(record)?;
         let gate = GateRef::new(
             self.space().clone(),
             EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message)?,
@@ -140,8 +146,8 @@ impl Start<'_> {
         .map_err(|e| format!("reading the plane's gate failed: {e}"))?;
         // Before anything acts on the gate: has the store gone back behind what this state dir
         // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
-        let marks = state::load_marks(&state::high_water_path(&self.inputs.root, self.space()))?;
-        if let Some(mark) = marks.gates.get(&gate.key()) {
+        let high = marks::load(&marks::path(&self.inputs.root, self.space()))?;
+        if let Some(mark) = high.gates.get(&gate.key()) {
             if let Err(e) = rollback::check(&gate.key(), mark, observed.as_ref()) {
                 audit::refused("plane", "register", &gate.key(), &e);
                 error!("{}", e.message);
@@ -150,7 +156,7 @@ impl Start<'_> {
         }
         for store in ROLLBACK_STORES {
             let stream = &bound.layout(store).stream;
-            let Some(mark) = marks.streams.get(stream) else {
+            let Some(mark) = high.streams.get(stream) else {
                 continue;
             };
             let last = bound.last_sequence(store).await?;
@@ -168,8 +174,8 @@ impl Start<'_> {
             );
             return Ok(op_id);
         }
-        let op_id = state::fresh_op_id()?;
-        state::record_registration(record, &op_id)?;
+        let op_id = random::fresh_op_id()?;
+        registration::record(record, &op_id)?;
         Ok(op_id)
     }
 }
@@ -182,12 +188,38 @@ impl Start<'_> {
             .await
             .map_err(|e| format!("reading the plane's gate failed: {e}"))?
             .ok_or_else(|| format!("gate {} vanished right after its registration", gate.key()))?;
-        let path = state::high_water_path(&self.inputs.root, self.space());
-        let mut marks = state::load_marks(&path)?;
-        marks.raise_gate(&gate.key(), Mark::of(&seen));
-        raise_streams(&mut marks, bound).await?;
-        state::save_marks(&path, &marks)?;
+        let path = marks::path(&self.inputs.root, self.space());
+        let mut high = marks::load(&path)?;
+        high.raise_gate(&gate.key(), Mark::of(&seen));
+        raise_streams(&mut high, bound).await?;
+        marks::save(&path, &high)?;
         Ok(seen.revision)
+    }
+}
+
+/// How long a start waits for another start of the same instance to finish registering.
+const REGISTRATION_LOCK_WAIT: Duration = Duration::from_secs(30);
+const REGISTRATION_LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// Takes the registration lock of `space`'s instance, waiting while another start holds it
+/// (its registration takes milliseconds; a stopped or hung one is refused after a bound).
+async fn lock_registration(root: &Path, space: &SpaceName) -> Result<RegistrationLock, String> {
+    let mut file = LockFile::open(root, space)?;
+    let waited = Instant::now();
+    loop {
+        file = match file.try_lock()? {
+            Attempt::Held(lock) => return Ok(lock),
+            Attempt::Busy(file) if waited.elapsed() < REGISTRATION_LOCK_WAIT => file,
+            Attempt::Busy(file) => {
+                return Err(format!(
+                    "another start of this auth instance has been registering for {}s and still \
+                     holds {}; stop it (a stopped or hung `cotal-authd up`) and start again",
+                    REGISTRATION_LOCK_WAIT.as_secs(),
+                    file.path().display()
+                ))
+            }
+        };
+        tokio::time::sleep(REGISTRATION_LOCK_POLL).await;
     }
 }
 
@@ -197,19 +229,19 @@ pub(super) const ROLLBACK_STORES: [Store; 2] = [Store::Auth, Store::Records];
 /// Raises the stream marks of [`ROLLBACK_STORES`] to their last sequences as `bound` reads them;
 /// a stream found below its mark is refused (the mark stands, never lowered).
 pub(super) async fn raise_streams(
-    marks: &mut state::HighWater,
+    high: &mut marks::HighWater,
     bound: &Space,
 ) -> Result<(), String> {
     for store in ROLLBACK_STORES {
         let stream = &bound.layout(store).stream;
         let last = bound.last_sequence(store).await?;
-        if let Some(mark) = marks.streams.get(stream) {
+        if let Some(mark) = high.streams.get(stream) {
             if let Err(e) = rollback::check_stream(stream, *mark, last) {
                 audit::refused("plane", "high-water", stream, &e);
                 return Err(e.message);
             }
         }
-        marks.raise_stream(stream, last);
+        high.raise_stream(stream, last);
     }
     Ok(())
 }

@@ -24,6 +24,7 @@ use tokio::task::AbortHandle;
 use tracing::{error, info};
 
 use super::connections::PlaneLink;
+#[cfg(feature = "kill-points")]
 use super::kill_point::{KillPoint, RETIREMENT_KILL_AT};
 use super::metrics::PlaneMetrics;
 use crate::audit;
@@ -77,6 +78,7 @@ pub(super) struct Retirements {
     metrics: Arc<PlaneMetrics>,
     flights: Mutex<(u64, HashMap<OpId, Flight>)>,
     /// The crash-test hook ([`RETIREMENT_KILL_AT`]), when set.
+    #[cfg(feature = "kill-points")]
     kill: Option<KillPoint>,
 }
 
@@ -105,6 +107,7 @@ impl Retirements {
             oracle,
             metrics,
             flights: Mutex::new((0, HashMap::new())),
+            #[cfg(feature = "kill-points")]
             kill: KillPoint::from_env(RETIREMENT_KILL_AT)?,
         }))
     }
@@ -196,6 +199,7 @@ impl Retirements {
             world.set_scanner(Store::Auth, &scanner);
             world.set_evictor(self.oracle.evictor());
             world.set_prober(self.oracle.prober());
+            #[cfg(feature = "kill-points")]
             world.set_send_hook(self.kill.as_ref().map(KillPoint::hook));
             retirement = world.run(&mut Replay::new(barrier)).await?;
             evicted = world.evicted();

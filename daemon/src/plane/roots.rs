@@ -10,8 +10,7 @@ use cotal_core::error::EpError;
 use cotal_core::exchange::RootInputs;
 use cotal_core::lifecycle::RootEntropy;
 use cotal_core::names::{CredentialId, LifecycleUid, ManagerInstance, Principal, SpaceName};
-
-use crate::state;
+use cotal_io_fs::random;
 
 /// How many actors' root ids the plane remembers as hints. Past it the hints are dropped
 /// wholesale: a missing hint costs one round trip, never a decision.
@@ -41,7 +40,7 @@ impl RootHints {
 
     /// The ensure's inputs for an exchange that claims to be `principal`'s.
     pub(super) fn inputs(&self, principal: Option<&Principal>) -> Result<RootInputs, EpError> {
-        let draw = || state::entropy().map_err(EpError::internal);
+        let draw = || random::entropy().map_err(EpError::internal);
         Ok(RootInputs {
             manager_instance: self.manager_instance.clone(),
             entropy: RootEntropy {

@@ -151,7 +151,9 @@ pub fn start_killed_at(state: &Path, kill_at: &str) -> Child {
         .env("RUST_LOG", "off")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // Read by `died` when the start exits otherwise than killed: a binary built without
+        // the hooks (the kill-points feature) says so there.
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap()
 }
@@ -217,10 +219,16 @@ pub fn died(state: &Path, child: &mut Child) -> Option<()> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
+            let mut said = String::new();
+            if status.signal() != Some(9) {
+                if let Some(mut stderr) = child.stderr.take() {
+                    std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+                }
+            }
             assert_eq!(
                 status.signal(),
                 Some(9),
-                "a killed start dies by SIGKILL: {status}"
+                "a killed start dies by SIGKILL: {status}; it said: {said}"
             );
             return Some(());
         }

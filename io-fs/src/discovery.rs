@@ -1,0 +1,158 @@
+//! The discovery file of a ready plane: `<root>/auth/space.<hex>/auth-service.json` —
+//! `{"ver":1,"pid","url","cap","space","server","instanceId","processEpoch","generation",
+//! "registrationRevision","publicUrl"?}`, `cap` being the loopback face's capability (which is
+//! why the file is 0600). The plane writes it when ready and every exit removes it; the
+//! operator's verbs find the plane through it.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use cotal_core::names::SpaceName;
+use serde_json::{json, Value};
+
+use crate::{files, trust};
+
+/// The discovery file's name in a space's trust-root directory.
+pub const DISCOVERY_FILE: &str = "auth-service.json";
+/// The one version of the file this build writes and reads.
+const VERSION: u64 = 1;
+
+/// What a ready plane says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovery {
+    pub pid: u32,
+    /// The loopback face's URL.
+    pub url: String,
+    /// The loopback capability (which is why the file is 0600).
+    pub cap: String,
+    /// The public face's URL, when it is open.
+    pub public_url: Option<String>,
+    /// The server it serves on, without any userinfo ([`redacted`]).
+    pub server: String,
+    pub instance: String,
+    pub process_epoch: u64,
+    pub generation: u64,
+    pub registration_revision: u64,
+}
+
+/// Where the discovery file of `space` lives.
+pub fn path(root: &Path, space: &SpaceName) -> PathBuf {
+    in_dir(&trust::space_dir(root, space))
+}
+
+/// The discovery file in a space's trust-root directory (which is also its actor ledger's).
+pub fn in_dir(space_dir: &Path) -> PathBuf {
+    space_dir.join(DISCOVERY_FILE)
+}
+
+/// Writes the discovery file (atomically, 0600).
+pub fn write(path: &Path, space: &SpaceName, d: &Discovery) -> Result<(), String> {
+    let mut doc = json!({
+        "ver": VERSION,
+        "pid": d.pid,
+        "url": d.url,
+        "cap": d.cap,
+        "space": space.as_str(),
+        "server": d.server,
+        "instanceId": d.instance,
+        "processEpoch": d.process_epoch,
+        "generation": d.generation,
+        "registrationRevision": d.registration_revision,
+    });
+    if let (Some(url), Some(map)) = (&d.public_url, doc.as_object_mut()) {
+        map.insert("publicUrl".into(), url.clone().into());
+    }
+    files::write_private(path, format!("{doc:#}\n").as_bytes())
+}
+
+/// Reads a discovery file; `None` when there is none.
+pub fn read(path: &Path) -> Result<Option<Discovery>, String> {
+    let Some(bytes) = files::read_regular(path)? else {
+        return Ok(None);
+    };
+    let corrupt = || {
+        format!(
+            "{} is not a discovery file this build reads",
+            path.display()
+        )
+    };
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|_| corrupt())?;
+    if doc.get("ver").and_then(Value::as_u64) != Some(VERSION) {
+        return Err(corrupt());
+    }
+    let text = |name: &str| {
+        doc.get(name)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .ok_or_else(corrupt)
+    };
+    let number = |name: &str| doc.get(name).and_then(Value::as_u64).ok_or_else(corrupt);
+    Ok(Some(Discovery {
+        pid: u32::try_from(number("pid")?).map_err(|_| corrupt())?,
+        url: text("url")?,
+        cap: text("cap")?,
+        public_url: doc
+            .get("publicUrl")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        server: text("server")?,
+        instance: text("instanceId")?,
+        process_epoch: number("processEpoch")?,
+        generation: number("generation")?,
+        registration_revision: number("registrationRevision")?,
+    }))
+}
+
+/// True while process `pid` runs: whether a discovery file's plane is still there.
+pub fn pid_alive(pid: u32) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
+}
+
+/// Removes a discovery file whose plane no longer runs (a `kill -9` leaves one behind).
+pub fn remove_if_dead(path: &Path) {
+    let dead = matches!(read(path), Ok(Some(d)) if !pid_alive(d.pid));
+    if dead {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// Removes the discovery file if it is this process's: a successor on the same state dir may
+/// already have written its own, which must stay.
+pub fn remove_if_ours(path: &Path) {
+    let ours = matches!(read(path), Ok(Some(d)) if d.pid == std::process::id());
+    if ours {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// `url` without userinfo, for the discovery file's `server` and for logs: a server URL may
+/// carry credentials, and neither is a secret store.
+pub fn redacted(url: &str) -> String {
+    url.split(',')
+        .map(|one| match one.split_once("://") {
+            Some((scheme, rest)) => match rest.split_once('@') {
+                Some((_, host)) => format!("{scheme}://{host}"),
+                None => one.to_owned(),
+            },
+            None => one.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacted_drops_userinfo_from_every_url() {
+        assert_eq!(
+            redacted("nats://u:p@a:4222,nats://b:4222"),
+            "nats://a:4222,nats://b:4222"
+        );
+        assert_eq!(redacted("nats://127.0.0.1:4222"), "nats://127.0.0.1:4222");
+    }
+}

@@ -1,0 +1,128 @@
+//! Crash-safe self-registration of the plane's instance.
+//!
+//! * `<root>/space.<hex>/auth-registration.json` — `{"ver":1,"opId","pid"}`, the operation a
+//!   start is registering under, recorded durably before its freeze and removed once the
+//!   registration completes, so a start after a crash resumes it instead of finding its own
+//!   freeze in the way.
+//! * `<root>/space.<hex>/auth-registration.lock` — held (`flock`) by the one start registering:
+//!   while a start holds it, the recorded operation has a live executor and nobody else runs it;
+//!   the kernel drops it when that process dies, which is the proof a resume needs.
+
+use std::fs::{self, File, OpenOptions, TryLockError};
+use std::io::ErrorKind;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use cotal_core::names::{OpId, SpaceName};
+use rustix::fs::OFlags;
+use serde_json::{json, Value};
+
+use crate::files;
+use crate::trust;
+
+/// The operation a start registers under, until it completes.
+const RECORD_FILE: &str = "auth-registration.json";
+/// Held by the one start registering the instance.
+const LOCK_FILE: &str = "auth-registration.lock";
+/// The one version of the record this build writes and reads.
+const VERSION: u64 = 1;
+
+/// Where the registration record of `space`'s instance lives.
+pub fn record_path(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join(trust::space_segment(space)).join(RECORD_FILE)
+}
+
+/// The op id a start recorded before its freeze; `None` when there is no record. A record this
+/// build cannot read is refused: guessing would either resume the wrong operation or abandon a
+/// freeze.
+pub fn load(path: &Path) -> Result<Option<OpId>, String> {
+    let Some(bytes) = files::read_regular(path)? else {
+        return Ok(None);
+    };
+    let corrupt = |why: &str| {
+        format!(
+            "{} is not a registration record this build reads ({why}); if no `cotal-authd up` \
+             of this instance is running, remove it and reconcile the gate with `cotal-authd \
+             gate reconcile`",
+            path.display()
+        )
+    };
+    let doc: Value = serde_json::from_slice(&bytes).map_err(|_| corrupt("not JSON"))?;
+    if doc.get("ver").and_then(Value::as_u64) != Some(VERSION) {
+        return Err(corrupt("unknown version"));
+    }
+    doc.get("opId")
+        .and_then(Value::as_str)
+        .and_then(|s| OpId::parse(s).ok())
+        .map(Some)
+        .ok_or_else(|| corrupt("no valid opId"))
+}
+
+/// Records `op_id` durably before the freeze it names is attempted.
+pub fn record(path: &Path, op_id: &OpId) -> Result<(), String> {
+    let doc = json!({"ver": VERSION, "opId": op_id.as_str(), "pid": std::process::id()});
+    files::write_private(path, format!("{doc:#}\n").as_bytes())
+}
+
+/// Removes the record once its registration completed, durably.
+pub fn clear(path: &Path) -> Result<(), String> {
+    match fs::remove_file(path) {
+        Ok(()) => files::sync_parent(path),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot remove {}: {e}", path.display())),
+    }
+}
+
+/// The registration lock's file of one instance, open but not held.
+#[derive(Debug)]
+pub struct LockFile {
+    file: File,
+    path: PathBuf,
+}
+
+/// The registration lock of one instance, held until dropped.
+#[derive(Debug)]
+pub struct RegistrationLock {
+    _held: File,
+}
+
+/// What one attempt at the lock found.
+#[derive(Debug)]
+pub enum Attempt {
+    Held(RegistrationLock),
+    /// Another start holds it; the file is handed back for the next attempt.
+    Busy(LockFile),
+}
+
+impl LockFile {
+    /// Opens (creating it 0600) the registration lock of `space`'s instance.
+    pub fn open(root: &Path, space: &SpaceName) -> Result<LockFile, String> {
+        let dir = root.join(trust::space_segment(space));
+        files::ensure_private_dir(&dir)?;
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            // A symlink planted in its place is refused.
+            .custom_flags(OFlags::NOFOLLOW.bits().cast_signed())
+            .open(&path)
+            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        Ok(LockFile { file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Takes the lock unless another start holds it. Never blocks: a caller bounds its wait.
+    pub fn try_lock(self) -> Result<Attempt, String> {
+        match self.file.try_lock() {
+            Ok(()) => Ok(Attempt::Held(RegistrationLock { _held: self.file })),
+            Err(TryLockError::WouldBlock) => Ok(Attempt::Busy(self)),
+            Err(TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", self.path.display())),
+        }
+    }
+}
