@@ -39,26 +39,48 @@ pub fn ttl_within(asked: Option<f64>, cap: u64) -> Option<u64> {
     }
 }
 
+/// A signed-in human, after the adapter verified its IdP token: the owner derived from the
+/// token's subject, and when that token expires (the bearer never outlives it).
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    pub owner: DerivedOwner,
+    pub token_expires_at: UnixSeconds,
+    pub actor: String,
+    /// A view the exchange serves ([`View::served_at_exchange`], checked before the token).
+    pub view: Option<View>,
+    pub session_grant: Option<Value>,
+}
+
+/// An agent presenting its secret for its managed row, as the body names it (nothing in it is
+/// evidence until the secret matched).
+#[derive(Debug, Clone)]
+pub struct AgentSecret {
+    pub owner: String,
+    pub actor: String,
+    pub secret: String,
+    /// The agent asks for the `manager-caller` view.
+    pub manager_caller: bool,
+}
+
+impl AgentSecret {
+    /// The principal the body claims, when its names parse: a hint for the root-credential
+    /// cache, never an identity.
+    pub fn claimed(&self) -> Option<Principal> {
+        match (
+            OwnerToken::parse(&self.owner),
+            ActorToken::parse(&self.actor),
+        ) {
+            (Ok(owner), Ok(actor)) => Some(Principal::new(owner, actor)),
+            _ => None,
+        }
+    }
+}
+
 /// Who asks, after the adapter's token checks.
 #[derive(Debug, Clone)]
 pub enum Exchanger {
-    /// A signed-in human: the owner derived from the verified IdP subject, and when that token
-    /// expires (the bearer never outlives it).
-    Human {
-        owner: DerivedOwner,
-        token_expires_at: UnixSeconds,
-        actor: String,
-        /// A view the exchange serves ([`View::served_at_exchange`], checked before the token).
-        view: Option<View>,
-        session_grant: Option<Value>,
-    },
-    /// An agent presenting its secret for its managed row.
-    Agent {
-        owner: String,
-        actor: String,
-        secret: String,
-        manager_caller: bool,
-    },
+    Human(SignedIn),
+    Agent(AgentSecret),
 }
 
 impl Exchanger {
@@ -66,8 +88,8 @@ impl Exchanger {
     /// workspace's own manager.
     pub fn asks_manager_caller(&self) -> bool {
         match self {
-            Exchanger::Human { view, .. } => *view == Some(View::ManagerCaller),
-            Exchanger::Agent { manager_caller, .. } => *manager_caller,
+            Exchanger::Human(human) => human.view == Some(View::ManagerCaller),
+            Exchanger::Agent(agent) => agent.manager_caller,
         }
     }
 }
@@ -125,8 +147,8 @@ impl Script for PlanExchange {
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Self::Output, Halt> {
         let mut caller = None;
         let planned = cx.recover(|cx| match &self.exchanger {
-            Exchanger::Human { .. } => self.human(cx, &mut caller),
-            Exchanger::Agent { .. } => self.agent(cx, &mut caller),
+            Exchanger::Human(human) => self.human(cx, human, &mut caller),
+            Exchanger::Agent(agent) => self.agent(cx, agent, &mut caller),
         })?;
         Ok(planned.map_err(|error| ExchangeRefusal { caller, error }))
     }
@@ -136,17 +158,19 @@ impl PlanExchange {
     /// The human arm (§10.3): owner → the manager selection (a `manager-caller` view) → the
     /// interactive grant (and the view's scope) → TTL = min(asked, cap, the IdP token's
     /// remaining life, the session's) → the root credential → the plan.
-    fn human(&self, cx: &mut Ctx<'_>, caller: &mut Option<Principal>) -> Result<BearerPlan, Halt> {
-        let Exchanger::Human {
+    fn human(
+        &self,
+        cx: &mut Ctx<'_>,
+        human: &SignedIn,
+        caller: &mut Option<Principal>,
+    ) -> Result<BearerPlan, Halt> {
+        let SignedIn {
             owner,
             token_expires_at,
             actor,
             view,
             session_grant,
-        } = &self.exchanger
-        else {
-            return Err(EpError::internal("not a human exchange").into());
-        };
+        } = human;
         let now = self.now.0;
         // The reference selects the manager instance right after deriving the owner.
         let instance = match view {
@@ -215,16 +239,18 @@ impl PlanExchange {
 
     /// The agent arm: the managed row the secret opens, its lifecycle, TTL ≤ 300 s, the
     /// incarnation's root credential, the plan.
-    fn agent(&self, cx: &mut Ctx<'_>, caller: &mut Option<Principal>) -> Result<BearerPlan, Halt> {
-        let Exchanger::Agent {
+    fn agent(
+        &self,
+        cx: &mut Ctx<'_>,
+        agent: &AgentSecret,
+        caller: &mut Option<Principal>,
+    ) -> Result<BearerPlan, Halt> {
+        let AgentSecret {
             owner,
             actor,
             secret,
             manager_caller,
-        } = &self.exchanger
-        else {
-            return Err(EpError::internal("not an agent exchange").into());
-        };
+        } = agent;
         let row = authorize_agent_exchange(cx, owner, actor, secret)?;
         *caller = Some(row.principal());
         let uid = row.lifecycle_uid.clone().ok_or_else(|| {

@@ -23,3 +23,21 @@ pub mod nats;
 pub mod ops;
 pub mod service;
 pub mod sim;
+
+/// The seeds a seeded campaign runs: the one seed `one` names (a replay), else `0..n` where `many`
+/// names `n`, else `0..default`. A variable that is not an integer is refused, never ignored.
+pub fn campaign_seeds(one: &str, many: &str, default: u64) -> Result<Vec<u64>, String> {
+    let read = |name: &str| {
+        std::env::var(name)
+            .ok()
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{name} must be an integer, got {v:?}"))
+            })
+            .transpose()
+    };
+    if let Some(seed) = read(one)? {
+        return Ok(vec![seed]);
+    }
+    Ok((0..read(many)?.unwrap_or(default)).collect())
+}

@@ -25,7 +25,9 @@ use cotal_core::callout::Admit;
 use cotal_core::connect::{Admitted, DecideConnect};
 use cotal_core::driver::ModelWorld;
 use cotal_core::error::{EpError, ErrorCode};
-use cotal_core::exchange::{BearerPlan, ExchangeRefusal, Exchanger, PlanExchange, RootInputs};
+use cotal_core::exchange::{
+    BearerPlan, ExchangeRefusal, Exchanger, PlanExchange, RootInputs, SignedIn,
+};
 use cotal_core::issued::IssuedGeneration;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
@@ -166,13 +168,13 @@ fn granted_uid(world: &ModelWorld) -> Result<Option<LifecycleUid>, String> {
 fn exchange(rng: &mut crate::sim::SplitMix64) -> Result<PlanExchange, String> {
     Ok(PlanExchange {
         space: fixture(SpaceName::parse(SPACE))?,
-        exchanger: Exchanger::Human {
+        exchanger: Exchanger::Human(SignedIn {
             owner: fixture(DerivedOwner::parse(OWNER))?,
             token_expires_at: UnixSeconds(NOW + 600),
             actor: ACTOR.to_owned(),
             view: None,
             session_grant: None,
-        },
+        }),
         ttl_secs: Some(300.0),
         manager_instance_id: None,
         now: UnixSeconds(NOW),

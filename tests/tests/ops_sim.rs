@@ -14,13 +14,7 @@
 use cotal_tests::ops::{enrollment_race, renewal_race, OpsStats};
 
 fn seeds() -> Vec<u64> {
-    if let Ok(one) = std::env::var("OPS_SIM_SEED") {
-        return vec![one.parse().expect("OPS_SIM_SEED must be an integer")];
-    }
-    let n = std::env::var("OPS_SIM_SEEDS")
-        .map(|v| v.parse().expect("OPS_SIM_SEEDS must be an integer"))
-        .unwrap_or(300);
-    (0..n).collect()
+    cotal_tests::campaign_seeds("OPS_SIM_SEED", "OPS_SIM_SEEDS", 300).unwrap()
 }
 
 fn campaign(name: &str, run: fn(u64) -> Result<OpsStats, String>) -> OpsStats {

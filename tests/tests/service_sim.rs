@@ -16,13 +16,7 @@ use std::time::Instant;
 use cotal_tests::service::{service_race, Connect, ServiceStats};
 
 fn seeds() -> Vec<u64> {
-    if let Ok(one) = std::env::var("SIM_SEED") {
-        return vec![one.parse().expect("SIM_SEED must be an integer")];
-    }
-    let n = std::env::var("SIM_SEEDS")
-        .map(|v| v.parse().expect("SIM_SEEDS must be an integer"))
-        .unwrap_or(2_000);
-    (0..n).collect()
+    cotal_tests::campaign_seeds("SIM_SEED", "SIM_SEEDS", 2_000).unwrap()
 }
 
 /// F26/F37 (a revoke denies every later connect), F49 and §3.9 (a retirement leaves nothing

@@ -7,16 +7,16 @@
 use std::sync::Arc;
 
 use cotal_core::error::EpError;
-use cotal_core::exchange::{BearerPlan, ExchangeRefusal, Exchanger, PlanExchange};
+use cotal_core::exchange::{BearerPlan, ExchangeRefusal, Exchanger, PlanExchange, SignedIn};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::names::{ActorToken, OwnerToken, Principal, SpaceName};
+use cotal_core::names::{ActorToken, Principal, SpaceName};
 use cotal_core::trust::DaemonMaterial;
 use cotal_core::view::View;
 use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::BearerIssuer;
-use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape};
+use cotal_io_http::face::exchange::{self, ExchangeArm, ExchangeRequest, ExchangeShape};
 use cotal_io_http::face::{Answer, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::NatsWorld;
@@ -104,13 +104,16 @@ impl Exchange {
             caller: None,
             error,
         };
-        let (exchanger, claimed, ttl_secs, manager_instance_id) = match request {
-            ExchangeRequest::Human {
+        let ExchangeRequest {
+            ttl_secs,
+            manager_instance_id,
+            arm,
+        } = request;
+        let (exchanger, claimed) = match arm {
+            ExchangeArm::Human {
                 idp_token,
                 actor,
-                ttl_secs,
                 view,
-                manager_instance_id,
                 session_grant,
             } => {
                 let view = view
@@ -126,34 +129,18 @@ impl Exchange {
                 let claimed = ActorToken::parse(&actor)
                     .ok()
                     .map(|a| Principal::new(owner.owner().clone(), a));
-                let exchanger = Exchanger::Human {
+                let human = SignedIn {
                     owner,
                     token_expires_at: identity.expires_at,
                     actor,
                     view,
                     session_grant,
                 };
-                (exchanger, claimed, ttl_secs, manager_instance_id)
+                (Exchanger::Human(human), claimed)
             }
-            ExchangeRequest::Agent {
-                owner,
-                actor,
-                secret,
-                ttl_secs,
-                manager_caller,
-                manager_instance_id,
-            } => {
-                let claimed = match (OwnerToken::parse(&owner), ActorToken::parse(&actor)) {
-                    (Ok(o), Ok(a)) => Some(Principal::new(o, a)),
-                    _ => None,
-                };
-                let exchanger = Exchanger::Agent {
-                    owner,
-                    actor,
-                    secret,
-                    manager_caller,
-                };
-                (exchanger, claimed, ttl_secs, manager_instance_id)
+            ExchangeArm::Agent(agent) => {
+                let claimed = agent.claimed();
+                (Exchanger::Agent(agent), claimed)
             }
         };
         let local = match exchanger.asks_manager_caller() {

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use cotal_core::exchange::AgentSecret;
 use cotal_core::view::View;
 
 use super::routes::Face;
@@ -18,27 +19,26 @@ pub enum ExchangeShape {
     RefusedView(String),
 }
 
-/// What a well-formed exchange asks for.
-#[derive(Debug, Clone, PartialEq)]
-pub enum ExchangeRequest {
+/// What a well-formed exchange asks for: what both arms carry, and the arm.
+#[derive(Debug, Clone)]
+pub struct ExchangeRequest {
+    pub ttl_secs: Option<f64>,
+    pub manager_instance_id: Option<String>,
+    pub arm: ExchangeArm,
+}
+
+/// Who asks.
+#[derive(Debug, Clone)]
+pub enum ExchangeArm {
     /// A signed-in human: an IdP token for an interactive actor, maybe a view.
     Human {
         idp_token: String,
         actor: String,
-        ttl_secs: Option<f64>,
         view: Option<String>,
-        manager_instance_id: Option<String>,
         session_grant: Option<Value>,
     },
     /// An agent: its owner, actor and secret, maybe the `manager-caller` view.
-    Agent {
-        owner: String,
-        actor: String,
-        secret: String,
-        ttl_secs: Option<f64>,
-        manager_caller: bool,
-        manager_instance_id: Option<String>,
-    },
+    Agent(AgentSecret),
 }
 
 const BOTH: &str = "exchange takes idpToken (human) OR owner+actorToken (agent), never both";
@@ -119,13 +119,15 @@ pub fn parse(face: Face, body: &Value) -> Result<ExchangeRequest, ExchangeShape>
         ) else {
             return Err(malformed(AGENT_NEEDS));
         };
-        return Ok(ExchangeRequest::Agent {
-            owner,
-            actor,
-            secret,
+        return Ok(ExchangeRequest {
             ttl_secs,
-            manager_caller,
             manager_instance_id,
+            arm: ExchangeArm::Agent(AgentSecret {
+                owner,
+                actor,
+                secret,
+                manager_caller,
+            }),
         });
     }
     let (Some(idp_token), Some(actor)) = (
@@ -134,13 +136,15 @@ pub fn parse(face: Face, body: &Value) -> Result<ExchangeRequest, ExchangeShape>
     ) else {
         return Err(malformed(HUMAN_NEEDS));
     };
-    Ok(ExchangeRequest::Human {
-        idp_token,
-        actor,
+    Ok(ExchangeRequest {
         ttl_secs,
-        view,
         manager_instance_id,
-        session_grant,
+        arm: ExchangeArm::Human {
+            idp_token,
+            actor,
+            view,
+            session_grant,
+        },
     })
 }
 
@@ -191,8 +195,11 @@ mod tests {
                 l,
                 &json!({"owner": "o", "actor": "a", "actorToken": "s", "view": "manager-caller"})
             ),
-            Ok(ExchangeRequest::Agent {
-                manager_caller: true,
+            Ok(ExchangeRequest {
+                arm: ExchangeArm::Agent(AgentSecret {
+                    manager_caller: true,
+                    ..
+                }),
                 ..
             })
         ));
