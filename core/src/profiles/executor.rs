@@ -72,29 +72,63 @@ pub(crate) fn registration_executor_rows(
     instance: &InstanceId,
 ) -> Vec<String> {
     let sp = Space::new(space);
-    let (p, auth, rec) = (&sp.p, &sp.auth, &sp.records);
-    let (e, i) = (endpoint.token(), instance);
-    let record_keys = [
-        keys::svc_spec(endpoint, i),
-        keys::svc_status(endpoint, i),
-        keys::govern(endpoint),
-    ];
-    let mut publish = vec![
-        "$JS.API.INFO".to_owned(),
-        format!("$KV.{auth}.epgate.{e}.{i}"),
-        format!("$KV.{auth}.eprepair.{e}.{i}"),
-        format!("$KV.{auth}.epcred.{e}.{i}.>"),
-    ];
-    publish.extend(record_keys.iter().map(|k| format!("$KV.{rec}.{k}")));
-    publish.push(format!("{p}.epc.*"));
-    publish.push(sp.epc_fetch());
-    publish.push(format!("$JS.API.DIRECT.GET.{}", sp.epc));
-    publish.push(format!("$JS.API.STREAM.MSG.GET.KV_{auth}"));
-    publish.extend(
-        record_keys
-            .iter()
-            .map(|k| format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.{k}")),
-    );
-    publish.push(format!("$JS.API.STREAM.MSG.GET.KV_{rec}"));
+    let reg = RegistrationRows::new(&sp, endpoint, instance);
+    let mut publish = vec!["$JS.API.INFO".to_owned()];
+    publish.extend(reg.gate);
+    publish.extend(reg.records);
+    publish.extend(reg.contract);
+    publish.push(format!("$JS.API.STREAM.MSG.GET.KV_{}", sp.auth));
+    publish.extend(reg.record_reads);
     publish
+}
+
+/// One instance's registration surface, grouped as both the registration executor and the
+/// remote manager's executor emit it ([`super::remote_manager`]). Their tables interleave other
+/// rows between the groups, so each builder places the groups; what a group holds is one
+/// definition, so the two credentials cannot drift apart on the keys they may write.
+pub(super) struct RegistrationRows {
+    /// `$KV.cotal_auth_s.epgate.e.iid`, `….eprepair.e.iid`, `….epcred.e.iid.>`: gate provision,
+    /// freeze/reopen CAS, the one repair cursor and the instance's ledger family.
+    pub(super) gate: [String; 3],
+    /// `$KV.cotal_records_s.svc.e.iid.spec`, `….svc.e.iid.status`, `….govern.e`.
+    pub(super) records: Vec<String>,
+    /// `P.epc.*`, `$JS.API.DIRECT.GET.EPC_s.P.epc.>`, `$JS.API.DIRECT.GET.EPC_s`: contract
+    /// publication and its read-back.
+    pub(super) contract: [String; 3],
+    /// The key-pinned direct reads of the record keys, then the leader-served records read.
+    pub(super) record_reads: Vec<String>,
+}
+
+impl RegistrationRows {
+    pub(super) fn new(sp: &Space, endpoint: &EndpointName, instance: &InstanceId) -> Self {
+        let (p, auth, rec) = (&sp.p, &sp.auth, &sp.records);
+        let (e, i) = (endpoint.token(), instance);
+        let record_keys = [
+            keys::svc_spec(endpoint, i),
+            keys::svc_status(endpoint, i),
+            keys::govern(endpoint),
+        ];
+        let mut record_reads: Vec<String> = record_keys
+            .iter()
+            .map(|k| format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.{k}"))
+            .collect();
+        record_reads.push(format!("$JS.API.STREAM.MSG.GET.KV_{rec}"));
+        RegistrationRows {
+            gate: [
+                format!("$KV.{auth}.epgate.{e}.{i}"),
+                format!("$KV.{auth}.eprepair.{e}.{i}"),
+                format!("$KV.{auth}.epcred.{e}.{i}.>"),
+            ],
+            records: record_keys
+                .iter()
+                .map(|k| format!("$KV.{rec}.{k}"))
+                .collect(),
+            contract: [
+                format!("{p}.epc.*"),
+                sp.epc_fetch(),
+                format!("$JS.API.DIRECT.GET.{}", sp.epc),
+            ],
+            record_reads,
+        }
+    }
 }

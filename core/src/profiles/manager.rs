@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use super::executor::RegistrationRows;
 use super::{
     assemble, bind_rows, inbox, ConnId, PoolToken, Profile, SessionId, Space, StandingTtl,
     DESCRIBE, ENDPOINT_SERVE, GOAL_WRITER, MANAGER_ENDPOINT, MANAGER_EXECUTOR_TTL_SECS,
@@ -12,7 +13,7 @@ use crate::error::EpError;
 use crate::gate::ProcessEpoch;
 use crate::issuance::ServeGrant;
 use crate::names::{
-    keys, ActorToken, CommandToken, EndpointName, InstanceId, OwnerToken, Principal, SpaceName,
+    ActorToken, CommandToken, EndpointName, InstanceId, OwnerToken, Principal, SpaceName,
 };
 
 // ---- endpoint-serve -------------------------------------------------------------------------
@@ -329,7 +330,7 @@ pub struct RemoteManagerBinding {
 /// Keeps F90 (one owner, one server-derived actor, one instance; no wildcard spans instances).
 pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
     let sp = Space::new(&b.space);
-    let (p, rec, auth) = (&sp.p, &sp.records, &sp.auth);
+    let auth = &sp.auth;
     let i = &b.instance;
     let actor = remote_manager_actor(b.role, i)?;
     let holder = Principal::new(b.owner.clone(), actor);
@@ -338,11 +339,7 @@ pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
     let manager_endpoint = EndpointName::parse(MANAGER_ENDPOINT)?;
     let e = manager_endpoint.token();
     let executor = b.role == ManagerRole::Executor;
-    let record_keys = [
-        keys::svc_spec(&manager_endpoint, i),
-        keys::svc_status(&manager_endpoint, i),
-        keys::govern(&manager_endpoint),
-    ];
+    let reg = RegistrationRows::new(&sp, &manager_endpoint, i);
     let mut publish = vec![
         "$JS.API.INFO".to_owned(),
         format!("$JS.API.STREAM.INFO.KV_{manager}"),
@@ -355,16 +352,10 @@ pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
         "$JS.FC.>".to_owned(),
     ];
     if executor {
-        publish.extend([
-            format!("$KV.{auth}.epgate.{e}.{i}"),
-            format!("$KV.{auth}.eprepair.{e}.{i}"),
-            format!("$KV.{auth}.epcred.{e}.{i}.>"),
-        ]);
+        publish.extend(reg.gate);
     }
-    publish.extend(record_keys.iter().map(|k| format!("$KV.{rec}.{k}")));
-    publish.push(format!("{p}.epc.*"));
-    publish.push(sp.epc_fetch());
-    publish.push(format!("$JS.API.DIRECT.GET.{}", sp.epc));
+    publish.extend(reg.records);
+    publish.extend(reg.contract);
     if executor {
         publish.extend([
             format!("$JS.API.STREAM.MSG.GET.KV_{auth}"),
@@ -373,12 +364,7 @@ pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
             format!("$JS.API.CONSUMER.DELETE.KV_{auth}.>"),
         ]);
     }
-    publish.extend(
-        record_keys
-            .iter()
-            .map(|k| format!("$JS.API.DIRECT.GET.KV_{rec}.$KV.{rec}.{k}")),
-    );
-    publish.push(format!("$JS.API.STREAM.MSG.GET.KV_{rec}"));
+    publish.extend(reg.record_reads);
     let ttl = match b.role {
         ManagerRole::Supervisor(ttl) => ttl.seconds(),
         ManagerRole::Executor => MANAGER_EXECUTOR_TTL_SECS,
