@@ -31,7 +31,7 @@ use crate::manager::{with_envelope, ManagerHost, Supervisor};
 use crate::names::Principal;
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
-pub(crate) use request::{closed, exact_target, grammar, object, parse_envelope, refuse};
+pub(crate) use request::{exact_target, grammar, open_closed, refuse};
 pub use request::{
     EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest, RuntimeRequest,
 };

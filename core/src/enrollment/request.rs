@@ -72,17 +72,12 @@ pub(crate) fn refuse(what: &str, detail: impl AsRef<str>) -> EpError {
     EpError::bad_request(format!("{what} request {}", detail.as_ref()))
 }
 
-pub(crate) fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpError> {
+fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpError> {
     raw.as_object()
         .ok_or_else(|| refuse(what, "must be an object"))
 }
 
-pub(crate) fn closed(
-    map: &Map<String, Value>,
-    allowed: &[&str],
-    what: &str,
-    at: &str,
-) -> Result<(), EpError> {
+fn closed(map: &Map<String, Value>, allowed: &[&str], what: &str, at: &str) -> Result<(), EpError> {
     match wire::unknown_member(map, allowed) {
         Some(key) => Err(refuse(
             what,
@@ -104,9 +99,10 @@ pub(crate) fn grammar(what: &str) -> impl Fn(EpError) -> EpError + '_ {
     move |e| refuse(what, e.message)
 }
 
-/// Opens a managed-agent request of `kind` in the reference's order: an object, no member
-/// outside the envelope's and the request's `own`, then the envelope.
-fn open_closed<'v>(
+/// Opens a registered-manager request of `kind` in the reference's order: an object, no member
+/// outside the envelope's and the request's `own`, then the envelope. Every door whose body is
+/// the envelope plus its own members opens here, so they refuse alike.
+pub(crate) fn open_closed<'v>(
     raw: &'v Value,
     what: &str,
     kind: &str,
@@ -120,7 +116,7 @@ fn open_closed<'v>(
 
 /// The shared envelope, in the reference's order: `{ v: 1, kind }`, the coordinates, the
 /// current-registration proof, the serve epoch, then the identities.
-pub(crate) fn parse_envelope(
+fn parse_envelope(
     map: &Map<String, Value>,
     what: &str,
     kind: &str,

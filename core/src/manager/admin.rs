@@ -19,9 +19,7 @@
 use serde_json::Value;
 
 use crate::actors::LedgerRead;
-use crate::enrollment::{
-    closed, grammar, object, parse_envelope, refuse, ManagedEnvelope, ENVELOPE_KEYS,
-};
+use crate::enrollment::{grammar, open_closed, refuse, ManagedEnvelope};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal};
@@ -70,14 +68,7 @@ impl AdminAuthorizationRequest {
     /// `lifecycleUid`, each non-empty, then their grammars (a derived owner, an actor token, a
     /// lifecycle token). Every refusal is `bad-request` "manager admin authorization request …".
     pub fn parse(raw: &Value) -> Result<AdminAuthorizationRequest, EpError> {
-        let map = object(raw, WHAT)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["identities", "caller"])
-            .collect();
-        closed(map, &allowed, WHAT, "")?;
-        let envelope = parse_envelope(map, WHAT, ADMIN_AUTHORIZATION_KIND)?;
+        let (map, envelope) = open_closed(raw, WHAT, ADMIN_AUTHORIZATION_KIND, &["caller"])?;
         let caller = map
             .get("caller")
             .and_then(Value::as_object)

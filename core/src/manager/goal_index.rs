@@ -27,7 +27,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::enrollment::{closed, object, parse_envelope, ManagedEnvelope, ENVELOPE_KEYS};
+use crate::enrollment::{open_closed, ManagedEnvelope};
 use crate::error::EpError;
 use crate::kv::{KeysOutcome, Operation, ReadOutcome, Store};
 use crate::machine::{Ctx, Halt, Script};
@@ -69,16 +69,8 @@ impl GoalIndexScanRequest {
     /// The reference's closed parser: an object, no unknown member, then the envelope. Every
     /// refusal is `bad-request` "manager goal-index scan request …".
     pub fn parse(raw: &Value) -> Result<GoalIndexScanRequest, EpError> {
-        let map = object(raw, WHAT)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["identities"])
-            .collect();
-        closed(map, &allowed, WHAT, "")?;
-        Ok(GoalIndexScanRequest {
-            envelope: parse_envelope(map, WHAT, GOAL_INDEX_SCAN_KIND)?,
-        })
+        let (_, envelope) = open_closed(raw, WHAT, GOAL_INDEX_SCAN_KIND, &[])?;
+        Ok(GoalIndexScanRequest { envelope })
     }
 }
 

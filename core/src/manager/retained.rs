@@ -31,10 +31,7 @@ use sha2::{Digest as _, Sha256};
 
 use crate::actors::authorize::{token_digest, AGENT_EXCHANGE_REFUSED};
 use crate::actors::{ActorRow, Boundary, LedgerRead};
-use crate::enrollment::{
-    closed, exact_target, find_managed, object, parse_envelope, refuse, ManagedEnvelope,
-    ENVELOPE_KEYS,
-};
+use crate::enrollment::{exact_target, find_managed, open_closed, refuse, ManagedEnvelope};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, LifecycleUid, OwnerToken, Principal};
@@ -88,14 +85,8 @@ impl RetainedValidationRequest {
     /// actor, lifecycleUid}`. Every refusal is `bad-request` "manager retained-agent validation
     /// request …"; none quotes a secret.
     pub fn parse(raw: &Value) -> Result<RetainedValidationRequest, EpError> {
-        let map = object(raw, WHAT)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["identities", "target", "actorToken", "sentinelCreds"])
-            .collect();
-        closed(map, &allowed, WHAT, "")?;
-        let envelope = parse_envelope(map, WHAT, RETAINED_VALIDATION_KIND)?;
+        let own = ["target", "actorToken", "sentinelCreds"];
+        let (map, envelope) = open_closed(raw, WHAT, RETAINED_VALIDATION_KIND, &own)?;
         let secret = |key: &str| {
             map.get(key)
                 .and_then(Value::as_str)
