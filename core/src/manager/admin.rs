@@ -25,7 +25,7 @@ use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal};
 use crate::wire::ObjectWriter;
 
-use super::door::{check_registered, Knock, Presented, ADMIN_AUTHORIZATION};
+use super::door::ADMIN_AUTHORIZATION;
 use super::echo_current;
 use super::host::{ManagerHost, Supervisor};
 
@@ -145,13 +145,7 @@ impl Script for AuthorizeManagerAdmin {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AdminAuthorization, Halt> {
         let e = &self.request.envelope;
-        if e.manager.space != self.host.space {
-            return Err(EpError::permission_denied(format!(
-                "{WHAT} names space {}, not this host space {}",
-                e.manager.space, self.host.space
-            ))
-            .into());
-        }
+        e.require_host_space(&self.host, WHAT)?;
         if !self.holder.supervises() {
             return Err(EpError::permission_denied(format!(
                 "{WHAT} needs manager scope \"{}\"",
@@ -159,14 +153,7 @@ impl Script for AuthorizeManagerAdmin {
             ))
             .into());
         }
-        let knock = Knock {
-            envelope: &e.manager,
-            owner: self.holder.owner(),
-            account: None,
-            epoch: Some(e.serve_epoch),
-            proof: Presented::Current(&e.registration_proof),
-        };
-        check_registered(cx, &ADMIN_AUTHORIZATION, &self.host, &knock)?;
+        e.check_current(cx, &ADMIN_AUTHORIZATION, &self.host, self.holder.owner())?;
         let caller = &self.request.caller;
         let authorized = caller.owner.owner() == self.holder.owner() && holds_admin(cx, caller)?;
         Ok(AdminAuthorization {

@@ -34,7 +34,7 @@ use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, ActorToken, EndpointName, GoalId, InstanceId, LifecycleUid, OwnerToken};
 use crate::wire::{self, ObjectWriter};
 
-use super::door::{check_registered, Knock, Presented, GOAL_INDEX_SCAN};
+use super::door::GOAL_INDEX_SCAN;
 use super::echo_current;
 use super::host::{ManagerHost, Supervisor, SUPERVISE};
 
@@ -218,27 +218,13 @@ impl Script for AuthorizeGoalIndexScan {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
         let e = &self.request.envelope;
-        if e.manager.space != self.host.space {
-            return Err(EpError::permission_denied(format!(
-                "{WHAT} names space {}, not this host space {}",
-                e.manager.space, self.host.space
-            ))
-            .into());
-        }
+        e.require_host_space(&self.host, WHAT)?;
         if !self.caller.supervises() {
             return Err(
                 EpError::permission_denied(format!("{WHAT} needs scope \"{SUPERVISE}\"")).into(),
             );
         }
-        let knock = Knock {
-            envelope: &e.manager,
-            owner: self.caller.owner(),
-            account: None,
-            epoch: Some(e.serve_epoch),
-            proof: Presented::Current(&e.registration_proof),
-        };
-        check_registered(cx, &GOAL_INDEX_SCAN, &self.host, &knock)?;
-        Ok(())
+        e.check_current(cx, &GOAL_INDEX_SCAN, &self.host, self.caller.owner())
     }
 }
 

@@ -37,7 +37,7 @@ use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, LifecycleUid, OwnerToken, Principal};
 use crate::wire::ObjectWriter;
 
-use super::door::{check_registered, Knock, Presented, RETAINED_VALIDATION};
+use super::door::RETAINED_VALIDATION;
 use super::echo_current;
 use super::host::{ManagerHost, Supervisor};
 use super::proof::constant_time_eq;
@@ -205,13 +205,7 @@ impl Script for ValidateRetainedAgent {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<RetainedAgentValidation, Halt> {
         let (r, e) = (&self.request, &self.request.envelope);
-        if e.manager.space != self.host.space {
-            return Err(EpError::permission_denied(format!(
-                "{WHAT} request names space {}, not this host space {}",
-                e.manager.space, self.host.space
-            ))
-            .into());
-        }
+        e.require_host_space(&self.host, &format!("{WHAT} request"))?;
         self.caller.require_supervise(WHAT)?;
         let owner = self.caller.owner();
         if r.target.owner != *owner {
@@ -221,14 +215,7 @@ impl Script for ValidateRetainedAgent {
             ))
             .into());
         }
-        let knock = Knock {
-            envelope: &e.manager,
-            owner,
-            account: None,
-            epoch: Some(e.serve_epoch),
-            proof: Presented::Current(&e.registration_proof),
-        };
-        check_registered(cx, &RETAINED_VALIDATION, &self.host, &knock)?;
+        e.check_current(cx, &RETAINED_VALIDATION, &self.host, owner)?;
         let authority = self.validate_agent(cx)?;
         let t = &r.target;
         if authority.owner != t.owner
