@@ -147,6 +147,60 @@ fn parse_envelope(
     })
 }
 
+/// Optional string member `key` of `t`: absent is `None`; present, it must be a string `ok`
+/// admits, or the request is refused with `refusal`.
+fn optional_string(
+    t: &Map<String, Value>,
+    key: &str,
+    ok: impl Fn(&str) -> bool,
+    what: &str,
+    refusal: &str,
+) -> Result<Option<String>, EpError> {
+    t.get(key)
+        .map(|v| {
+            v.as_str()
+                .filter(|s| ok(s))
+                .map(str::to_owned)
+                .ok_or_else(|| refuse(what, refusal))
+        })
+        .transpose()
+}
+
+/// `target.capabilities` when present: an array of at most [`MAX_ENROLLMENT_LIST`] capability
+/// tokens of 1-64 characters, the bound checked before any entry.
+fn capability_list(t: &Map<String, Value>, what: &str) -> Result<Option<Vec<String>>, EpError> {
+    let Some(v) = t.get("capabilities") else {
+        return Ok(None);
+    };
+    let caps = v
+        .as_array()
+        .ok_or_else(|| refuse(what, "target.capabilities must be an array when present"))?;
+    if caps.len() > MAX_ENROLLMENT_LIST {
+        return Err(refuse(
+            what,
+            format!(
+                "target.capabilities carries {} entries, more than the \
+                 {MAX_ENROLLMENT_LIST}-entry bound",
+                caps.len()
+            ),
+        ));
+    }
+    caps.iter()
+        .map(|c| {
+            c.as_str()
+                .filter(|c| c.len() <= 64 && crate::actors::row::is_scope_token(c))
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    refuse(
+                        what,
+                        "target.capabilities must contain only 1-64 character capability tokens",
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// One optional bounded list of channel patterns on an enrollment target.
 fn channel_list(
     map: &Map<String, Value>,
@@ -230,64 +284,21 @@ impl EnrollmentRequest {
                      actorToken",
                 )
             })?;
-        let role = match t.get("role") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|r| r.len() <= 64 && crate::actors::row::is_role(r))
-                    .ok_or_else(|| {
-                        refuse(
-                            what,
-                            "target.role must be a 1-64 character role token when present",
-                        )
-                    })?
-                    .to_owned(),
-            ),
-        };
-        let label = match t.get("label") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|l| (1..=256).contains(&l.encode_utf16().count()))
-                    .ok_or_else(|| {
-                        refuse(
-                            what,
-                            "target.label must be a 1-256 character string when present",
-                        )
-                    })?
-                    .to_owned(),
-            ),
-        };
-        let capabilities = match t.get("capabilities") {
-            None => None,
-            Some(v) => {
-                let caps = v.as_array().ok_or_else(|| {
-                    refuse(what, "target.capabilities must be an array when present")
-                })?;
-                if caps.len() > MAX_ENROLLMENT_LIST {
-                    return Err(refuse(
-                        what,
-                        format!(
-                            "target.capabilities carries {} entries, more than the \
-                             {MAX_ENROLLMENT_LIST}-entry bound",
-                            caps.len()
-                        ),
-                    ));
-                }
-                let caps = caps
-                    .iter()
-                    .map(|c| {
-                        c.as_str()
-                            .filter(|c| c.len() <= 64 && crate::actors::row::is_scope_token(c))
-                            .map(str::to_owned)
-                            .ok_or_else(|| {
-                                refuse(what, "target.capabilities must contain only 1-64 character capability tokens")
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Some(caps)
-            }
-        };
+        let role = optional_string(
+            t,
+            "role",
+            |r| r.len() <= 64 && crate::actors::row::is_role(r),
+            what,
+            "target.role must be a 1-64 character role token when present",
+        )?;
+        let label = optional_string(
+            t,
+            "label",
+            |l| (1..=256).contains(&l.encode_utf16().count()),
+            what,
+            "target.label must be a 1-256 character string when present",
+        )?;
+        let capabilities = capability_list(t, what)?;
         Ok(EnrollmentRequest {
             envelope,
             target: EnrollmentTarget {
