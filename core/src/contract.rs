@@ -375,7 +375,7 @@ pub fn parse_cluster_document(doc: &Value) -> Result<ClusterDocument, EpError> {
 }
 
 fn parse_command(name: &str, c: &Map<String, Value>) -> Result<ClusterCommand, EpError> {
-    let refuse = |what: &str| invalid(format!("command {name:?} {what}"));
+    let refuse = |what: &str| command_refusal(name, what);
     let journal = match c.get("class").and_then(Value::as_str) {
         Some("ephemeral") => false,
         Some("journal") => true,
@@ -402,22 +402,7 @@ fn parse_command(name: &str, c: &Map<String, Value>) -> Result<ClusterCommand, E
     };
     let input_digest = digest("inputDigest")?;
     let output_digest = digest("outputDigest")?;
-    let mut traits: Vec<String> = Vec::new();
-    if let Some(listed) = c.get("traits") {
-        for t in listed
-            .as_array()
-            .ok_or_else(|| refuse("traits is not an array"))?
-        {
-            let t = t
-                .as_str()
-                .filter(|t| is_reverse_dns_urn(t))
-                .ok_or_else(|| refuse("declares a trait that is not a reverse-DNS URN"))?;
-            if traits.iter().any(|seen| seen == t) {
-                return Err(refuse(&format!("declares trait {t:?} twice")));
-            }
-            traits.push(t.to_owned());
-        }
-    }
+    let traits = parse_traits(name, c)?;
     // `action` is present-or-absent, never `false`: one spelling per fact.
     let action = match c.get("action") {
         None => false,
@@ -427,36 +412,7 @@ fn parse_command(name: &str, c: &Map<String, Value>) -> Result<ClusterCommand, E
     };
     // The ceiling keys on the class, never on the action marker: journal-class is what
     // receives submissions.
-    let class = match (journal, c.get("admissionCeiling")) {
-        (true, Some(Value::Object(ceiling))) => {
-            let bound = |f: &str| {
-                ceiling
-                    .get(f)
-                    .and_then(safe_uint)
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| {
-                        refuse(&format!(
-                            "admissionCeiling.{f} is not a positive safe integer"
-                        ))
-                    })
-            };
-            CommandClass::Journal(AdmissionCeiling {
-                max_bytes: bound("maxBytes")?,
-                max_depth: bound("maxDepth")?,
-                max_items: bound("maxItems")?,
-            })
-        }
-        (true, _) => {
-            return Err(refuse(
-                "is journal-class and must declare admissionCeiling {maxBytes, maxDepth, \
-                 maxItems}",
-            ))
-        }
-        (false, None) => CommandClass::Ephemeral,
-        (false, Some(_)) => {
-            return Err(refuse("is ephemeral and must not declare admissionCeiling"))
-        }
-    };
+    let class = parse_class(name, c, journal)?;
     let readiness_deadline_ms = match c.get("readinessDeadlineMs") {
         None => None,
         Some(_) if !action => {
@@ -479,6 +435,65 @@ fn parse_command(name: &str, c: &Map<String, Value>) -> Result<ClusterCommand, E
         action,
         readiness_deadline_ms,
     })
+}
+
+/// How a command's refusals read: "command \"<name>\" <what>".
+fn command_refusal(name: &str, what: &str) -> EpError {
+    invalid(format!("command {name:?} {what}"))
+}
+
+/// A command's `traits`, when listed: an array of distinct reverse-DNS URNs, in their order.
+fn parse_traits(name: &str, c: &Map<String, Value>) -> Result<Vec<String>, EpError> {
+    let refuse = |what: &str| command_refusal(name, what);
+    let mut traits: Vec<String> = Vec::new();
+    if let Some(listed) = c.get("traits") {
+        for t in listed
+            .as_array()
+            .ok_or_else(|| refuse("traits is not an array"))?
+        {
+            let t = t
+                .as_str()
+                .filter(|t| is_reverse_dns_urn(t))
+                .ok_or_else(|| refuse("declares a trait that is not a reverse-DNS URN"))?;
+            if traits.iter().any(|seen| seen == t) {
+                return Err(refuse(&format!("declares trait {t:?} twice")));
+            }
+            traits.push(t.to_owned());
+        }
+    }
+    Ok(traits)
+}
+
+/// A command's class with its admission ceiling: a journal-class command declares the three
+/// positive bounds, an ephemeral one declares none.
+fn parse_class(name: &str, c: &Map<String, Value>, journal: bool) -> Result<CommandClass, EpError> {
+    let refuse = |what: &str| command_refusal(name, what);
+    match (journal, c.get("admissionCeiling")) {
+        (true, Some(Value::Object(ceiling))) => {
+            let bound = |f: &str| {
+                ceiling
+                    .get(f)
+                    .and_then(safe_uint)
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| {
+                        refuse(&format!(
+                            "admissionCeiling.{f} is not a positive safe integer"
+                        ))
+                    })
+            };
+            Ok(CommandClass::Journal(AdmissionCeiling {
+                max_bytes: bound("maxBytes")?,
+                max_depth: bound("maxDepth")?,
+                max_items: bound("maxItems")?,
+            }))
+        }
+        (true, _) => Err(refuse(
+            "is journal-class and must declare admissionCeiling {maxBytes, maxDepth, \
+             maxItems}",
+        )),
+        (false, None) => Ok(CommandClass::Ephemeral),
+        (false, Some(_)) => Err(refuse("is ephemeral and must not declare admissionCeiling")),
+    }
 }
 
 fn parse_modes(name: &str, modes: Option<&Value>) -> Result<Vec<AuthzMode>, EpError> {

@@ -49,138 +49,206 @@ pub fn check_within_spawner_grant(
     boundary: Boundary,
     lookup: &mut dyn FnMut(&Principal) -> Result<Option<ActorRow>, Denial>,
 ) -> Result<(), Denial> {
-    let leaf = row.actor.as_str();
+    let mut walk = Walk {
+        leaf: row.actor.as_str(),
+        boundary,
+        deep: false,
+    };
     let mut seen = BTreeSet::from([row.principal()]);
     let mut child = row.clone();
-    let mut deep = false;
     while let Some(parent_key) = child.parent.clone() {
-        let child_key = child.principal().key();
         if !seen.insert(parent_key.clone()) {
             return Err(Denial::Refused(format!(
-                "agent {leaf:?}: its delegation chain contains a cycle at {:?} - a broken ledger \
+                "agent {:?}: its delegation chain contains a cycle at {:?} - a broken ledger \
                  denies; repair the parent links (`cotal actor list`)",
+                walk.leaf,
                 parent_key.key()
             )));
         }
-        let (p_owner, p_actor) = (parent_key.owner().as_str(), parent_key.actor().as_str());
         let Some(parent) = lookup(&parent_key)? else {
-            return Err(Denial::Refused(match boundary {
-                Boundary::Spawn => format!(
-                    "spawner {:?}{} has no grant in this space - delegation flows from a granted \
-                     spawner chain, so grant {p_actor:?} under owner {p_owner:?} first, carrying \
-                     \"spawn\" in its --scope, and name --allow-subscribe and --allow-publish \
-                     yourself: a flag left off is the WIDE default",
-                    parent_key.key(),
-                    if deep {
-                        format!(" (an ancestor of {leaf:?})")
-                    } else {
-                        String::new()
-                    }
-                ),
-                Boundary::Exchange => format!(
-                    "agent {leaf:?}: spawner {:?}{} is no longer granted - revoking a spawner \
-                     revokes everything under it; re-grant it, then respawn (`cotal spawn`)",
-                    parent_key.key(),
-                    if deep { " (an ancestor)" } else { "" }
-                ),
-            }));
+            return Err(walk.missing_spawner(&parent_key));
         };
         if parent.scope.iter().any(|s| s == "admin") {
             return Ok(());
         }
         if child.owner != *parent_key.owner() {
             return Err(Denial::Refused(format!(
-                "agent {child_key:?} cannot be delegated by spawner {:?} of a different owner - \
+                "agent {:?} cannot be delegated by spawner {:?} of a different owner - \
                  cross-owner spawns are operator (admin) launches only",
+                child.principal().key(),
                 parent_key.key()
             )));
         }
-        let over_scope: Vec<&String> = child
-            .scope
-            .iter()
-            .filter(|s| !parent.scope.contains(s))
-            .collect();
-        let over_sub: Vec<&String> = child
-            .allow_subscribe
-            .iter()
-            .filter(|c| !pattern_in_allow(&parent.allow_subscribe, c))
-            .collect();
-        let over_pub: Vec<&String> = child
-            .allow_publish
-            .iter()
-            .filter(|c| !pattern_in_allow(&parent.allow_publish, c))
-            .collect();
-        let need_role = child
-            .role
-            .as_ref()
-            .map(|r| format!("role:{r}"))
-            .filter(|cap| !parent.scope.contains(cap));
-        if !over_scope.is_empty()
-            || !over_sub.is_empty()
-            || !over_pub.is_empty()
-            || need_role.is_some()
-        {
-            let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
-            let or_none = |v: &[String]| {
-                if v.is_empty() {
-                    "none".to_owned()
-                } else {
-                    v.join(", ")
-                }
-            };
-            let mut wrongs = Vec::new();
-            if !over_scope.is_empty() {
-                wrongs.push(format!(
-                    "scope [{}] beyond [{}]",
-                    join(&over_scope),
-                    or_none(&parent.scope)
-                ));
-            }
-            if !over_sub.is_empty() {
-                wrongs.push(format!(
-                    "read [{}] beyond [{}]",
-                    join(&over_sub),
-                    or_none(&parent.allow_subscribe)
-                ));
-            }
-            if !over_pub.is_empty() {
-                wrongs.push(format!(
-                    "post [{}] beyond [{}]",
-                    join(&over_pub),
-                    or_none(&parent.allow_publish)
-                ));
-            }
-            if let (Some(cap), Some(role)) = (&need_role, &child.role) {
-                wrongs.push(format!(
-                    "role {role:?} beyond scope [{}] (a role is delegated with the `{cap}` \
-                     capability)",
-                    or_none(&parent.scope)
-                ));
-            }
-            let add_scope: Vec<&String> = over_scope.iter().copied().chain(&need_role).collect();
-            let widen = widen_command(&parent_key, &parent, &add_scope, &over_sub, &over_pub);
-            let who = if deep {
-                format!("agent {leaf:?}: its ancestor {child_key:?}")
-            } else {
-                format!("agent {leaf:?}")
-            };
-            return Err(Denial::Refused(match boundary {
-                Boundary::Spawn => format!(
-                    "{who} would exceed its spawner's grant - delegation only narrows: {} - the \
-                     mesh operator widens the spawner with `{widen}`, then respawn",
-                    wrongs.join("; ")
-                ),
-                Boundary::Exchange => format!(
-                    "{who} exceeds its spawner's CURRENT grant (narrowed since spawn): {} - the \
-                     mesh operator widens the spawner with `{widen}`, or respawn within it",
-                    wrongs.join("; ")
-                ),
-            }));
+        let excess = Excess::of(&child, &parent);
+        if !excess.is_empty() {
+            return Err(walk.exceeds(&child, &parent_key, &parent, &excess));
         }
         child = parent;
-        deep = true;
+        walk.deep = true;
     }
     Ok(())
+}
+
+/// Where the walk of [`check_within_spawner_grant`] stands: the leaf it started from, the
+/// boundary it answers for, and whether the current child is an ancestor of the leaf (every
+/// hop after the first), which the refusals name.
+struct Walk<'a> {
+    leaf: &'a str,
+    boundary: Boundary,
+    deep: bool,
+}
+
+impl Walk<'_> {
+    /// The refusal for an ancestor with no row: at spawn, how to grant it; at exchange, that
+    /// revoking a spawner revoked everything under it.
+    fn missing_spawner(&self, parent_key: &Principal) -> Denial {
+        let (leaf, deep) = (self.leaf, self.deep);
+        let (p_owner, p_actor) = (parent_key.owner().as_str(), parent_key.actor().as_str());
+        Denial::Refused(match self.boundary {
+            Boundary::Spawn => format!(
+                "spawner {:?}{} has no grant in this space - delegation flows from a granted \
+                 spawner chain, so grant {p_actor:?} under owner {p_owner:?} first, carrying \
+                 \"spawn\" in its --scope, and name --allow-subscribe and --allow-publish \
+                 yourself: a flag left off is the WIDE default",
+                parent_key.key(),
+                if deep {
+                    format!(" (an ancestor of {leaf:?})")
+                } else {
+                    String::new()
+                }
+            ),
+            Boundary::Exchange => format!(
+                "agent {leaf:?}: spawner {:?}{} is no longer granted - revoking a spawner \
+                 revokes everything under it; re-grant it, then respawn (`cotal spawn`)",
+                parent_key.key(),
+                if deep { " (an ancestor)" } else { "" }
+            ),
+        })
+    }
+
+    /// The refusal for a child whose grant exceeds its parent's: what exceeds, and the grant
+    /// command that would widen the parent to admit it.
+    fn exceeds(
+        &self,
+        child: &ActorRow,
+        parent_key: &Principal,
+        parent: &ActorRow,
+        excess: &Excess<'_>,
+    ) -> Denial {
+        let leaf = self.leaf;
+        let wrongs = excess.wrongs(child, parent);
+        let add_scope: Vec<&String> = excess
+            .scope
+            .iter()
+            .copied()
+            .chain(&excess.role_cap)
+            .collect();
+        let widen = widen_command(parent_key, parent, &add_scope, &excess.sub, &excess.publish);
+        let who = if self.deep {
+            format!("agent {leaf:?}: its ancestor {:?}", child.principal().key())
+        } else {
+            format!("agent {leaf:?}")
+        };
+        Denial::Refused(match self.boundary {
+            Boundary::Spawn => format!(
+                "{who} would exceed its spawner's grant - delegation only narrows: {} - the \
+                 mesh operator widens the spawner with `{widen}`, then respawn",
+                wrongs.join("; ")
+            ),
+            Boundary::Exchange => format!(
+                "{who} exceeds its spawner's CURRENT grant (narrowed since spawn): {} - the \
+                 mesh operator widens the spawner with `{widen}`, or respawn within it",
+                wrongs.join("; ")
+            ),
+        })
+    }
+}
+
+/// What a child's grant holds beyond its parent's: scope entries the parent lacks, read and
+/// post patterns no single parent entry covers, and the `role:<r>` capability its role needs
+/// when the parent's scope lacks it.
+struct Excess<'a> {
+    scope: Vec<&'a String>,
+    sub: Vec<&'a String>,
+    publish: Vec<&'a String>,
+    role_cap: Option<String>,
+}
+
+impl<'a> Excess<'a> {
+    fn of(child: &'a ActorRow, parent: &ActorRow) -> Self {
+        Excess {
+            scope: child
+                .scope
+                .iter()
+                .filter(|s| !parent.scope.contains(s))
+                .collect(),
+            sub: child
+                .allow_subscribe
+                .iter()
+                .filter(|c| !pattern_in_allow(&parent.allow_subscribe, c))
+                .collect(),
+            publish: child
+                .allow_publish
+                .iter()
+                .filter(|c| !pattern_in_allow(&parent.allow_publish, c))
+                .collect(),
+            role_cap: child
+                .role
+                .as_ref()
+                .map(|r| format!("role:{r}"))
+                .filter(|cap| !parent.scope.contains(cap)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.scope.is_empty()
+            && self.sub.is_empty()
+            && self.publish.is_empty()
+            && self.role_cap.is_none()
+    }
+
+    /// One clause per kind that exceeds, in the order scope, read, post, role, each naming
+    /// the parent's grant it exceeds.
+    fn wrongs(&self, child: &ActorRow, parent: &ActorRow) -> Vec<String> {
+        let join = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ");
+        let or_none = |v: &[String]| {
+            if v.is_empty() {
+                "none".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        let mut wrongs = Vec::new();
+        if !self.scope.is_empty() {
+            wrongs.push(format!(
+                "scope [{}] beyond [{}]",
+                join(&self.scope),
+                or_none(&parent.scope)
+            ));
+        }
+        if !self.sub.is_empty() {
+            wrongs.push(format!(
+                "read [{}] beyond [{}]",
+                join(&self.sub),
+                or_none(&parent.allow_subscribe)
+            ));
+        }
+        if !self.publish.is_empty() {
+            wrongs.push(format!(
+                "post [{}] beyond [{}]",
+                join(&self.publish),
+                or_none(&parent.allow_publish)
+            ));
+        }
+        if let (Some(cap), Some(role)) = (&self.role_cap, &child.role) {
+            wrongs.push(format!(
+                "role {role:?} beyond scope [{}] (a role is delegated with the `{cap}` \
+                 capability)",
+                or_none(&parent.scope)
+            ));
+        }
+        wrongs
+    }
 }
 
 /// The exact re-grant admitting the refused delegation: the spawner's current row with the

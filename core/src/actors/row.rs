@@ -261,43 +261,7 @@ impl ActorRow {
     /// Reads row bytes of `space`, failing closed on anything but a well-formed row of that
     /// space. The refusal is a clause; the caller prefixes the file it read.
     pub fn from_file_bytes(bytes: &[u8], space: RowSpace) -> Result<ActorRow, String> {
-        let map = match serde_json::from_slice::<Value>(bytes) {
-            Ok(Value::Object(map)) => map,
-            Ok(_) => return Err("actor grant is not a JSON object".into()),
-            Err(e) => {
-                return Err(format!(
-                    "unreadable actor grant ({e}) - fix or remove the row; a broken row denies \
-                     its actor"
-                ))
-            }
-        };
-        if map.get("ver").and_then(Value::as_u64) != Some(LEDGER_VER) {
-            return Err(format!(
-                "unknown actor-grant version {} (expected {LEDGER_VER}) - refusing to guess at \
-                 an authorization row",
-                map.get("ver")
-                    .map_or("undefined".to_owned(), Value::to_string)
-            ));
-        }
-        const FIELDS: [&str; 12] = [
-            "ver",
-            "owner",
-            "actor",
-            "scope",
-            "allowSubscribe",
-            "allowPublish",
-            "role",
-            "parent",
-            "label",
-            "tokenHash",
-            "lifecycleUid",
-            "grantedAt",
-        ];
-        if let Some(unknown) = unknown_member(&map, &FIELDS) {
-            return Err(format!(
-                "actor grant carries unknown field {unknown:?}; its schema is closed"
-            ));
-        }
+        let map = open_row(bytes)?;
         let owner = req_str(&map, "owner")?;
         if !DerivedOwner::is_derived(owner) {
             return Err(format!(
@@ -316,26 +280,7 @@ impl ActorRow {
                 "actor grant is missing explicit scope/allowSubscribe/allowPublish lists".into(),
             );
         };
-        let token_hash = opt_str(&map, "tokenHash")?;
-        let token_hash = match (space, token_hash) {
-            (RowSpace::Interactive, Some(_)) => {
-                return Err(
-                    "an interactive grant must not carry an agent token hash - it was \
-                            written by the wrong path; remove the row and re-grant (`cotal actor \
-                            grant`)"
-                        .into(),
-                )
-            }
-            (RowSpace::Managed, Some(h)) if is_token_hash(h) => Some(TokenHash(h.to_owned())),
-            (RowSpace::Managed, _) => {
-                return Err(
-                    "managed-agent grant has a missing/corrupted secret hash - respawn \
-                            the agent (`cotal spawn`) to rewrite it"
-                        .into(),
-                )
-            }
-            (RowSpace::Interactive, None) => None,
-        };
+        let token_hash = row_token_hash(&map, space)?;
         let parent = opt_str(&map, "parent")?
             .map(|p| Principal::parse(p).map_err(|e| e.message))
             .transpose()?;
@@ -355,18 +300,86 @@ impl ActorRow {
             lifecycle_uid,
             granted_at: req_str(&map, "grantedAt")?.to_owned(),
         };
-        for channel in row.allow_subscribe.iter().chain(&row.allow_publish) {
+        row.check_tokens()?;
+        Ok(row)
+    }
+
+    /// The token grammars of a parsed row: every channel, every scope entry and the role.
+    fn check_tokens(&self) -> Result<(), String> {
+        for channel in self.allow_subscribe.iter().chain(&self.allow_publish) {
             check_channel(channel)?;
         }
-        if let Some(bad) = row.scope.iter().find(|s| !is_scope_token(s)) {
+        if let Some(bad) = self.scope.iter().find(|s| !is_scope_token(s)) {
             return Err(format!(
                 "actor grant scope entry {bad:?} is not a capability token"
             ));
         }
-        if let Some(role) = row.role.as_ref().filter(|r| !is_role(r)) {
+        if let Some(role) = self.role.as_ref().filter(|r| !is_role(r)) {
             return Err(format!("actor grant role {role:?} is not a plain token"));
         }
-        Ok(row)
+        Ok(())
+    }
+}
+
+/// Opens row bytes: a JSON object at [`LEDGER_VER`] with no member outside the row's closed
+/// schema.
+fn open_row(bytes: &[u8]) -> Result<Map<String, Value>, String> {
+    let map = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => map,
+        Ok(_) => return Err("actor grant is not a JSON object".into()),
+        Err(e) => {
+            return Err(format!(
+                "unreadable actor grant ({e}) - fix or remove the row; a broken row denies \
+                 its actor"
+            ))
+        }
+    };
+    if map.get("ver").and_then(Value::as_u64) != Some(LEDGER_VER) {
+        return Err(format!(
+            "unknown actor-grant version {} (expected {LEDGER_VER}) - refusing to guess at \
+             an authorization row",
+            map.get("ver")
+                .map_or("undefined".to_owned(), Value::to_string)
+        ));
+    }
+    const FIELDS: [&str; 12] = [
+        "ver",
+        "owner",
+        "actor",
+        "scope",
+        "allowSubscribe",
+        "allowPublish",
+        "role",
+        "parent",
+        "label",
+        "tokenHash",
+        "lifecycleUid",
+        "grantedAt",
+    ];
+    if let Some(unknown) = unknown_member(&map, &FIELDS) {
+        return Err(format!(
+            "actor grant carries unknown field {unknown:?}; its schema is closed"
+        ));
+    }
+    Ok(map)
+}
+
+/// The row's token hash as `space` requires it: an interactive grant carries none; a managed
+/// one carries a well-formed hash.
+fn row_token_hash(map: &Map<String, Value>, space: RowSpace) -> Result<Option<TokenHash>, String> {
+    match (space, opt_str(map, "tokenHash")?) {
+        (RowSpace::Interactive, Some(_)) => Err(
+            "an interactive grant must not carry an agent token hash - it was written by the \
+             wrong path; remove the row and re-grant (`cotal actor grant`)"
+                .into(),
+        ),
+        (RowSpace::Managed, Some(h)) if is_token_hash(h) => Ok(Some(TokenHash(h.to_owned()))),
+        (RowSpace::Managed, _) => Err(
+            "managed-agent grant has a missing/corrupted secret hash - respawn the agent \
+             (`cotal spawn`) to rewrite it"
+                .into(),
+        ),
+        (RowSpace::Interactive, None) => Ok(None),
     }
 }
 

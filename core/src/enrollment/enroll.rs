@@ -113,44 +113,8 @@ impl AliasScript for EnrollManagedAgent {
         let alias = self.alias();
         let held = find_managed(cx, &alias)?;
         let (row, first) = match held {
-            Some(row) => {
-                let uid = row.lifecycle_uid.clone().ok_or_else(|| {
-                    EpError::internal(format!(
-                        "managed row {} carries no lifecycle uid",
-                        alias.key()
-                    ))
-                })?;
-                if row.token_hash.as_ref() != Some(&target.token_hash) {
-                    return Err(EpError::conflict(format!(
-                        "managed agent {:?} is enrolled at lifecycle {uid}; prepare that \
-                         lifecycle's retirement before enrolling a successor",
-                        target.actor.as_str()
-                    ))
-                    .with_detail(serde_json::json!({"lifecycleUid": uid.as_str()}))
-                    .into());
-                }
-                cx.check_envelope(&row, Boundary::Spawn)?;
-                (row, false)
-            }
-            None => {
-                let wanted = ActorRow {
-                    owner: self.caller.owner().clone(),
-                    actor: target.actor.clone(),
-                    scope: target.capabilities.clone().unwrap_or_default(),
-                    allow_subscribe: target.allow_subscribe.clone().unwrap_or_default(),
-                    allow_publish: target.allow_publish.clone().unwrap_or_default(),
-                    role: target.role.clone(),
-                    parent: Some(Principal::new(
-                        self.caller.owner().clone(),
-                        envelope.manager.actor.clone(),
-                    )),
-                    label: target.label.clone(),
-                    token_hash: Some(target.token_hash.clone()),
-                    lifecycle_uid: Some(LifecycleUid::mint(self.fresh_uid_entropy)),
-                    granted_at: iso8601_millis(self.now_ms),
-                };
-                (cx.grant_managed(wanted)?, true)
-            }
+            Some(row) => (self.reenrolled(cx, &alias, row)?, false),
+            None => (cx.grant_managed(self.wanted_row())?, true),
         };
         let uid = row
             .lifecycle_uid
@@ -165,19 +129,7 @@ impl AliasScript for EnrollManagedAgent {
             role: target.role.clone(),
         })?;
         if let DurablesOutcome::Failed(why) = provisioned {
-            let mut error = EpError::unavailable(format!(
-                "managed agent {:?} could not have its durables provisioned at lifecycle {uid}: \
-                 {why}",
-                target.actor.as_str()
-            ));
-            if first {
-                error = roll_back(cx, &alias, &uid, error)?;
-            } else {
-                error = error.with_note(
-                    "the enrolled row is kept (a retry keeps its grant); retry the enrollment",
-                );
-            }
-            return Err(error.into());
+            return Err(self.unprovisioned(cx, &alias, &uid, first, &why)?.into());
         }
         Ok(EnrollmentResult {
             envelope: envelope.clone(),
@@ -194,6 +146,83 @@ impl AliasScript for EnrollManagedAgent {
             },
             first,
         })
+    }
+}
+
+impl EnrollManagedAgent {
+    /// The alias already holds a managed row: an exact retry of this enrollment (the same token
+    /// hash) keeps it, once the row is re-checked within its spawner's grant; any other row is
+    /// a live predecessor, `conflict`.
+    fn reenrolled(
+        &self,
+        cx: &mut Ctx<'_>,
+        alias: &Principal,
+        row: ActorRow,
+    ) -> Result<ActorRow, Halt> {
+        let target = &self.request.target;
+        let uid = row.lifecycle_uid.clone().ok_or_else(|| {
+            EpError::internal(format!(
+                "managed row {} carries no lifecycle uid",
+                alias.key()
+            ))
+        })?;
+        if row.token_hash.as_ref() != Some(&target.token_hash) {
+            return Err(EpError::conflict(format!(
+                "managed agent {:?} is enrolled at lifecycle {uid}; prepare that \
+                 lifecycle's retirement before enrolling a successor",
+                target.actor.as_str()
+            ))
+            .with_detail(serde_json::json!({"lifecycleUid": uid.as_str()}))
+            .into());
+        }
+        cx.check_envelope(&row, Boundary::Spawn)?;
+        Ok(row)
+    }
+
+    /// The row a first enrollment grants: the target's grant under the caller's owner, parented
+    /// to the manager, at a lifecycle uid the host mints (F95).
+    fn wanted_row(&self) -> ActorRow {
+        let target = &self.request.target;
+        ActorRow {
+            owner: self.caller.owner().clone(),
+            actor: target.actor.clone(),
+            scope: target.capabilities.clone().unwrap_or_default(),
+            allow_subscribe: target.allow_subscribe.clone().unwrap_or_default(),
+            allow_publish: target.allow_publish.clone().unwrap_or_default(),
+            role: target.role.clone(),
+            parent: Some(Principal::new(
+                self.caller.owner().clone(),
+                self.request.envelope.manager.actor.clone(),
+            )),
+            label: target.label.clone(),
+            token_hash: Some(target.token_hash.clone()),
+            lifecycle_uid: Some(LifecycleUid::mint(self.fresh_uid_entropy)),
+            granted_at: iso8601_millis(self.now_ms),
+        }
+    }
+
+    /// The refusal when the durables could not be provisioned: a first enrollment rolls its
+    /// row back; a retry keeps the row it found.
+    fn unprovisioned(
+        &self,
+        cx: &mut Ctx<'_>,
+        alias: &Principal,
+        uid: &LifecycleUid,
+        first: bool,
+        why: &str,
+    ) -> Result<EpError, Halt> {
+        let error = EpError::unavailable(format!(
+            "managed agent {:?} could not have its durables provisioned at lifecycle {uid}: \
+             {why}",
+            self.request.target.actor.as_str()
+        ));
+        if first {
+            roll_back(cx, alias, uid, error)
+        } else {
+            Ok(error.with_note(
+                "the enrolled row is kept (a retry keeps its grant); retry the enrollment",
+            ))
+        }
     }
 }
 

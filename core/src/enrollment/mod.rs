@@ -28,10 +28,10 @@ use crate::error::EpError;
 use crate::machine::{Ctx, Halt};
 use crate::manager::door::{check_registered, Door, Knock, Presented};
 use crate::manager::{with_envelope, ManagerHost, Supervisor};
-use crate::names::Principal;
+use crate::names::{OwnerToken, Principal};
 
 pub use enroll::{EnrollManagedAgent, EnrollmentMaterial, EnrollmentResult};
-pub(crate) use request::{closed, exact_target, grammar, object, parse_envelope, refuse};
+pub(crate) use request::{exact_target, grammar, open_closed, refuse};
 pub use request::{
     EnrollmentRequest, EnrollmentTarget, ManagedEnvelope, PrepareRetirementRequest, RuntimeRequest,
 };
@@ -99,15 +99,43 @@ fn authorize(
     }
     caller.require_supervise(kind_what)?;
     extra()?;
-    let knock = Knock {
-        envelope: &envelope.manager,
-        owner: caller.owner(),
-        account: None,
-        epoch: Some(envelope.serve_epoch),
-        proof: Presented::Current(&envelope.registration_proof),
-    };
-    check_registered(cx, door, host, &knock)?;
-    Ok(())
+    envelope.check_current(cx, door, host, caller.owner())
+}
+
+impl ManagedEnvelope {
+    /// Refuses (`permission-denied`) an envelope naming another space than the host's, as
+    /// "<who> names space X, not this host space Y".
+    pub(crate) fn require_host_space(&self, host: &ManagerHost, who: &str) -> Result<(), EpError> {
+        if self.manager.space != host.space {
+            return Err(EpError::permission_denied(format!(
+                "{who} names space {}, not this host space {}",
+                self.manager.space, host.space
+            )));
+        }
+        Ok(())
+    }
+
+    /// The registered-manager check every managed door ends its authorization with (F94): the
+    /// gate sits at the envelope's serve epoch, records `owner`'s serve principal and matches
+    /// the envelope's current-registration proof. No account is presented: these requests name
+    /// none. KV round trips: 1.
+    pub(crate) fn check_current(
+        &self,
+        cx: &mut Ctx<'_>,
+        door: &Door,
+        host: &ManagerHost,
+        owner: &OwnerToken,
+    ) -> Result<(), Halt> {
+        let knock = Knock {
+            envelope: &self.manager,
+            owner,
+            account: None,
+            epoch: Some(self.serve_epoch),
+            proof: Presented::Current(&self.registration_proof),
+        };
+        check_registered(cx, door, host, &knock)?;
+        Ok(())
+    }
 }
 
 /// How prepare-retirement refusals name the operation.

@@ -72,17 +72,12 @@ pub(crate) fn refuse(what: &str, detail: impl AsRef<str>) -> EpError {
     EpError::bad_request(format!("{what} request {}", detail.as_ref()))
 }
 
-pub(crate) fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpError> {
+fn object<'v>(raw: &'v Value, what: &str) -> Result<&'v Map<String, Value>, EpError> {
     raw.as_object()
         .ok_or_else(|| refuse(what, "must be an object"))
 }
 
-pub(crate) fn closed(
-    map: &Map<String, Value>,
-    allowed: &[&str],
-    what: &str,
-    at: &str,
-) -> Result<(), EpError> {
+fn closed(map: &Map<String, Value>, allowed: &[&str], what: &str, at: &str) -> Result<(), EpError> {
     match wire::unknown_member(map, allowed) {
         Some(key) => Err(refuse(
             what,
@@ -104,9 +99,10 @@ pub(crate) fn grammar(what: &str) -> impl Fn(EpError) -> EpError + '_ {
     move |e| refuse(what, e.message)
 }
 
-/// Opens a managed-agent request of `kind` in the reference's order: an object, no member
-/// outside the envelope's and the request's `own`, then the envelope.
-fn open_closed<'v>(
+/// Opens a registered-manager request of `kind` in the reference's order: an object, no member
+/// outside the envelope's and the request's `own`, then the envelope. Every door whose body is
+/// the envelope plus its own members opens here, so they refuse alike.
+pub(crate) fn open_closed<'v>(
     raw: &'v Value,
     what: &str,
     kind: &str,
@@ -120,7 +116,7 @@ fn open_closed<'v>(
 
 /// The shared envelope, in the reference's order: `{ v: 1, kind }`, the coordinates, the
 /// current-registration proof, the serve epoch, then the identities.
-pub(crate) fn parse_envelope(
+fn parse_envelope(
     map: &Map<String, Value>,
     what: &str,
     kind: &str,
@@ -149,6 +145,60 @@ pub(crate) fn parse_envelope(
         registration_proof,
         serve_epoch: ProcessEpoch(serve_epoch),
     })
+}
+
+/// Optional string member `key` of `t`: absent is `None`; present, it must be a string `ok`
+/// admits, or the request is refused with `refusal`.
+fn optional_string(
+    t: &Map<String, Value>,
+    key: &str,
+    ok: impl Fn(&str) -> bool,
+    what: &str,
+    refusal: &str,
+) -> Result<Option<String>, EpError> {
+    t.get(key)
+        .map(|v| {
+            v.as_str()
+                .filter(|s| ok(s))
+                .map(str::to_owned)
+                .ok_or_else(|| refuse(what, refusal))
+        })
+        .transpose()
+}
+
+/// `target.capabilities` when present: an array of at most [`MAX_ENROLLMENT_LIST`] capability
+/// tokens of 1-64 characters, the bound checked before any entry.
+fn capability_list(t: &Map<String, Value>, what: &str) -> Result<Option<Vec<String>>, EpError> {
+    let Some(v) = t.get("capabilities") else {
+        return Ok(None);
+    };
+    let caps = v
+        .as_array()
+        .ok_or_else(|| refuse(what, "target.capabilities must be an array when present"))?;
+    if caps.len() > MAX_ENROLLMENT_LIST {
+        return Err(refuse(
+            what,
+            format!(
+                "target.capabilities carries {} entries, more than the \
+                 {MAX_ENROLLMENT_LIST}-entry bound",
+                caps.len()
+            ),
+        ));
+    }
+    caps.iter()
+        .map(|c| {
+            c.as_str()
+                .filter(|c| c.len() <= 64 && crate::actors::row::is_scope_token(c))
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    refuse(
+                        what,
+                        "target.capabilities must contain only 1-64 character capability tokens",
+                    )
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// One optional bounded list of channel patterns on an enrollment target.
@@ -234,64 +284,21 @@ impl EnrollmentRequest {
                      actorToken",
                 )
             })?;
-        let role = match t.get("role") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|r| r.len() <= 64 && crate::actors::row::is_role(r))
-                    .ok_or_else(|| {
-                        refuse(
-                            what,
-                            "target.role must be a 1-64 character role token when present",
-                        )
-                    })?
-                    .to_owned(),
-            ),
-        };
-        let label = match t.get("label") {
-            None => None,
-            Some(v) => Some(
-                v.as_str()
-                    .filter(|l| (1..=256).contains(&l.encode_utf16().count()))
-                    .ok_or_else(|| {
-                        refuse(
-                            what,
-                            "target.label must be a 1-256 character string when present",
-                        )
-                    })?
-                    .to_owned(),
-            ),
-        };
-        let capabilities = match t.get("capabilities") {
-            None => None,
-            Some(v) => {
-                let caps = v.as_array().ok_or_else(|| {
-                    refuse(what, "target.capabilities must be an array when present")
-                })?;
-                if caps.len() > MAX_ENROLLMENT_LIST {
-                    return Err(refuse(
-                        what,
-                        format!(
-                            "target.capabilities carries {} entries, more than the \
-                             {MAX_ENROLLMENT_LIST}-entry bound",
-                            caps.len()
-                        ),
-                    ));
-                }
-                let caps = caps
-                    .iter()
-                    .map(|c| {
-                        c.as_str()
-                            .filter(|c| c.len() <= 64 && crate::actors::row::is_scope_token(c))
-                            .map(str::to_owned)
-                            .ok_or_else(|| {
-                                refuse(what, "target.capabilities must contain only 1-64 character capability tokens")
-                            })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Some(caps)
-            }
-        };
+        let role = optional_string(
+            t,
+            "role",
+            |r| r.len() <= 64 && crate::actors::row::is_role(r),
+            what,
+            "target.role must be a 1-64 character role token when present",
+        )?;
+        let label = optional_string(
+            t,
+            "label",
+            |l| (1..=256).contains(&l.encode_utf16().count()),
+            what,
+            "target.label must be a 1-256 character string when present",
+        )?;
+        let capabilities = capability_list(t, what)?;
         Ok(EnrollmentRequest {
             envelope,
             target: EnrollmentTarget {

@@ -76,50 +76,16 @@ impl Script for ActivateLifecycle {
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Activated, Halt> {
         let uid = &self.lifecycle_uid;
         let current = read_head(cx, &self.owner, &self.actor)?;
-        let mut ours = match &current {
-            Some(h) if h.row.is_active_at(uid) => Some(h.clone()),
-            Some(h) if h.row.state() == HeadState::Active => {
-                self.settle_orphan(cx)?;
-                return Err(self.takeover_refusal(h).into());
-            }
-            Some(h) if h.row.state() == HeadState::Retiring => {
-                self.settle_orphan(cx)?;
-                return Err(EpError::failed_precondition(format!(
-                    "lifecycle \"{}/{}\" is retiring (op {}); a retiring alias is not \
-                     replaceable until its retirement barrier completes",
-                    self.owner,
-                    self.actor,
-                    h.row.retirement_op().map_or("<none>", OpId::as_str)
-                ))
-                .into());
-            }
-            _ => None,
-        };
+        let mut ours = self.own_head(cx, current.as_ref())?;
         if ours.is_none() {
             self.reserve(cx)?;
         }
         for _ in 0..ACTIVATION_ATTEMPTS {
-            let gate = match read_gate(cx, uid)? {
-                Some(gate) => gate,
-                None => {
-                    let born =
-                        AgentGate::activation_frozen(uid.clone(), OpId::mint(self.op_entropy));
-                    match create_gate(cx, &born)? {
-                        Landed::Ours(gate) => gate,
-                        Landed::Foreign => continue,
-                    }
-                }
+            let Some(gate) = self.observe_or_create_gate(cx)? else {
+                continue;
             };
             let op_id = match gate.row.state() {
-                GateState::Frozen => gate.row.activation_op().cloned().ok_or_else(|| {
-                    EpError::failed_precondition(format!(
-                        "the issuance gate {} is frozen by a {} (op {}); a barrier is in flight, \
-                         and activation neither adopts nor overrides it (F14)",
-                        gate.row.key(),
-                        gate.row.op().map_or("<none>", |op| op.kind().as_str()),
-                        gate.row.op().map_or("<none>", |op| op.op_id().as_str()),
-                    ))
-                })?,
+                GateState::Frozen => frozen_activation_op(&gate)?,
                 GateState::Retired => {
                     return Err(EpError::permission_denied(format!(
                         "uid {uid} has a terminally retired issuance gate; a burned uid never \
@@ -127,31 +93,7 @@ impl Script for ActivateLifecycle {
                     ))
                     .into())
                 }
-                GateState::Open => {
-                    // The saga writes the head before its reopen, so an open gate under a head
-                    // active at this uid is a completed activation; anything else is foreign.
-                    let head = match &ours {
-                        Some(head) => Some(head.clone()),
-                        None => read_head(cx, &self.owner, &self.actor)?,
-                    };
-                    return match head {
-                        Some(head) if head.row.is_active_at(uid) => Ok(Activated {
-                            head,
-                            gate,
-                            run: ActivationRun::AlreadyActive,
-                        }),
-                        other => Err(EpError::failed_precondition(format!(
-                            "the issuance gate {} is open but the head of \"{}/{}\" {}; an \
-                             activation reopens only after its head CAS, so this is foreign \
-                             movement or corruption (F55)",
-                            gate.row.key(),
-                            self.owner,
-                            self.actor,
-                            describe(other.as_ref())
-                        ))
-                        .into()),
-                    };
-                }
+                GateState::Open => return self.already_open(cx, ours.as_ref(), gate),
             };
             let head = match &ours {
                 Some(head) => head.clone(),
@@ -180,6 +122,84 @@ impl Script for ActivateLifecycle {
 }
 
 impl ActivateLifecycle {
+    /// The head this run continues from: one already active at the uid is ours; one active
+    /// at another uid or retiring refuses, after settling an orphan gate of this alias (F57);
+    /// none, or a retired one, is `None` (this run writes the head).
+    fn own_head(
+        &self,
+        cx: &mut Ctx<'_>,
+        current: Option<&Versioned<LifecycleHead>>,
+    ) -> Result<Option<Versioned<LifecycleHead>>, Halt> {
+        match current {
+            Some(h) if h.row.is_active_at(&self.lifecycle_uid) => Ok(Some(h.clone())),
+            Some(h) if h.row.state() == HeadState::Active => {
+                self.settle_orphan(cx)?;
+                Err(self.takeover_refusal(h).into())
+            }
+            Some(h) if h.row.state() == HeadState::Retiring => {
+                self.settle_orphan(cx)?;
+                Err(EpError::failed_precondition(format!(
+                    "lifecycle \"{}/{}\" is retiring (op {}); a retiring alias is not \
+                     replaceable until its retirement barrier completes",
+                    self.owner,
+                    self.actor,
+                    h.row.retirement_op().map_or("<none>", OpId::as_str)
+                ))
+                .into())
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// One round's gate: the stored one, or one this run creates frozen under a fresh
+    /// activation op (G0). `None` when a sibling's create landed first: the round re-decides.
+    fn observe_or_create_gate(
+        &self,
+        cx: &mut Ctx<'_>,
+    ) -> Result<Option<Versioned<AgentGate>>, Halt> {
+        if let Some(gate) = read_gate(cx, &self.lifecycle_uid)? {
+            return Ok(Some(gate));
+        }
+        let born =
+            AgentGate::activation_frozen(self.lifecycle_uid.clone(), OpId::mint(self.op_entropy));
+        Ok(match create_gate(cx, &born)? {
+            Landed::Ours(gate) => Some(gate),
+            Landed::Foreign => None,
+        })
+    }
+
+    /// An open gate: a completed activation when the head is active at the uid, else foreign.
+    fn already_open(
+        &self,
+        cx: &mut Ctx<'_>,
+        ours: Option<&Versioned<LifecycleHead>>,
+        gate: Versioned<AgentGate>,
+    ) -> Result<Activated, Halt> {
+        // The saga writes the head before its reopen, so an open gate under a head
+        // active at this uid is a completed activation; anything else is foreign.
+        let head = match ours {
+            Some(head) => Some(head.clone()),
+            None => read_head(cx, &self.owner, &self.actor)?,
+        };
+        match head {
+            Some(head) if head.row.is_active_at(&self.lifecycle_uid) => Ok(Activated {
+                head,
+                gate,
+                run: ActivationRun::AlreadyActive,
+            }),
+            other => Err(EpError::failed_precondition(format!(
+                "the issuance gate {} is open but the head of \"{}/{}\" {}; an \
+                 activation reopens only after its head CAS, so this is foreign \
+                 movement or corruption (F55)",
+                gate.row.key(),
+                self.owner,
+                self.actor,
+                describe(other.as_ref())
+            ))
+            .into()),
+        }
+    }
+
     fn takeover_refusal(&self, head: &Versioned<LifecycleHead>) -> EpError {
         EpError::new(
             crate::ErrorCode::AlreadyExists,
@@ -312,6 +332,20 @@ fn retire_orphan(cx: &mut Ctx<'_>, gate: &Versioned<AgentGate>, op_id: &OpId) ->
         ))
         .into()),
     }
+}
+
+/// A frozen gate's activation op, resumed under its own id (F18); a gate frozen by any other
+/// operation is a barrier in flight, which activation neither adopts nor overrides (F14).
+fn frozen_activation_op(gate: &Versioned<AgentGate>) -> Result<OpId, EpError> {
+    gate.row.activation_op().cloned().ok_or_else(|| {
+        EpError::failed_precondition(format!(
+            "the issuance gate {} is frozen by a {} (op {}); a barrier is in flight, \
+             and activation neither adopts nor overrides it (F14)",
+            gate.row.key(),
+            gate.row.op().map_or("<none>", |op| op.kind().as_str()),
+            gate.row.op().map_or("<none>", |op| op.op_id().as_str()),
+        ))
+    })
 }
 
 /// G0: the create-only gate, settled by read-back (our exact frozen row is ours).

@@ -19,15 +19,13 @@
 use serde_json::Value;
 
 use crate::actors::LedgerRead;
-use crate::enrollment::{
-    closed, grammar, object, parse_envelope, refuse, ManagedEnvelope, ENVELOPE_KEYS,
-};
+use crate::enrollment::{grammar, open_closed, refuse, ManagedEnvelope};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, DerivedOwner, LifecycleUid, OwnerToken, Principal};
 use crate::wire::ObjectWriter;
 
-use super::door::{check_registered, Knock, Presented, ADMIN_AUTHORIZATION};
+use super::door::ADMIN_AUTHORIZATION;
 use super::echo_current;
 use super::host::{ManagerHost, Supervisor};
 
@@ -70,14 +68,7 @@ impl AdminAuthorizationRequest {
     /// `lifecycleUid`, each non-empty, then their grammars (a derived owner, an actor token, a
     /// lifecycle token). Every refusal is `bad-request` "manager admin authorization request …".
     pub fn parse(raw: &Value) -> Result<AdminAuthorizationRequest, EpError> {
-        let map = object(raw, WHAT)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["identities", "caller"])
-            .collect();
-        closed(map, &allowed, WHAT, "")?;
-        let envelope = parse_envelope(map, WHAT, ADMIN_AUTHORIZATION_KIND)?;
+        let (map, envelope) = open_closed(raw, WHAT, ADMIN_AUTHORIZATION_KIND, &["caller"])?;
         let caller = map
             .get("caller")
             .and_then(Value::as_object)
@@ -154,13 +145,7 @@ impl Script for AuthorizeManagerAdmin {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AdminAuthorization, Halt> {
         let e = &self.request.envelope;
-        if e.manager.space != self.host.space {
-            return Err(EpError::permission_denied(format!(
-                "{WHAT} names space {}, not this host space {}",
-                e.manager.space, self.host.space
-            ))
-            .into());
-        }
+        e.require_host_space(&self.host, WHAT)?;
         if !self.holder.supervises() {
             return Err(EpError::permission_denied(format!(
                 "{WHAT} needs manager scope \"{}\"",
@@ -168,14 +153,7 @@ impl Script for AuthorizeManagerAdmin {
             ))
             .into());
         }
-        let knock = Knock {
-            envelope: &e.manager,
-            owner: self.holder.owner(),
-            account: None,
-            epoch: Some(e.serve_epoch),
-            proof: Presented::Current(&e.registration_proof),
-        };
-        check_registered(cx, &ADMIN_AUTHORIZATION, &self.host, &knock)?;
+        e.check_current(cx, &ADMIN_AUTHORIZATION, &self.host, self.holder.owner())?;
         let caller = &self.request.caller;
         let authorized = caller.owner.owner() == self.holder.owner() && holds_admin(cx, caller)?;
         Ok(AdminAuthorization {

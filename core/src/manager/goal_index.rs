@@ -27,14 +27,14 @@
 
 use serde_json::{Map, Value};
 
-use crate::enrollment::{closed, object, parse_envelope, ManagedEnvelope, ENVELOPE_KEYS};
+use crate::enrollment::{open_closed, ManagedEnvelope};
 use crate::error::EpError;
 use crate::kv::{KeysOutcome, Operation, ReadOutcome, Store};
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{keys, ActorToken, EndpointName, GoalId, InstanceId, LifecycleUid, OwnerToken};
 use crate::wire::{self, ObjectWriter};
 
-use super::door::{check_registered, Knock, Presented, GOAL_INDEX_SCAN};
+use super::door::GOAL_INDEX_SCAN;
 use super::echo_current;
 use super::host::{ManagerHost, Supervisor, SUPERVISE};
 
@@ -69,16 +69,8 @@ impl GoalIndexScanRequest {
     /// The reference's closed parser: an object, no unknown member, then the envelope. Every
     /// refusal is `bad-request` "manager goal-index scan request …".
     pub fn parse(raw: &Value) -> Result<GoalIndexScanRequest, EpError> {
-        let map = object(raw, WHAT)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["identities"])
-            .collect();
-        closed(map, &allowed, WHAT, "")?;
-        Ok(GoalIndexScanRequest {
-            envelope: parse_envelope(map, WHAT, GOAL_INDEX_SCAN_KIND)?,
-        })
+        let (_, envelope) = open_closed(raw, WHAT, GOAL_INDEX_SCAN_KIND, &[])?;
+        Ok(GoalIndexScanRequest { envelope })
     }
 }
 
@@ -226,27 +218,13 @@ impl Script for AuthorizeGoalIndexScan {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
         let e = &self.request.envelope;
-        if e.manager.space != self.host.space {
-            return Err(EpError::permission_denied(format!(
-                "{WHAT} names space {}, not this host space {}",
-                e.manager.space, self.host.space
-            ))
-            .into());
-        }
+        e.require_host_space(&self.host, WHAT)?;
         if !self.caller.supervises() {
             return Err(
                 EpError::permission_denied(format!("{WHAT} needs scope \"{SUPERVISE}\"")).into(),
             );
         }
-        let knock = Knock {
-            envelope: &e.manager,
-            owner: self.caller.owner(),
-            account: None,
-            epoch: Some(e.serve_epoch),
-            proof: Presented::Current(&e.registration_proof),
-        };
-        check_registered(cx, &GOAL_INDEX_SCAN, &self.host, &knock)?;
-        Ok(())
+        e.check_current(cx, &GOAL_INDEX_SCAN, &self.host, self.caller.owner())
     }
 }
 

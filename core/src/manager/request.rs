@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
@@ -251,111 +251,29 @@ impl ManagerAuthorityRequest {
 }
 
 fn parse(raw: &Value, allow_platform: bool) -> Result<ManagerAuthorityRequest, EpError> {
-    let o = raw.as_object().ok_or_else(|| refuse("must be an object"))?;
-    if let Some(k) = wire::unknown_member(o, &ALLOWED) {
-        let mut quoted = String::new();
-        wire::push_json_string(&mut quoted, k);
-        return Err(refuse(format_args!(
-            "carries unknown field {quoted} (the protocol is closed)"
-        )));
-    }
-    if o.get("v").and_then(wire::safe_uint) != Some(1)
-        || string(o, "kind") != Some("manager-service-authority")
-    {
-        return Err(refuse(
-            "must carry { v: 1, kind: \"manager-service-authority\" }",
-        ));
-    }
-    let operation = string(o, "operation")
-        .and_then(|s| {
-            ManagerOperation::ALL
-                .into_iter()
-                .find(|op| op.as_str() == s)
-        })
-        .ok_or_else(|| {
-            refuse(
-                "operation must be \"prepare\", \"activate\", \"renew\", \"session\", \"retire\", \
-                 \"renewStandingBundle\", or \"renewRunDriver\"",
-            )
-        })?;
+    let (o, operation) = parse_head(raw)?;
     let op = operation.as_str();
     let coordinates = parse_coordinates(o, &|what| refuse(what))?;
-    let prepare = operation == ManagerOperation::Prepare;
-    if prepare && (o.contains_key("registrationProof") || o.contains_key("contractArtifacts")) {
-        return Err(refuse(
-            "prepare must not carry registrationProof or contractArtifacts",
-        ));
-    }
-    let registration_proof = if prepare {
-        None
-    } else {
-        Some(
-            string(o, "registrationProof")
-                .and_then(RegistrationProof::parse)
-                .ok_or_else(|| refuse(format_args!("{op} requires a sha256 registrationProof")))?,
-        )
-    };
-    let contract_artifacts = match (operation, o.get("contractArtifacts")) {
-        (ManagerOperation::Activate, Some(Value::Array(items)))
-            if (1..=MAX_ARTIFACTS).contains(&items.len()) =>
-        {
-            items.clone()
-        }
-        (ManagerOperation::Activate, _) => {
-            return Err(refuse(
-                "activate requires 1-64 canonical manager contractArtifacts",
-            ))
-        }
-        (_, Some(_)) => {
-            return Err(refuse(format_args!(
-                "{op} must not carry contractArtifacts"
-            )))
-        }
-        (_, None) => Vec::new(),
-    };
-
-    let renewal = if operation.is_renewal() {
-        let account_public_key = string(o, "accountPublicKey")
-            .and_then(AccountKey::parse)
-            .ok_or_else(|| refuse(format_args!("{op} requires an accountPublicKey")))?;
-        let epoch = safe_at_least(o, "processEpoch", 0)
-            .ok_or_else(|| refuse(format_args!("{op} requires a non-negative processEpoch")))?;
-        Some(RenewalFence {
-            account_public_key,
-            process_epoch: ProcessEpoch(epoch),
-        })
-    } else if o.contains_key("accountPublicKey") || o.contains_key("processEpoch") {
-        return Err(refuse(format_args!(
-            "{op} must not carry accountPublicKey or processEpoch"
-        )));
-    } else {
-        None
-    };
-
-    let run = if operation == ManagerOperation::RenewRunDriver {
-        Some(parse_run(o.get("run"))?)
-    } else if o.contains_key("run") {
-        return Err(refuse(format_args!("{op} must not carry run")));
-    } else {
-        None
-    };
-
-    let session = if operation == ManagerOperation::Session {
-        Some(parse_session(o.get("session"))?)
-    } else if o.contains_key("session") {
-        return Err(refuse(format_args!("{op} must not carry session")));
-    } else {
-        None
-    };
-
-    let retirement = if operation == ManagerOperation::Retire {
-        Some(parse_retirement(o.get("retirement"), allow_platform)?)
-    } else if o.contains_key("retirement") {
-        return Err(refuse(format_args!("{op} must not carry retirement")));
-    } else {
-        None
-    };
-
+    let registration_proof = parse_proof(o, operation)?;
+    let contract_artifacts = parse_artifacts(o, operation)?;
+    let renewal = parse_renewal(o, operation)?;
+    let run = only_for(
+        o,
+        operation,
+        ManagerOperation::RenewRunDriver,
+        "run",
+        parse_run,
+    )?;
+    let session = only_for(
+        o,
+        operation,
+        ManagerOperation::Session,
+        "session",
+        parse_session,
+    )?;
+    let retirement = only_for(o, operation, ManagerOperation::Retire, "retirement", |v| {
+        parse_retirement(v, allow_platform)
+    })?;
     let identities = parse_identities(o.get("identities"), &|what| refuse(what))?;
     let proof = || {
         registration_proof
@@ -391,6 +309,129 @@ fn parse(raw: &Value, allow_platform: bool) -> Result<ManagerAuthorityRequest, E
         envelope: coordinates.with(identities),
         call,
     })
+}
+
+/// The closed head of a request: an object, no unknown member, `{ v: 1, kind }`, then the
+/// operation.
+fn parse_head(raw: &Value) -> Result<(&Map<String, Value>, ManagerOperation), EpError> {
+    let o = raw.as_object().ok_or_else(|| refuse("must be an object"))?;
+    if let Some(k) = wire::unknown_member(o, &ALLOWED) {
+        let mut quoted = String::new();
+        wire::push_json_string(&mut quoted, k);
+        return Err(refuse(format_args!(
+            "carries unknown field {quoted} (the protocol is closed)"
+        )));
+    }
+    if o.get("v").and_then(wire::safe_uint) != Some(1)
+        || string(o, "kind") != Some("manager-service-authority")
+    {
+        return Err(refuse(
+            "must carry { v: 1, kind: \"manager-service-authority\" }",
+        ));
+    }
+    let operation = string(o, "operation")
+        .and_then(|s| {
+            ManagerOperation::ALL
+                .into_iter()
+                .find(|op| op.as_str() == s)
+        })
+        .ok_or_else(|| {
+            refuse(
+                "operation must be \"prepare\", \"activate\", \"renew\", \"session\", \"retire\", \
+                 \"renewStandingBundle\", or \"renewRunDriver\"",
+            )
+        })?;
+    Ok((o, operation))
+}
+
+/// The registration proof every operation but `prepare` carries; `prepare` carries neither it
+/// nor artifacts.
+fn parse_proof(
+    o: &Map<String, Value>,
+    operation: ManagerOperation,
+) -> Result<Option<RegistrationProof>, EpError> {
+    if operation == ManagerOperation::Prepare {
+        if o.contains_key("registrationProof") || o.contains_key("contractArtifacts") {
+            return Err(refuse(
+                "prepare must not carry registrationProof or contractArtifacts",
+            ));
+        }
+        return Ok(None);
+    }
+    let op = operation.as_str();
+    string(o, "registrationProof")
+        .and_then(RegistrationProof::parse)
+        .map(Some)
+        .ok_or_else(|| refuse(format_args!("{op} requires a sha256 registrationProof")))
+}
+
+/// `activate`'s 1–64 contract artifacts; no other operation carries any.
+fn parse_artifacts(
+    o: &Map<String, Value>,
+    operation: ManagerOperation,
+) -> Result<Vec<Value>, EpError> {
+    match (operation, o.get("contractArtifacts")) {
+        (ManagerOperation::Activate, Some(Value::Array(items)))
+            if (1..=MAX_ARTIFACTS).contains(&items.len()) =>
+        {
+            Ok(items.clone())
+        }
+        (ManagerOperation::Activate, _) => Err(refuse(
+            "activate requires 1-64 canonical manager contractArtifacts",
+        )),
+        (_, Some(_)) => Err(refuse(format_args!(
+            "{} must not carry contractArtifacts",
+            operation.as_str()
+        ))),
+        (_, None) => Ok(Vec::new()),
+    }
+}
+
+/// The two renewals' host fence (the assigned account and the serve process epoch); no other
+/// operation carries either member.
+fn parse_renewal(
+    o: &Map<String, Value>,
+    operation: ManagerOperation,
+) -> Result<Option<RenewalFence>, EpError> {
+    let op = operation.as_str();
+    if operation.is_renewal() {
+        let account_public_key = string(o, "accountPublicKey")
+            .and_then(AccountKey::parse)
+            .ok_or_else(|| refuse(format_args!("{op} requires an accountPublicKey")))?;
+        let epoch = safe_at_least(o, "processEpoch", 0)
+            .ok_or_else(|| refuse(format_args!("{op} requires a non-negative processEpoch")))?;
+        Ok(Some(RenewalFence {
+            account_public_key,
+            process_epoch: ProcessEpoch(epoch),
+        }))
+    } else if o.contains_key("accountPublicKey") || o.contains_key("processEpoch") {
+        Err(refuse(format_args!(
+            "{op} must not carry accountPublicKey or processEpoch"
+        )))
+    } else {
+        Ok(None)
+    }
+}
+
+/// Member `key`, parsed by `parse` when the request is `wanted`'s; any other operation must
+/// not carry it.
+fn only_for<T>(
+    o: &Map<String, Value>,
+    operation: ManagerOperation,
+    wanted: ManagerOperation,
+    key: &str,
+    parse: impl FnOnce(Option<&Value>) -> Result<T, EpError>,
+) -> Result<Option<T>, EpError> {
+    if operation == wanted {
+        Ok(Some(parse(o.get(key))?))
+    } else if o.contains_key(key) {
+        Err(refuse(format_args!(
+            "{} must not carry {key}",
+            operation.as_str()
+        )))
+    } else {
+        Ok(None)
+    }
 }
 
 fn parse_run(value: Option<&Value>) -> Result<RunFence, EpError> {

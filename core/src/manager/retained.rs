@@ -31,16 +31,13 @@ use sha2::{Digest as _, Sha256};
 
 use crate::actors::authorize::{token_digest, AGENT_EXCHANGE_REFUSED};
 use crate::actors::{ActorRow, Boundary, LedgerRead};
-use crate::enrollment::{
-    closed, exact_target, find_managed, object, parse_envelope, refuse, ManagedEnvelope,
-    ENVELOPE_KEYS,
-};
+use crate::enrollment::{exact_target, find_managed, open_closed, refuse, ManagedEnvelope};
 use crate::error::EpError;
 use crate::machine::{Ctx, Halt, Script};
 use crate::names::{ActorToken, LifecycleUid, OwnerToken, Principal};
 use crate::wire::ObjectWriter;
 
-use super::door::{check_registered, Knock, Presented, RETAINED_VALIDATION};
+use super::door::RETAINED_VALIDATION;
 use super::echo_current;
 use super::host::{ManagerHost, Supervisor};
 use super::proof::constant_time_eq;
@@ -88,14 +85,8 @@ impl RetainedValidationRequest {
     /// actor, lifecycleUid}`. Every refusal is `bad-request` "manager retained-agent validation
     /// request …"; none quotes a secret.
     pub fn parse(raw: &Value) -> Result<RetainedValidationRequest, EpError> {
-        let map = object(raw, WHAT)?;
-        let allowed: Vec<&str> = ENVELOPE_KEYS
-            .iter()
-            .copied()
-            .chain(["identities", "target", "actorToken", "sentinelCreds"])
-            .collect();
-        closed(map, &allowed, WHAT, "")?;
-        let envelope = parse_envelope(map, WHAT, RETAINED_VALIDATION_KIND)?;
+        let own = ["target", "actorToken", "sentinelCreds"];
+        let (map, envelope) = open_closed(raw, WHAT, RETAINED_VALIDATION_KIND, &own)?;
         let secret = |key: &str| {
             map.get(key)
                 .and_then(Value::as_str)
@@ -214,13 +205,7 @@ impl Script for ValidateRetainedAgent {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<RetainedAgentValidation, Halt> {
         let (r, e) = (&self.request, &self.request.envelope);
-        if e.manager.space != self.host.space {
-            return Err(EpError::permission_denied(format!(
-                "{WHAT} request names space {}, not this host space {}",
-                e.manager.space, self.host.space
-            ))
-            .into());
-        }
+        e.require_host_space(&self.host, &format!("{WHAT} request"))?;
         self.caller.require_supervise(WHAT)?;
         let owner = self.caller.owner();
         if r.target.owner != *owner {
@@ -230,14 +215,7 @@ impl Script for ValidateRetainedAgent {
             ))
             .into());
         }
-        let knock = Knock {
-            envelope: &e.manager,
-            owner,
-            account: None,
-            epoch: Some(e.serve_epoch),
-            proof: Presented::Current(&e.registration_proof),
-        };
-        check_registered(cx, &RETAINED_VALIDATION, &self.host, &knock)?;
+        e.check_current(cx, &RETAINED_VALIDATION, &self.host, owner)?;
         let authority = self.validate_agent(cx)?;
         let t = &r.target;
         if authority.owner != t.owner

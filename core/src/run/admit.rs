@@ -19,7 +19,7 @@ use super::admission::{
 use super::observed::{ObservedRunRequest, RunRequestOperation};
 use super::request::{RegisteredRun, RunAdmissionRequest};
 use super::subject::{parse_request_subject, RequestSubject, Route};
-use crate::issued::IssuedEvidence;
+use crate::issued::{IssuedEvidence, IssuedRef};
 use crate::kv::Revision;
 
 /// A run door's registered-manager check: the request's space and account are the host's, and
@@ -171,68 +171,11 @@ pub struct AdmitRun {
 impl Script for AdmitRun {
     type Output = AdmissionOutcome;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AdmissionOutcome, Halt> {
-        let a = &self.authorized;
-        let r = &a.request;
-        if !matches!(
-            self.observed,
-            Some(ObservedRunRequest {
-                operation: RunRequestOperation::Start,
-                ..
-            })
-        ) {
-            return Err(EpError::permission_denied(
-                "the issuing host did not observe this run-start request, or already admitted a \
-                 forward of it (SPEC 14.8)",
-            )
-            .into());
-        }
-        let s = &a.subject;
-        if s.owner.as_derived().is_some() && s.owner != *a.holder.owner() {
-            return Err(EpError::permission_denied(
-                "a user's run is admitted only on the participant manager that user registered",
-            )
-            .into());
-        }
-        let evidence = self.evidence.clone()?;
-        let e = &evidence.reference;
-        let space = &r.registered.envelope.space;
-        if e.space != *space
-            || e.owner != s.owner
-            || e.actor != s.actor
-            || e.uid != s.uid
-            || Some(&e.generation) != s.generation.as_ref()
-        {
-            return Err(EpError::permission_denied(
-                "manager run admission evidence names another issued reference",
-            )
-            .into());
-        }
-        if !evidence.permissions.publish.permits(&r.subject) {
-            return Err(EpError::permission_denied(
-                "the caller's issued ceiling does not permit this run-start subject",
-            )
-            .into());
-        }
-        let admission = RunAdmission::new(AdmissionParts {
-            space: space.clone(),
-            endpoint: a.endpoint.clone(),
-            run_id: r.run_id.clone(),
-            instance_id: r.registered.envelope.instance_id.clone(),
-            caller: RunCaller {
-                owner: s.owner.clone(),
-                actor: s.actor.clone(),
-                uid: s.uid.clone(),
-                generation: Some(e.generation.clone()),
-            },
-            ceiling: evidence.permissions.clone(),
-            provenance: Provenance::Issued {
-                reference: e.clone(),
-                resolved_revision: evidence.resolved_revision,
-            },
-            admitted_at: self.admitted_at,
-        })?;
+        let evidence = self.admissible_evidence()?;
+        let admission = self.admission(&evidence)?;
         let bytes = admission.to_bytes()?;
-        let key = keys::run_admission(&a.endpoint, &r.run_id);
+        let a = &self.authorized;
+        let key = keys::run_admission(&a.endpoint, &a.request.run_id);
         let (value, revision, found) = match create_settled(cx, &key, &bytes)? {
             Created::Written(revision) => {
                 return Ok(AdmissionOutcome {
@@ -256,6 +199,88 @@ impl Script for AdmitRun {
             .map_err(|why| {
                 EpError::internal(format!("stored admission {key} is unreadable: {why}"))
             })?;
+        Ok(self.earlier(written, revision, &admission, &evidence.reference)?)
+    }
+}
+
+impl AdmitRun {
+    /// Steps 1-3: the observation, the caller's owner, then the issued evidence and its
+    /// ceiling. Returns the evidence the admission is built on.
+    fn admissible_evidence(&self) -> Result<IssuedEvidence, EpError> {
+        let a = &self.authorized;
+        let r = &a.request;
+        if !matches!(
+            self.observed,
+            Some(ObservedRunRequest {
+                operation: RunRequestOperation::Start,
+                ..
+            })
+        ) {
+            return Err(EpError::permission_denied(
+                "the issuing host did not observe this run-start request, or already admitted a \
+                 forward of it (SPEC 14.8)",
+            ));
+        }
+        let s = &a.subject;
+        if s.owner.as_derived().is_some() && s.owner != *a.holder.owner() {
+            return Err(EpError::permission_denied(
+                "a user's run is admitted only on the participant manager that user registered",
+            ));
+        }
+        let evidence = self.evidence.clone()?;
+        let e = &evidence.reference;
+        if e.space != r.registered.envelope.space
+            || e.owner != s.owner
+            || e.actor != s.actor
+            || e.uid != s.uid
+            || Some(&e.generation) != s.generation.as_ref()
+        {
+            return Err(EpError::permission_denied(
+                "manager run admission evidence names another issued reference",
+            ));
+        }
+        if !evidence.permissions.publish.permits(&r.subject) {
+            return Err(EpError::permission_denied(
+                "the caller's issued ceiling does not permit this run-start subject",
+            ));
+        }
+        Ok(evidence)
+    }
+
+    /// The admission step 4 creates: the subject's issued caller at the evidence's generation,
+    /// its ceiling, and the evidence as provenance.
+    fn admission(&self, evidence: &IssuedEvidence) -> Result<RunAdmission, EpError> {
+        let a = &self.authorized;
+        let (r, s, e) = (&a.request, &a.subject, &evidence.reference);
+        RunAdmission::new(AdmissionParts {
+            space: r.registered.envelope.space.clone(),
+            endpoint: a.endpoint.clone(),
+            run_id: r.run_id.clone(),
+            instance_id: r.registered.envelope.instance_id.clone(),
+            caller: RunCaller {
+                owner: s.owner.clone(),
+                actor: s.actor.clone(),
+                uid: s.uid.clone(),
+                generation: Some(e.generation.clone()),
+            },
+            ceiling: evidence.permissions.clone(),
+            provenance: Provenance::Issued {
+                reference: e.clone(),
+                resolved_revision: evidence.resolved_revision,
+            },
+            admitted_at: self.admitted_at,
+        })
+    }
+
+    /// Step 4's lost create: the admission `written` earlier is an exact retry when it names
+    /// the same instance and issued caller (returned unchanged), else `conflict`.
+    fn earlier(
+        &self,
+        written: RunAdmission,
+        revision: Revision,
+        admission: &RunAdmission,
+        e: &IssuedRef,
+    ) -> Result<AdmissionOutcome, EpError> {
         let same_caller = matches!(
             written.provenance(),
             Provenance::Issued { reference, .. } if reference.owner == e.owner
@@ -266,9 +291,8 @@ impl Script for AdmitRun {
         if written.instance_id() != admission.instance_id() || !same_caller {
             return Err(EpError::conflict(format!(
                 "run {} is already admitted for another caller or instance",
-                r.run_id.as_str()
-            ))
-            .into());
+                self.authorized.request.run_id.as_str()
+            )));
         }
         Ok(AdmissionOutcome {
             revision,
