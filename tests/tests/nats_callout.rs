@@ -691,9 +691,18 @@ async fn callout_deny_em_dash_rejects_promptly() {
     let outcome = mesh.client("ibx-nonce-3", Some("expired-bearer")).await;
     assert_eq!(mesh.refusal(outcome), AUTH_VIOLATION);
     assert_eq!(mesh.service.counters().denied, 1);
-    let log = mesh.server.log_tail();
+    // The server may write its log line just after it answered the client: give it a moment.
+    let folded = "Auth callout service returned an error: denied - bearer expired";
+    let mut log = mesh.server.log_tail();
+    for _ in 0..40 {
+        if log.contains(folded) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        log = mesh.server.log_tail();
+    }
     assert!(
-        log.contains("Auth callout service returned an error: denied - bearer expired"),
+        log.contains(folded),
         "the server did not log the folded reason:\n{log}"
     );
     mesh.service.close().await.unwrap();
