@@ -588,7 +588,7 @@ fn the_first_attempt_is_one_one_and_gets_exactly_a_driver_and_a_mediator() {
         ]
     );
     assert_eq!(keys_of(&response["credentials"]), ["driver", "mediator"]);
-    assert!(!response.to_string().to_lowercase().contains("seed"));
+    assert_no_seed(&response);
     assert_eq!(
         response["credentials"]["driver"]["exp"],
         json!(1_700_000_000 + StandingTtl::DEFAULT.seconds())
@@ -792,4 +792,23 @@ fn attempt_refusals() {
         ErrorCode::BadRequest,
         "exactly one",
     );
+}
+
+/// No string anywhere in `value` is an nkey seed: an answer never carries a secret. (Checked by
+/// decoding, not by looking for the letters "seed", which a random key may contain.)
+fn assert_no_seed(value: &Value) {
+    match value {
+        Value::String(s) => assert!(
+            nkeys::KeyPair::from_seed(s).is_err(),
+            "an answer carries an nkey seed"
+        ),
+        Value::Array(items) => items.iter().for_each(assert_no_seed),
+        Value::Object(members) => {
+            for (name, member) in members {
+                assert!(!name.to_lowercase().contains("seed"), "member {name:?}");
+                assert_no_seed(member);
+            }
+        }
+        _ => {}
+    }
 }
