@@ -4,7 +4,8 @@
 //! grant read fresh, and the request dispatched on its `kind` to the core operation; every
 //! refusal is a 403 with one sentence (429 once the face's budget is spent).
 //!
-//! Served here: the manager-service operations (`prepare`, `activate`, `renew`,
+//! The kinds' operations and the connections they run on are [`super::manager_ops`]'s. Served:
+//! the manager-service operations (`prepare`, `activate`, `renew`,
 //! `renewStandingBundle`, `renewRunDriver`, `session`, `retire`: `core::renewal`), run on the
 //! plane's remote-manager issuer connection, and managed-agent enrollment and retirement
 //! preparation (`core::enrollment`, under the alias lock, the agent's mailboxes real JetStream
@@ -17,34 +18,19 @@
 use std::sync::Arc;
 
 use cotal_core::actors::authorize::authorize_human_grant;
-use cotal_core::actors::AliasScript;
-use cotal_core::enrollment::{EnrollManagedAgent, PrepareManagedRetirement};
 use cotal_core::error::EpError;
-use cotal_core::issuance::GateRef;
 use cotal_core::jwt::UnixSeconds;
-use cotal_core::kv::Store;
-use cotal_core::machine::{Replay, Script};
-use cotal_core::manager::{
-    AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin, GoalIndexScanRequest,
-    MaintenancePlan, MaintenanceRequest, ManagerHost, ScanGoalIndex, Supervisor,
-    ValidateRetainedAgent,
-};
+use cotal_core::manager::Supervisor;
 use cotal_core::manager_route::{kind, ManagerServiceRequest};
 use cotal_core::names::SpaceName;
-use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
-use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::{random, FileActors};
+use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, DoorRequest};
 use cotal_io_http::idp_keys::IdpKeys;
-use cotal_io_nats::durables::NatsDurables;
-use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
-use super::connections::PlaneLink;
 use super::decision::{Decided, Recorder};
-use super::runs::Runs;
+use super::manager_ops::ManagerOps;
 
 const NEEDS: &str = "manager-service authority needs { idpToken, request }";
 
@@ -54,19 +40,8 @@ pub(super) struct ManagerRoute {
     pub(super) material: DaemonMaterial,
     pub(super) idp: Arc<IdpKeys>,
     pub(super) ledger: FileActors,
-    pub(super) host: ManagerHost,
-    /// The public face's exchange URL, set once it is bound.
-    pub(super) public_exchange: Arc<std::sync::OnceLock<String>>,
-    pub(super) connections: PlaneLink,
-    /// The servers' listing and kick (sparing the plane's own connections): the maintenance
-    /// door's verified eviction.
-    pub(super) oracle: Arc<Oracle>,
-    /// The servers, for the reconciler's own connection.
-    pub(super) server: String,
-    /// Agents' mailboxes, created and removed as real JetStream consumers.
-    pub(super) durables: Arc<NatsDurables>,
-    /// Run admission and attempts.
-    pub(super) runs: Runs,
+    /// Each kind's operation on the connections its grants need.
+    pub(super) ops: ManagerOps,
     pub(super) recorder: Recorder,
 }
 
@@ -127,193 +102,12 @@ impl ManagerRoute {
             owner,
             scope: grant.row.scope.clone(),
         };
-        let parsed = ManagerServiceRequest::parse(request, &self.host()).map_err(refuse)?;
-        let body = self.operate(holder, parsed, now_ms).await.map_err(refuse)?;
+        let parsed = ManagerServiceRequest::parse(request, &self.ops.host()).map_err(refuse)?;
+        let body = self
+            .ops
+            .operate(holder, parsed, now_ms)
+            .await
+            .map_err(refuse)?;
         Ok((caller, body))
     }
-
-    /// Runs one parsed request's core operation on the connections its grants need.
-    async fn operate(
-        &self,
-        holder: Supervisor,
-        request: ManagerServiceRequest,
-        now_ms: u64,
-    ) -> Result<Value, EpError> {
-        let host = self.host();
-        match request {
-            ManagerServiceRequest::Enrollment(request) => {
-                let enroll = EnrollManagedAgent {
-                    host,
-                    caller: holder,
-                    request,
-                    fresh_uid_entropy: random::entropy().map_err(EpError::unavailable)?,
-                    now_ms,
-                };
-                json_of(&self.serialized(enroll).await?.to_json())
-            }
-            ManagerServiceRequest::PrepareRetirement(request) => {
-                let prepare = PrepareManagedRetirement {
-                    host,
-                    caller: holder,
-                    request,
-                };
-                json_of(&self.serialized(prepare).await?.to_json())
-            }
-            ManagerServiceRequest::RunAdmission(request) => {
-                self.runs.admit(host, holder, request).await
-            }
-            ManagerServiceRequest::RunAttempt(request) => {
-                self.runs.attempt(host, holder, request).await
-            }
-            ManagerServiceRequest::Maintenance(request) => self.maintain(holder, request).await,
-            ManagerServiceRequest::RetainedValidation(request) => {
-                let validate = ValidateRetainedAgent {
-                    host,
-                    caller: holder,
-                    request,
-                };
-                json_of(&self.with_ledger(validate).await?.to_json())
-            }
-            ManagerServiceRequest::AdminAuthorization(request) => {
-                let authorize = AuthorizeManagerAdmin {
-                    host,
-                    holder,
-                    request,
-                };
-                json_of(&self.with_ledger(authorize).await?.to_json())
-            }
-            ManagerServiceRequest::GoalIndexScan(request) => {
-                self.scan_goal_index(holder, request).await
-            }
-            ManagerServiceRequest::Authority(request) => {
-                let call = ManagerAuthority::new(host, holder, request, now_ms);
-                let bound = self.connections.get()?.issuer.space()?;
-                let material = NatsWorld::new(&bound).run(&mut Replay::new(call)).await?;
-                json_of(&material.to_json())
-            }
-        }
-    }
-
-    /// `manager-service-maintenance`: the core door decides what may be done, on the issuer
-    /// connection with the family listed by the sealed auth scanner (F98); an eviction then
-    /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
-    async fn maintain(
-        &self,
-        caller: Supervisor,
-        request: MaintenanceRequest,
-    ) -> Result<Value, EpError> {
-        let owner = caller.owner().clone();
-        let authorize = AuthorizeMaintenance {
-            host: self.host(),
-            caller,
-            request: request.clone(),
-        };
-        let connections = self.connections.get()?;
-        let (issuer, scanner) = (
-            connections.issuer.space()?,
-            connections.scanners.ledger.space()?,
-        );
-        let mut world = NatsWorld::new(&issuer);
-        world.set_scanner(Store::Auth, &scanner);
-        let plan = world.run(&mut Replay::new(authorize)).await?;
-        let answer = match plan {
-            MaintenancePlan::Evict(holders) => {
-                let evidence = self.oracle.evict_with_evidence(&holders).await;
-                request.eviction_answer(&owner, &evidence)?
-            }
-            MaintenancePlan::Reconcile(gate) => {
-                let report = self.reconcile(&gate).await?;
-                request.reconcile_answer(&owner, &report.to_reference_json())
-            }
-        };
-        json_of(&answer)
-    }
-
-    /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
-    /// (F52, F53, F68), on its own short-lived connection scoped to the target gate, with the
-    /// plane's oracle as prober and evictor. A refusal (holder alive or unknown, eviction
-    /// unverified, raced) leaves the gate frozen and answers its sentence.
-    async fn reconcile(&self, gate: &GateRef) -> Result<ReconcileReport, EpError> {
-        let client = crate::gate_cmd::open_reconciler(&self.server, &self.material, gate)
-            .await
-            .map_err(EpError::unavailable)?;
-        let result = async {
-            let bound = client.space()?;
-            let mut world = NatsWorld::new(&bound);
-            world.set_prober(self.oracle.prober());
-            world.set_evictor(self.oracle.evictor());
-            world
-                .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
-                .await
-        }
-        .await;
-        let _ = client.close().await;
-        result
-    }
-
-    /// The host, with the public face's exchange URL once that face is bound (enrolled agents
-    /// exchange their secrets there).
-    fn host(&self) -> ManagerHost {
-        let mut host = self.host.clone();
-        if let Some(url) = self.public_exchange.get() {
-            host.agents.agent_bearer_exchange_url = url.clone();
-        }
-        host
-    }
-
-    /// Runs a registered-manager door that reads the host's actor ledger (retained-agent
-    /// validation, admin authorization) on the issuer connection with the ledger attached, read
-    /// fresh at every call.
-    async fn with_ledger<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
-        let bound = self.connections.get()?.issuer.space()?;
-        NatsWorld::new(&bound)
-            .with_actors(Arc::new(self.ledger.clone()))
-            .run(&mut Replay::new(script))
-            .await
-    }
-
-    /// `manager-goal-index-scan`: the door on the issuer connection (the manager gate), then the
-    /// enumeration of the authenticated owner's index entries, listed and read on the sealed
-    /// records scanner (reference §4.7, F98), and core writes the answer.
-    async fn scan_goal_index(
-        &self,
-        caller: Supervisor,
-        request: GoalIndexScanRequest,
-    ) -> Result<Value, EpError> {
-        let owner = caller.owner().clone();
-        let authorize = AuthorizeGoalIndexScan {
-            host: self.host(),
-            caller,
-            request: request.clone(),
-        };
-        let connections = self.connections.get()?;
-        let (issuer, scanner) = (
-            connections.issuer.space()?,
-            connections.scanners.records.space()?,
-        );
-        NatsWorld::new(&issuer)
-            .run(&mut Replay::new(authorize))
-            .await?;
-        let scan = NatsWorld::new(&scanner)
-            .run(&mut Replay::new(ScanGoalIndex { owner, request }))
-            .await?;
-        json_of(&scan.to_json())
-    }
-
-    /// Runs a managed-agent operation under its alias lock on the issuer connection, with the
-    /// ledger and the broker's durables attached (reference §6.3, §6.6).
-    async fn serialized<S: AliasScript>(&self, script: S) -> Result<S::Output, EpError> {
-        let bound = self.connections.get()?.issuer.space()?;
-        NatsWorld::new(&bound)
-            .with_actors(Arc::new(self.ledger.clone()))
-            .with_nats_durables(Arc::clone(&self.durables))
-            .run_serialized(script)
-            .await
-    }
-}
-
-/// A result's wire JSON as a value for the answer.
-fn json_of(text: &str) -> Result<Value, EpError> {
-    serde_json::from_str(text)
-        .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
 }

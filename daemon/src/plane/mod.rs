@@ -32,6 +32,7 @@ mod kill_point;
 #[cfg(not(feature = "kill-points"))]
 pub use kill_point::refuse_requested as refuse_requested_kill_points;
 mod manager_caller;
+mod manager_ops;
 mod manager_route;
 mod metrics;
 mod rail;
@@ -672,26 +673,30 @@ fn doors(
             material: material.clone(),
             idp,
             ledger: ledger.clone(),
-            host: host.clone(),
-            public_exchange: Arc::clone(public_exchange),
-            connections: connections::PlaneLink::to(connections),
-            oracle: retirements.oracle(),
-            server: inputs.server.clone(),
-            durables: Arc::new(NatsDurables::new(
-                &inputs.server,
-                inputs.space.clone(),
-                DataAccountSigner {
-                    account: material.data_account().to_owned(),
-                    signer: Arc::new(material.data_signing_key().clone()),
-                },
-                auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
-            )),
-            runs: runs::Runs {
-                space: inputs.space.clone(),
+            ops: manager_ops::ManagerOps {
                 material: material.clone(),
                 ledger: ledger.clone(),
+                host: host.clone(),
+                public_exchange: Arc::clone(public_exchange),
                 connections: connections::PlaneLink::to(connections),
-                observed,
+                oracle: retirements.oracle(),
+                server: inputs.server.clone(),
+                durables: Arc::new(NatsDurables::new(
+                    &inputs.server,
+                    inputs.space.clone(),
+                    DataAccountSigner {
+                        account: material.data_account().to_owned(),
+                        signer: Arc::new(material.data_signing_key().clone()),
+                    },
+                    auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
+                )),
+                runs: runs::Runs {
+                    space: inputs.space.clone(),
+                    material: material.clone(),
+                    ledger: ledger.clone(),
+                    connections: connections::PlaneLink::to(connections),
+                    observed,
+                },
             },
             recorder: decision::Recorder::new(metrics),
         },

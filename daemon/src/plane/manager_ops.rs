@@ -1,0 +1,245 @@
+//! The manager-service route's operations (reference §3.7), one per parsed kind, each run on
+//! the plane connection whose grant it needs: the manager-service operations on the issuer,
+//! managed-agent enrollment and retirement preparation under the alias lock with the broker's
+//! durables, runs ([`super::runs`]), the ledger-reading doors with the host's actor ledger
+//! attached, maintenance with the plane's oracle and the reconciler's own connection, and the
+//! goal-index scan on the sealed records scanner.
+
+use std::sync::Arc;
+
+use cotal_core::actors::AliasScript;
+use cotal_core::enrollment::{EnrollManagedAgent, PrepareManagedRetirement};
+use cotal_core::error::EpError;
+use cotal_core::issuance::GateRef;
+use cotal_core::kv::Store;
+use cotal_core::machine::{Replay, Script};
+use cotal_core::manager::{
+    AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin, GoalIndexScanRequest,
+    MaintenancePlan, MaintenanceRequest, ManagerHost, ScanGoalIndex, Supervisor,
+    ValidateRetainedAgent,
+};
+use cotal_core::manager_route::ManagerServiceRequest;
+use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
+use cotal_core::renewal::ManagerAuthority;
+use cotal_core::trust::DaemonMaterial;
+use cotal_io_fs::{random, FileActors};
+use cotal_io_nats::durables::NatsDurables;
+use cotal_io_nats::liveness::Oracle;
+use cotal_io_nats::NatsWorld;
+use serde_json::Value;
+
+use super::connections::PlaneLink;
+use super::runs::Runs;
+
+/// What the operations need, built once per plane.
+pub(super) struct ManagerOps {
+    pub(super) material: DaemonMaterial,
+    pub(super) ledger: FileActors,
+    pub(super) host: ManagerHost,
+    /// The public face's exchange URL, set once it is bound.
+    pub(super) public_exchange: Arc<std::sync::OnceLock<String>>,
+    pub(super) connections: PlaneLink,
+    /// The servers' listing and kick (sparing the plane's own connections): the maintenance
+    /// door's verified eviction.
+    pub(super) oracle: Arc<Oracle>,
+    /// The servers, for the reconciler's own connection.
+    pub(super) server: String,
+    /// Agents' mailboxes, created and removed as real JetStream consumers.
+    pub(super) durables: Arc<NatsDurables>,
+    /// Run admission and attempts.
+    pub(super) runs: Runs,
+}
+
+impl std::fmt::Debug for ManagerOps {
+    // The material and the host hold secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ManagerOps").finish_non_exhaustive()
+    }
+}
+
+impl ManagerOps {
+    /// Runs one parsed request's core operation on the connections its grants need.
+    pub(super) async fn operate(
+        &self,
+        holder: Supervisor,
+        request: ManagerServiceRequest,
+        now_ms: u64,
+    ) -> Result<Value, EpError> {
+        let host = self.host();
+        match request {
+            ManagerServiceRequest::Enrollment(request) => {
+                let enroll = EnrollManagedAgent {
+                    host,
+                    caller: holder,
+                    request,
+                    fresh_uid_entropy: random::entropy().map_err(EpError::unavailable)?,
+                    now_ms,
+                };
+                json_of(&self.serialized(enroll).await?.to_json())
+            }
+            ManagerServiceRequest::PrepareRetirement(request) => {
+                let prepare = PrepareManagedRetirement {
+                    host,
+                    caller: holder,
+                    request,
+                };
+                json_of(&self.serialized(prepare).await?.to_json())
+            }
+            ManagerServiceRequest::RunAdmission(request) => {
+                self.runs.admit(host, holder, request).await
+            }
+            ManagerServiceRequest::RunAttempt(request) => {
+                self.runs.attempt(host, holder, request).await
+            }
+            ManagerServiceRequest::Maintenance(request) => self.maintain(holder, request).await,
+            ManagerServiceRequest::RetainedValidation(request) => {
+                let validate = ValidateRetainedAgent {
+                    host,
+                    caller: holder,
+                    request,
+                };
+                json_of(&self.with_ledger(validate).await?.to_json())
+            }
+            ManagerServiceRequest::AdminAuthorization(request) => {
+                let authorize = AuthorizeManagerAdmin {
+                    host,
+                    holder,
+                    request,
+                };
+                json_of(&self.with_ledger(authorize).await?.to_json())
+            }
+            ManagerServiceRequest::GoalIndexScan(request) => {
+                self.scan_goal_index(holder, request).await
+            }
+            ManagerServiceRequest::Authority(request) => {
+                let call = ManagerAuthority::new(host, holder, request, now_ms);
+                let bound = self.connections.get()?.issuer.space()?;
+                let material = NatsWorld::new(&bound).run(&mut Replay::new(call)).await?;
+                json_of(&material.to_json())
+            }
+        }
+    }
+
+    /// `manager-service-maintenance`: the core door decides what may be done, on the issuer
+    /// connection with the family listed by the sealed auth scanner (F98); an eviction then
+    /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
+    async fn maintain(
+        &self,
+        caller: Supervisor,
+        request: MaintenanceRequest,
+    ) -> Result<Value, EpError> {
+        let owner = caller.owner().clone();
+        let authorize = AuthorizeMaintenance {
+            host: self.host(),
+            caller,
+            request: request.clone(),
+        };
+        let connections = self.connections.get()?;
+        let (issuer, scanner) = (
+            connections.issuer.space()?,
+            connections.scanners.ledger.space()?,
+        );
+        let mut world = NatsWorld::new(&issuer);
+        world.set_scanner(Store::Auth, &scanner);
+        let plan = world.run(&mut Replay::new(authorize)).await?;
+        let answer = match plan {
+            MaintenancePlan::Evict(holders) => {
+                let evidence = self.oracle.evict_with_evidence(&holders).await;
+                request.eviction_answer(&owner, &evidence)?
+            }
+            MaintenancePlan::Reconcile(gate) => {
+                let report = self.reconcile(&gate).await?;
+                request.reconcile_answer(&owner, &report.to_reference_json())
+            }
+        };
+        json_of(&answer)
+    }
+
+    /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
+    /// (F52, F53, F68), on its own short-lived connection scoped to the target gate, with the
+    /// plane's oracle as prober and evictor. A refusal (holder alive or unknown, eviction
+    /// unverified, raced) leaves the gate frozen and answers its sentence.
+    async fn reconcile(&self, gate: &GateRef) -> Result<ReconcileReport, EpError> {
+        let client = crate::gate_cmd::open_reconciler(&self.server, &self.material, gate)
+            .await
+            .map_err(EpError::unavailable)?;
+        let result = async {
+            let bound = client.space()?;
+            let mut world = NatsWorld::new(&bound);
+            world.set_prober(self.oracle.prober());
+            world.set_evictor(self.oracle.evictor());
+            world
+                .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
+                .await
+        }
+        .await;
+        let _ = client.close().await;
+        result
+    }
+
+    /// The host, with the public face's exchange URL once that face is bound (enrolled agents
+    /// exchange their secrets there).
+    pub(super) fn host(&self) -> ManagerHost {
+        let mut host = self.host.clone();
+        if let Some(url) = self.public_exchange.get() {
+            host.agents.agent_bearer_exchange_url = url.clone();
+        }
+        host
+    }
+
+    /// Runs a registered-manager door that reads the host's actor ledger (retained-agent
+    /// validation, admin authorization) on the issuer connection with the ledger attached, read
+    /// fresh at every call.
+    async fn with_ledger<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
+        let bound = self.connections.get()?.issuer.space()?;
+        NatsWorld::new(&bound)
+            .with_actors(Arc::new(self.ledger.clone()))
+            .run(&mut Replay::new(script))
+            .await
+    }
+
+    /// `manager-goal-index-scan`: the door on the issuer connection (the manager gate), then the
+    /// enumeration of the authenticated owner's index entries, listed and read on the sealed
+    /// records scanner (reference §4.7, F98), and core writes the answer.
+    async fn scan_goal_index(
+        &self,
+        caller: Supervisor,
+        request: GoalIndexScanRequest,
+    ) -> Result<Value, EpError> {
+        let owner = caller.owner().clone();
+        let authorize = AuthorizeGoalIndexScan {
+            host: self.host(),
+            caller,
+            request: request.clone(),
+        };
+        let connections = self.connections.get()?;
+        let (issuer, scanner) = (
+            connections.issuer.space()?,
+            connections.scanners.records.space()?,
+        );
+        NatsWorld::new(&issuer)
+            .run(&mut Replay::new(authorize))
+            .await?;
+        let scan = NatsWorld::new(&scanner)
+            .run(&mut Replay::new(ScanGoalIndex { owner, request }))
+            .await?;
+        json_of(&scan.to_json())
+    }
+
+    /// Runs a managed-agent operation under its alias lock on the issuer connection, with the
+    /// ledger and the broker's durables attached (reference §6.3, §6.6).
+    async fn serialized<S: AliasScript>(&self, script: S) -> Result<S::Output, EpError> {
+        let bound = self.connections.get()?.issuer.space()?;
+        NatsWorld::new(&bound)
+            .with_actors(Arc::new(self.ledger.clone()))
+            .with_nats_durables(Arc::clone(&self.durables))
+            .run_serialized(script)
+            .await
+    }
+}
+
+/// A result's wire JSON as a value for the answer.
+fn json_of(text: &str) -> Result<Value, EpError> {
+    serde_json::from_str(text)
+        .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
+}
