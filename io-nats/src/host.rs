@@ -23,9 +23,8 @@ use cotal_core::EpError;
 use futures::future;
 use tokio::sync::watch;
 
-use futures::StreamExt;
-
 use crate::authority::AuthorityClient;
+use crate::follow::{Followed, Interest};
 use crate::shape::StoreLayout;
 use crate::space::Space;
 
@@ -309,9 +308,6 @@ async fn pushed<T>(client: &AuthorityClient, gate: &GateRef, wait: impl Future<O
     }
 }
 
-/// How long the push feed waits before it tries a failed subscription again.
-const PUSH_RESUBSCRIBE_RETRY: Duration = Duration::from_millis(250);
-
 /// Pushes every write of `gate`, by any writer, to the waiters of that gate on `client`'s hub
 /// ([`FenceReads::gate_writes`]): a core subscription on the gate key's subject
 /// (`$KV.cotal_auth_<space>.<key>`, which every KV write of the key is published on), held on
@@ -327,49 +323,15 @@ pub async fn push_gate_writes(client: &AuthorityClient, gate: &GateRef) -> EpErr
         "{}{key}",
         StoreLayout::of(Store::Auth, &gate.space).subject_prefix
     );
-    // The binding and subscription in use. A renewal's fresh ones replace them only once the
-    // fresh subscription is registered, so the old connection is never drained while nothing
-    // listens on the new one.
-    let mut current;
-    let mut renewals = client.renewals();
+    let mut pushes = Followed::new(
+        format!("{} (gate push)", client.label()),
+        client,
+        vec![Interest::Subject(subject)],
+    );
     loop {
-        // Marked seen before the binding is taken: a renewal from here on wakes the loop below.
-        renewals.borrow_and_update();
-        let binding = match client.space() {
-            Ok(binding) => binding,
-            Err(e) => return e,
-        };
-        match binding.client().subscribe(subject.clone()).await {
-            Ok(fresh) => {
-                let _ = binding.client().flush().await;
-                current = (binding, fresh);
-            }
-            Err(e) => {
-                tracing::warn!(
-                    connection = client.label(),
-                    "the gate push subscription failed ({e}); the fence polls until it is back"
-                );
-                drop(binding);
-                tokio::time::sleep(PUSH_RESUBSCRIBE_RETRY).await;
-                continue;
-            }
-        }
-        let (_, deliveries) = &mut current;
-        loop {
-            tokio::select! {
-                delivered = deliveries.next() => match delivered {
-                    Some(_) => client.gate_writes().wake(&key),
-                    None => break,
-                },
-                renewed = renewals.changed() => match renewed {
-                    Ok(()) => break,
-                    // The client is gone: its failure (if any) is the answer.
-                    Err(_) => return match client.space() {
-                        Err(e) => e,
-                        Ok(_) => EpError::unavailable("the gate push's connection is gone"),
-                    },
-                },
-            }
+        match pushes.next().await {
+            Ok(_) => client.gate_writes().wake(&key),
+            Err(gone) => return gone,
         }
     }
 }

@@ -10,14 +10,14 @@
 //! fresh connection; the listener subscribes on the fresh one before it lets the old one go.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use cotal_core::control_rail::{AdmitRetireCall, RailAdmission, RetireCall};
 use cotal_core::endpoint_rail::{reply_error, reply_ok, Outcome, ServedCommand};
 use cotal_core::machine::Replay;
 use cotal_core::EpError;
-use cotal_io_nats::async_nats::{Client, Message, Subscriber};
-use futures::StreamExt;
+use cotal_io_nats::async_nats::{Client, Message};
+use cotal_io_nats::follow::{Followed, Interest, Source};
+use cotal_io_nats::Space;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, warn};
@@ -26,9 +26,6 @@ use super::connections::PlaneLink;
 use super::decision::{Decided, Recorder};
 use super::retirement::{Entry, Retirements};
 use super::Readiness;
-
-/// How long the listener waits before it looks again for a connection that closed under it.
-const RELISTEN_RETRY: Duration = Duration::from_millis(500);
 
 /// The rail's dependencies.
 pub(super) struct Rail {
@@ -44,77 +41,43 @@ pub(super) struct Rail {
 /// How many rail calls the plane answers at once (the public face's cap).
 pub(super) const RAIL_IN_FLIGHT: usize = 64;
 
-/// The two subscriptions of one connection.
-struct Listening {
-    client: Client,
-    class: Subscriber,
-    instance: Subscriber,
-    /// Wakes when the admin connection is renewed: the rail moves to the fresh one.
-    renewals: watch::Receiver<u64>,
+/// The admin connection, current across its renewals, as long as the plane holds it.
+struct AdminConnection(PlaneLink);
+
+impl Source for AdminConnection {
+    fn current(&self) -> Result<(Arc<Space>, watch::Receiver<u64>), EpError> {
+        let connections = self.0.get()?;
+        (&connections.admin).current()
+    }
 }
 
 impl Rail {
     /// Subscribes on the current connection, flushed, and serves until aborted.
     pub(super) async fn start(self) -> Result<JoinHandle<()>, String> {
-        let first = self.listen().await.map_err(|e| e.message)?;
-        let rail = Arc::new(self);
-        Ok(tokio::spawn(async move { rail.serve(first).await }))
-    }
-
-    async fn listen(&self) -> Result<Listening, EpError> {
-        let connections = self.connections.get()?;
-        let mut renewals = connections.admin.renewals();
-        renewals.borrow_and_update();
-        let client = connections.admin.space()?.client().clone();
         let [class, instance] = self.served.subscriptions();
-        let queue = self.served.endpoint.token().as_str().to_owned();
-        let subscribe = |e: cotal_io_nats::async_nats::SubscribeError| {
-            EpError::unavailable(format!("subscribing the auth control rail failed: {e}"))
-        };
-        let class = client
-            .queue_subscribe(class, queue)
-            .await
-            .map_err(subscribe)?;
-        let instance = client.subscribe(instance).await.map_err(subscribe)?;
-        client.flush().await.map_err(|e| {
-            EpError::unavailable(format!("flushing the auth control rail failed: {e}"))
-        })?;
-        Ok(Listening {
-            client,
-            class,
-            instance,
-            renewals,
-        })
+        let group = self.served.endpoint.token().as_str().to_owned();
+        let interests = vec![
+            Interest::Queue {
+                subject: class,
+                group,
+            },
+            Interest::Subject(instance),
+        ];
+        let source = AdminConnection(self.connections.clone());
+        let mut calls = Followed::new("auth control rail", source, interests);
+        calls.listen().await.map_err(|e| e.message)?;
+        let rail = Arc::new(self);
+        Ok(tokio::spawn(async move { rail.serve(calls).await }))
     }
 
-    async fn serve(self: Arc<Self>, mut current: Listening) {
+    async fn serve(self: Arc<Self>, mut calls: Followed<AdminConnection>) {
         loop {
-            let message = tokio::select! {
-                m = current.class.next() => m,
-                m = current.instance.next() => m,
-                renewed = current.renewals.changed() => {
-                    // The connection was renewed (or the plane's connections are gone).
-                    if renewed.is_err() {
-                        return;
-                    }
-                    match self.listen().await {
-                        Ok(next) => current = next,
-                        Err(e) => warn!("the auth control rail could not move to its renewed connection: {}", e.message),
-                    }
-                    continue;
+            let (client, message) = match calls.next().await {
+                Ok(call) => call,
+                Err(e) => {
+                    debug!("the auth control rail stopped: {}", e.message);
+                    return;
                 }
-            };
-            let Some(message) = message else {
-                // The connection's subscriptions ended: it closed. Pick up the current one.
-                tokio::time::sleep(RELISTEN_RETRY).await;
-                match self.listen().await {
-                    Ok(next) => current = next,
-                    Err(e) => debug!(
-                        "the auth control rail is waiting for its connection: {}",
-                        e.message
-                    ),
-                }
-                continue;
             };
             // Bounded like the HTTP faces: past the cap the listener stops reading its
             // subscription until a call ends (the server buffers, then drops for a slow one).
@@ -122,7 +85,6 @@ impl Rail {
                 return;
             };
             let rail = Arc::clone(&self);
-            let client = current.client.clone();
             tokio::spawn(async move {
                 rail.answer(client, message).await;
                 drop(permit);
