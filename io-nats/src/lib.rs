@@ -34,6 +34,7 @@ pub mod host;
 pub mod journal;
 pub mod liveness;
 pub mod observed;
+pub mod rail_server;
 pub mod reaper;
 pub mod shape;
 pub mod space;

@@ -525,16 +525,14 @@ async fn start_rail(
         registered.process_epoch,
     )
     .map_err(|e| e.message)?;
-    rail::Rail {
-        served,
-        connections: connections::PlaneLink::to(connections),
+    let rail = rail::Rail {
+        space: inputs.space.clone(),
         retirements: Arc::clone(retirements),
         readiness,
         recorder: decision::Recorder::new(metrics),
-        in_flight: Arc::new(tokio::sync::Semaphore::new(rail::RAIL_IN_FLIGHT)),
-    }
-    .start()
-    .await
+    };
+    rail.start(served, connections::PlaneLink::to(connections))
+        .await
 }
 
 /// Subscribes the issuing connection to the served run request subjects (SPEC 14.8), confirmed
