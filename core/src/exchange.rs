@@ -84,6 +84,18 @@ pub enum Exchanger {
 }
 
 impl Exchanger {
+    /// The principal the exchanger claims, when its names parse: a hint for the
+    /// root-credential cache, never an identity (a human's owner is verified, its actor not yet
+    /// granted; an agent's names are unproven until its secret matched).
+    pub fn claimed(&self) -> Option<Principal> {
+        match self {
+            Exchanger::Human(human) => ActorToken::parse(&human.actor)
+                .ok()
+                .map(|actor| Principal::new(human.owner.owner().clone(), actor)),
+            Exchanger::Agent(agent) => agent.claimed(),
+        }
+    }
+
     /// Whether the bearer asked for is a `manager-caller`'s, whose selection reads the
     /// workspace's own manager.
     pub fn asks_manager_caller(&self) -> bool {

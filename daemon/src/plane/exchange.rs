@@ -7,20 +7,18 @@
 use std::sync::Arc;
 
 use cotal_core::error::EpError;
-use cotal_core::exchange::{BearerPlan, ExchangeRefusal, Exchanger, PlanExchange, SignedIn};
+use cotal_core::exchange::{BearerPlan, ExchangeRefusal, PlanExchange};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::names::{ActorToken, Principal, SpaceName};
+use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
-use cotal_core::view::View;
 use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::BearerIssuer;
-use cotal_io_http::face::exchange::{self, ExchangeArm, ExchangeRequest, ExchangeShape};
+use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape};
 use cotal_io_http::face::{Answer, DoorRequest, StatusCode};
 use cotal_io_http::idp_keys::IdpKeys;
 use cotal_io_nats::NatsWorld;
-use serde_json::json;
 
 use super::connections::PlaneLink;
 use super::decision::{Decided, Recorder};
@@ -67,16 +65,9 @@ impl Exchange {
         };
         match outcome {
             Ok((plan, token, exp)) => {
-                let mut body = json!({
-                    "token": token,
-                    "owner": plan.principal.owner().as_str(),
-                    "exp": exp,
-                });
-                if let (Some(instance), Some(o)) =
-                    (&plan.act.manager_instance_id, body.as_object_mut())
-                {
-                    o.insert("managerInstanceId".into(), json!(instance.as_str()));
-                }
+                let instance = plan.act.manager_instance_id.as_ref();
+                let owner = plan.principal.owner().as_str();
+                let body = exchange::granted(&token, owner, exp, instance.map(|i| i.as_str()));
                 let caller = plan.principal.key();
                 let decided = Decided::new("exchange", &caller, &plan.row);
                 self.recorder.answer(request, &decided, Ok(body))
@@ -109,40 +100,11 @@ impl Exchange {
             manager_instance_id,
             arm,
         } = request;
-        let (exchanger, claimed) = match arm {
-            ExchangeArm::Human {
-                idp_token,
-                actor,
-                view,
-                session_grant,
-            } => {
-                let view = view
-                    .as_deref()
-                    .map(View::served_at_exchange)
-                    .transpose()
-                    .map_err(anonymous)?;
-                let identity = self.idp.verify(&idp_token, now).await.map_err(anonymous)?;
-                let owner = self
-                    .material
-                    .owner_for_idp_subject(&identity.subject)
-                    .map_err(anonymous)?;
-                let claimed = ActorToken::parse(&actor)
-                    .ok()
-                    .map(|a| Principal::new(owner.owner().clone(), a));
-                let human = SignedIn {
-                    owner,
-                    token_expires_at: identity.expires_at,
-                    actor,
-                    view,
-                    session_grant,
-                };
-                (Exchanger::Human(human), claimed)
-            }
-            ExchangeArm::Agent(agent) => {
-                let claimed = agent.claimed();
-                (Exchanger::Agent(agent), claimed)
-            }
-        };
+        let exchanger = arm
+            .verify(&self.idp, &self.material, now)
+            .await
+            .map_err(anonymous)?;
+        let claimed = exchanger.claimed();
         let local = match exchanger.asks_manager_caller() {
             true => self.local.read().map_err(anonymous)?,
             false => None,

@@ -3,10 +3,15 @@
 //! The face-specific rule (a view the public face never serves) is a refusal (403, counted),
 //! not a shape error. Fields outside the exchange's are ignored, as the reference ignores them.
 
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
-use cotal_core::exchange::AgentSecret;
+use cotal_core::error::EpError;
+use cotal_core::exchange::{AgentSecret, Exchanger, SignedIn};
+use cotal_core::jwt::UnixSeconds;
+use cotal_core::trust::DaemonMaterial;
 use cotal_core::view::View;
+
+use crate::idp_keys::IdpKeys;
 
 use super::routes::Face;
 
@@ -39,6 +44,48 @@ pub enum ExchangeArm {
     },
     /// An agent: its owner, actor and secret, maybe the `manager-caller` view.
     Agent(AgentSecret),
+}
+
+/// The body of a granted exchange: the bearer, the owner it was minted for, its expiry in
+/// seconds, and for a `manager-caller` bearer the manager instance it names.
+pub fn granted(token: &str, owner: &str, exp: u64, manager_instance: Option<&str>) -> Value {
+    let mut body = json!({ "token": token, "owner": owner, "exp": exp });
+    if let (Some(instance), Some(o)) = (manager_instance, body.as_object_mut()) {
+        o.insert("managerInstanceId".into(), json!(instance));
+    }
+    body
+}
+
+impl ExchangeArm {
+    /// The arm's token checks, the ones the adapter owns: for a human, a view the exchange
+    /// serves, then the IdP token, then the owner its subject derives in the space; an agent's
+    /// secret is core's to check against its row.
+    pub async fn verify(
+        self,
+        idp: &IdpKeys,
+        material: &DaemonMaterial,
+        now: UnixSeconds,
+    ) -> Result<Exchanger, EpError> {
+        match self {
+            ExchangeArm::Human {
+                idp_token,
+                actor,
+                view,
+                session_grant,
+            } => {
+                let view = view.as_deref().map(View::served_at_exchange).transpose()?;
+                let identity = idp.verify(&idp_token, now).await?;
+                Ok(Exchanger::Human(SignedIn {
+                    owner: material.owner_for_idp_subject(&identity.subject)?,
+                    token_expires_at: identity.expires_at,
+                    actor,
+                    view,
+                    session_grant,
+                }))
+            }
+            ExchangeArm::Agent(agent) => Ok(Exchanger::Agent(agent)),
+        }
+    }
 }
 
 const BOTH: &str = "exchange takes idpToken (human) OR owner+actorToken (agent), never both";
