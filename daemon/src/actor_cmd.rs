@@ -13,7 +13,7 @@ use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, Space
 use cotal_io_fs::{discovery, random, trust, FileActors};
 use serde_json::{json, Value};
 
-use crate::ledger_home;
+use cotal_io_fs::ledger_home;
 
 /// Who a grant is for: an owner token as it is, or the subject the space's pinned IdP
 /// authenticates, derived with the space's owner secret.

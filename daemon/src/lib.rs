@@ -9,7 +9,6 @@ pub mod clock;
 pub mod dev_idp_cmd;
 pub mod embedded;
 pub mod gate_cmd;
-pub mod ledger_home;
 pub mod login_cmd;
 pub mod plane;
 pub mod status;

@@ -21,7 +21,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{error, info, info_span, Instrument};
 
 use crate::embedded::Embedded;
-use crate::ledger_home;
+use cotal_io_fs::ledger_home;
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
 

@@ -20,6 +20,7 @@ mod actors;
 pub mod discovery;
 pub mod files;
 pub mod instance;
+pub mod ledger_home;
 pub mod local_manager;
 pub mod marks;
 pub mod random;

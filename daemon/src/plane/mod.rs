@@ -111,7 +111,7 @@ pub struct PlaneInputs {
     /// Wait on a live plane's claim instead of refusing, and take over when it dies.
     pub standby: bool,
     /// The actor ledger the plane serves: its own state root's, or the one of the active plane
-    /// a standby stands by ([`crate::ledger_home`]). Held under its serving lock while the
+    /// a standby stands by ([`cotal_io_fs::ledger_home`]). Held under its serving lock while the
     /// plane holds the claim; a standby waits only on a plane that holds it.
     pub ledger: FileActors,
     pub material: DaemonMaterial,

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::{files, trust, FileActors};
+use crate::{files, trust, FileActors};
 use serde_json::{json, Map, Value};
 
 /// The record's file, beside the instance identity.
