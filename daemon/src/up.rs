@@ -21,9 +21,9 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{error, info, info_span, Instrument};
 
 use crate::embedded::Embedded;
-use cotal_io_fs::ledger_home;
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
+use cotal_io_fs::ledger_home;
 
 /// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
 /// a failure (1) so a supervisor can leave it stopped (systemd `RestartPreventExitStatus=3`)

@@ -16,9 +16,9 @@ use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use crate::{files, trust, FileActors};
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
-use crate::{files, trust, FileActors};
 use serde_json::{json, Map, Value};
 
 /// The record's file, beside the instance identity.

@@ -29,6 +29,7 @@ pub mod authority;
 pub mod callout;
 pub mod driver;
 pub mod durables;
+pub mod flights;
 pub mod follow;
 pub mod host;
 pub mod journal;

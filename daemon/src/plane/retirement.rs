@@ -2,14 +2,12 @@
 //! process never runs one retirement twice at once), shared by the loopback retire doors, the
 //! auth control rail and the boot's crash-resume (reference §2.5 steps 7–8).
 //!
-//! A flight runs on its own task, so a caller that stops waiting (its request's deadline, a
-//! dropped HTTP connection) never cancels a barrier halfway: the next caller of the same op id
-//! joins the run still in flight, or, once it ended, starts a new run that resumes from what the
-//! stores hold. Each run takes the plane claim as its guard and lists its family on the sealed
+//! A flight runs on its own task ([`Flights`]), so a caller that stops waiting never cancels a
+//! barrier halfway: the next caller of the same op id joins the run still in flight, or, once it
+//! ended, starts a new run that resumes from what the stores hold. Each run takes the plane claim as its guard and lists its family on the sealed
 //! ledger scanner.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_core::error::EpError;
@@ -17,10 +15,9 @@ use cotal_core::kv::Store;
 use cotal_core::lifecycle::{FindOpenOperations, RetireLifecycle, Retirement};
 use cotal_core::machine::{Machine, Replay};
 use cotal_core::names::{OpId, Principal};
+use cotal_io_nats::flights::{Boarded, Done, Flights};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::NatsWorld;
-use futures::future::{BoxFuture, FutureExt, Shared};
-use tokio::task::AbortHandle;
 use tracing::{error, info};
 
 use super::connections::PlaneLink;
@@ -61,22 +58,12 @@ pub(super) struct Ran {
     pub(super) evicted: Vec<Principal>,
 }
 
-type Done = Shared<BoxFuture<'static, Result<Ran, EpError>>>;
-
-/// One barrier run in flight, bound to the coordinates it retires.
-struct Flight {
-    target: String,
-    serial: u64,
-    done: Done,
-    abort: AbortHandle,
-}
-
 /// The plane's retirement flights.
 pub(super) struct Retirements {
     connections: PlaneLink,
     oracle: Arc<Oracle>,
     metrics: Arc<PlaneMetrics>,
-    flights: Mutex<(u64, HashMap<OpId, Flight>)>,
+    flights: Arc<Flights<OpId, Ran>>,
     /// The crash-test hook ([`RETIREMENT_KILL_AT`]), when set.
     #[cfg(feature = "kill-points")]
     kill: Option<KillPoint>,
@@ -106,7 +93,7 @@ impl Retirements {
             connections,
             oracle,
             metrics,
-            flights: Mutex::new((0, HashMap::new())),
+            flights: Arc::default(),
             #[cfg(feature = "kill-points")]
             kill: KillPoint::from_env(RETIREMENT_KILL_AT)?,
         }))
@@ -135,54 +122,29 @@ impl Retirements {
         })?
     }
 
-    fn flight(self: &Arc<Self>, barrier: RetireLifecycle, entry: Entry) -> Result<Done, EpError> {
+    fn flight(
+        self: &Arc<Self>,
+        barrier: RetireLifecycle,
+        entry: Entry,
+    ) -> Result<Done<Ran>, EpError> {
         let target = coordinates(&barrier);
-        let mut guard = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
-        let (serial, flights) = &mut *guard;
-        if let Some(flight) = flights.get(&barrier.op_id) {
-            if flight.target != target {
-                return Err(EpError::conflict(format!(
-                    "operation {} is already in flight for another lifecycle ({}); this \
-                     retirement of {target} was a full no-op - nothing was retired",
-                    barrier.op_id, flight.target
-                )));
-            }
-            self.metrics.retirement_flight(entry.as_str(), false);
-            return Ok(flight.done.clone());
-        }
-        *serial += 1;
+        let op_id = barrier.op_id.clone();
         let me = Arc::clone(self);
-        let (op_id, this) = (barrier.op_id.clone(), *serial);
-        let task = tokio::spawn(async move {
-            let op_id = barrier.op_id.clone();
-            let result = me.execute(barrier).await;
-            let mut guard = me.flights.lock().unwrap_or_else(PoisonError::into_inner);
-            if guard.1.get(&op_id).is_some_and(|f| f.serial == this) {
-                guard.1.remove(&op_id);
+        let run = async move { me.execute(barrier).await };
+        match self.flights.board(op_id.clone(), target.clone(), run) {
+            Ok(Boarded::Started(done)) => {
+                self.metrics.retirement_flight(entry.as_str(), true);
+                Ok(done)
             }
-            result
-        });
-        let abort = task.abort_handle();
-        let done: Done = async move {
-            task.await.unwrap_or_else(|e| {
-                Err(EpError::unavailable(format!(
-                    "the retirement run stopped before it finished ({e}); asking again resumes it"
-                )))
-            })
+            Ok(Boarded::Joined(done)) => {
+                self.metrics.retirement_flight(entry.as_str(), false);
+                Ok(done)
+            }
+            Err(other) => Err(EpError::conflict(format!(
+                "operation {op_id} is already in flight for another lifecycle ({other}); this \
+                 retirement of {target} was a full no-op - nothing was retired"
+            ))),
         }
-        .boxed()
-        .shared();
-        flights.insert(
-            op_id,
-            Flight {
-                target,
-                serial: this,
-                done: done.clone(),
-                abort,
-            },
-        );
-        self.metrics.retirement_flight(entry.as_str(), true);
-        Ok(done)
     }
 
     /// One barrier run on the barrier connection, its family listed on the sealed ledger
@@ -289,19 +251,6 @@ impl Retirements {
     /// Stops every run in flight (the plane is closing): each resumes under its op id on the
     /// next request or the next start, so stopping one halfway loses nothing.
     pub(super) async fn close(&self) {
-        let stopped: Vec<Done> = {
-            let mut guard = self.flights.lock().unwrap_or_else(PoisonError::into_inner);
-            guard
-                .1
-                .drain()
-                .map(|(_, flight)| {
-                    flight.abort.abort();
-                    flight.done
-                })
-                .collect()
-        };
-        for done in stopped {
-            let _ = done.await;
-        }
+        self.flights.close().await;
     }
 }
