@@ -36,7 +36,9 @@ use super::admission::{read_run_admission, AdmissionView};
 use super::admit::authenticate_registered_manager;
 use super::checkpoint::{pause_token, JournalCheckpoint};
 use super::observed::ObservedRunRequest;
-use super::request::{AttemptBody, AttemptSpec, OperatorAnswers, OperatorSpec, RunAttemptRequest};
+use super::request::{
+    AttemptBody, AttemptSpec, OperatorAnswers, OperatorAsk, OperatorSpec, RunAttemptRequest,
+};
 use super::served::{
     authorize_served_caller, registered_run_command, Forwarded, ServedCall, ServedScope,
 };
@@ -325,40 +327,40 @@ impl Script for AuthorizeRunAttempt {
                     }
                 }
             }
-            AttemptBody::Operator(spec) => {
-                if let Some(run) = &spec.run_id {
-                    admitted(cx, r, endpoint, run)?;
-                }
-                match &spec.answers {
-                    None => AuthorizedAttempt::Plain(PlainAttempt {
+            AttemptBody::Operator(spec) => match &spec.ask {
+                OperatorAsk::Read { run_id } => {
+                    if let Some(run) = run_id {
+                        admitted(cx, r, endpoint, run)?;
+                    }
+                    AuthorizedAttempt::Plain(PlainAttempt {
                         authorized,
                         body: PlainBody::Read(spec.clone()),
-                    }),
-                    Some(t) => {
-                        admitted(cx, r, endpoint, &t.run_id)?;
-                        let served = spec.served.as_deref().ok_or_else(|| {
-                            EpError::permission_denied(
-                                "an answering run operator carries the served run-answer subject \
-                                 of the caller it answers for (SPEC 14.8)",
-                            )
-                        })?;
-                        let forwarded = Forwarded::Answer {
-                            run_id: &t.run_id,
-                            step_key: &t.step_key,
-                            amend: t.amend,
-                        };
-                        // An answer's run owner is the manager's registered owner.
-                        let owner = self.holder.owner().clone();
-                        let call = self.served_call(cx, served, forwarded, owner, &observed)?;
-                        AuthorizedAttempt::Answering(AnsweringAttempt {
-                            authorized,
-                            spec: spec.clone(),
-                            answers: t.clone(),
-                            call,
-                        })
-                    }
+                    })
                 }
-            }
+                OperatorAsk::Answer { answers: t, served } => {
+                    admitted(cx, r, endpoint, &t.run_id)?;
+                    let served = served.as_deref().ok_or_else(|| {
+                        EpError::permission_denied(
+                            "an answering run operator carries the served run-answer subject of \
+                             the caller it answers for (SPEC 14.8)",
+                        )
+                    })?;
+                    let forwarded = Forwarded::Answer {
+                        run_id: &t.run_id,
+                        step_key: &t.step_key,
+                        amend: t.amend,
+                    };
+                    // An answer's run owner is the manager's registered owner.
+                    let owner = self.holder.owner().clone();
+                    let call = self.served_call(cx, served, forwarded, owner, &observed)?;
+                    AuthorizedAttempt::Answering(AnsweringAttempt {
+                        authorized,
+                        spec: spec.clone(),
+                        answers: t.clone(),
+                        call,
+                    })
+                }
+            },
         })
     }
 }
@@ -498,9 +500,17 @@ impl Script for IssueRunAttempt {
                 served,
             } => self.attempt(cx, spec, run_owner, served.as_ref())?,
             IssueStep::Read(spec) => {
-                let scope = match &spec.run_id {
-                    Some(run) => RunOperatorScope::Status(profile_run(run)?),
-                    None => RunOperatorScope::List,
+                let scope = match &spec.ask {
+                    OperatorAsk::Read { run_id: Some(run) } => {
+                        RunOperatorScope::Status(profile_run(run)?)
+                    }
+                    OperatorAsk::Read { run_id: None } => RunOperatorScope::List,
+                    OperatorAsk::Answer { .. } => {
+                        return Err(EpError::internal(
+                            "an answering operator reached the read operator's issuance",
+                        )
+                        .into())
+                    }
                 };
                 self.operator(spec, scope)?
             }
@@ -540,7 +550,7 @@ impl Script for RunAttempt {
         self.holder.require_supervise("manager run attempt")?;
         let needs_inputs = match &self.request.body {
             AttemptBody::Attempt(a) => a.served.is_some(),
-            AttemptBody::Operator(o) => o.answers.is_some() || o.served.is_some(),
+            AttemptBody::Operator(o) => matches!(o.ask, OperatorAsk::Answer { .. }),
         };
         if needs_inputs {
             return Err(served_needs_phases().into());
@@ -612,18 +622,23 @@ pub fn sign_attempt(
             let c = profile.sign_for(signer, account, o.id.as_str(), now)?;
             let mut body = json!({"id": o.id.as_str(), "takeoverId": o.takeover_id.as_str()});
             if let Some(map) = body.as_object_mut() {
-                if let Some(run) = &o.run_id {
-                    map.insert("runId".into(), run.as_str().into());
-                }
-                if let Some(t) = &o.answers {
-                    let mut answers = json!({"runId": t.run_id.as_str(), "stepKey": t.step_key});
-                    if let (true, Some(am)) = (t.amend, answers.as_object_mut()) {
-                        am.insert("amend".into(), true.into());
+                match &o.ask {
+                    OperatorAsk::Read { run_id } => {
+                        if let Some(run) = run_id {
+                            map.insert("runId".into(), run.as_str().into());
+                        }
                     }
-                    map.insert("answers".into(), answers);
-                }
-                if let Some(served) = &o.served {
-                    map.insert("served".into(), served.as_str().into());
+                    OperatorAsk::Answer { answers: t, served } => {
+                        let mut answers =
+                            json!({"runId": t.run_id.as_str(), "stepKey": t.step_key});
+                        if let (true, Some(am)) = (t.amend, answers.as_object_mut()) {
+                            am.insert("amend".into(), true.into());
+                        }
+                        map.insert("answers".into(), answers);
+                        if let Some(served) = served {
+                            map.insert("served".into(), served.as_str().into());
+                        }
+                    }
                 }
             }
             ("operator", body, json!({"operator": cred(&c)}))

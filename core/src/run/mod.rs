@@ -38,8 +38,8 @@ pub use observed::{
 };
 pub use request::{
     parse_run_admission_request, parse_run_attempt_request, AttemptBody, AttemptSpec,
-    OperatorAnswers, OperatorSpec, RegisteredRun, RunAdmissionRequest, RunAttemptRequest,
-    MAX_SERVED_SUBJECT_BYTES, MAX_STEP_KEY_CHARS,
+    OperatorAnswers, OperatorAsk, OperatorSpec, RegisteredRun, RunAdmissionRequest,
+    RunAttemptRequest, MAX_SERVED_SUBJECT_BYTES, MAX_STEP_KEY_CHARS,
 };
 pub use served::{
     authorize_served_caller, registered_run_command, RegisteredRunCommand, ServedCall,

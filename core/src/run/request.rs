@@ -82,10 +82,22 @@ pub struct OperatorAnswers {
 pub struct OperatorSpec {
     pub id: UserKey,
     pub takeover_id: ReplayTakeover,
-    pub run_id: Option<RunId>,
-    pub answers: Option<OperatorAnswers>,
-    /// The served `run-answer` subject; present only with `answers`.
-    pub served: Option<String>,
+    pub ask: OperatorAsk,
+}
+
+/// What an operator asks for: an outer run id and `answers` never ride together, and `served`
+/// rides only with `answers`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum OperatorAsk {
+    /// Read one run's status (`runId`), or the list.
+    Read { run_id: Option<RunId> },
+    /// Answer one pause. The served `run-answer` subject is required, but its absence is refused
+    /// at authorization (`permission-denied`, in the reference's order), not as a malformed
+    /// body.
+    Answer {
+        answers: OperatorAnswers,
+        served: Option<String>,
+    },
 }
 
 /// Exactly one of an attempt or an operator.
@@ -295,15 +307,15 @@ fn parse_operator(value: &Value) -> Result<OperatorSpec, EpError> {
         )
     };
     let served = served(op).map_err(|()| served_refusal())?;
-    if served.is_some() && answers.is_none() {
-        return Err(served_refusal());
-    }
+    let ask = match (answers, served) {
+        (Some(answers), served) => OperatorAsk::Answer { answers, served },
+        (None, None) => OperatorAsk::Read { run_id },
+        (None, Some(_)) => return Err(served_refusal()),
+    };
     Ok(OperatorSpec {
         id,
         takeover_id,
-        run_id,
-        answers,
-        served,
+        ask,
     })
 }
 
