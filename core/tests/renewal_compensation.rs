@@ -449,7 +449,7 @@ fn property_no_credential_is_released_at_a_stale_epoch() {
                     k > last_touch,
                     "k={k}: released although the epoch moved before the last touch"
                 );
-                assert_eq!(out.process_epoch.unwrap().0, 0);
+                assert_eq!(out.host_fence.unwrap().process_epoch.0, 0);
             }
             Err(_) => {
                 let now_active = active(&world, IID);

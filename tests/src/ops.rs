@@ -410,7 +410,10 @@ pub fn renewal_race(seed: u64) -> Result<OpsStats, String> {
             Some(Event::Finished { label, result }) => match result {
                 Ok(RenewalOut::Renewed(m)) => {
                     stats.succeeded += 1;
-                    let epoch = m.process_epoch.unwrap_or(ProcessEpoch(0));
+                    let epoch = m
+                        .host_fence
+                        .as_ref()
+                        .map_or(ProcessEpoch(0), |f| f.process_epoch);
                     if epoch != first.process_epoch() {
                         return Err(fail(
                             seed,

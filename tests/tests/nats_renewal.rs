@@ -453,7 +453,10 @@ fn manager_standing_renewal_on_a_real_server() {
         )
         .await
         .unwrap();
-        assert_eq!(again.process_epoch, Some(ProcessEpoch(1)));
+        assert_eq!(
+            again.host_fence.map(|f| f.process_epoch),
+            Some(ProcessEpoch(1))
+        );
         assert_eq!(active_count(&rows(&mut world, &name).await), 3);
     });
 }

@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::error::EpError;
 use crate::manager::{
-    AccountKey, ManagerActors, ManagerOperation, RegistrationProof, Retirement, RunFence,
+    ManagerActors, ManagerOperation, RegistrationProof, RenewalFence, Retirement, RunFence,
 };
 use crate::names::{ActorToken, OwnerToken, SpaceName};
 use crate::profiles::IssuedCredential;
@@ -137,8 +137,7 @@ pub struct RemoteManagerAuthorityMaterial {
     pub request_id: crate::manager::RequestId,
     pub registration_proof: Option<RegistrationProof>,
     /// Renewals echo their host fence.
-    pub account_public_key: Option<AccountKey>,
-    pub process_epoch: Option<crate::gate::ProcessEpoch>,
+    pub host_fence: Option<RenewalFence>,
     pub run: Option<RunFence>,
     /// `retire` echoes its terminal coordinates.
     pub retirement: Option<Retirement>,
@@ -181,10 +180,10 @@ impl RemoteManagerAuthorityMaterial {
         if let Some(proof) = &self.registration_proof {
             w = w.string("registrationProof", proof.as_str());
         }
-        if let (Some(account), Some(epoch)) = (&self.account_public_key, self.process_epoch) {
+        if let Some(fence) = &self.host_fence {
             w = w
-                .string("accountPublicKey", account.as_str())
-                .uint("processEpoch", epoch.0);
+                .string("accountPublicKey", fence.account_public_key.as_str())
+                .uint("processEpoch", fence.process_epoch.0);
         }
         if let Some(run) = &self.run {
             let run = ObjectWriter::new()
@@ -254,8 +253,7 @@ pub fn material(
         lifecycle_uid: e.manager_lifecycle_uid.clone(),
         request_id: e.request_id.clone(),
         registration_proof: r.registration_proof().cloned(),
-        account_public_key: r.renewal().map(|f| f.account_public_key.clone()),
-        process_epoch: r.renewal().map(|f| f.process_epoch),
+        host_fence: r.renewal().cloned(),
         run: r.run().cloned(),
         retirement: r.retirement().cloned(),
         issued_at: call.now_ms,
