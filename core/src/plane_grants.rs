@@ -75,6 +75,12 @@ pub enum PlaneConnection {
     GateReconcile,
     /// The operator's `cotal-authd actor revoke --credential` ([`credential_revoke`]).
     CredentialRevoke,
+    /// A hosted plane's short connection registering one host incarnation
+    /// ([`host_registration`]).
+    HostRegistration,
+    /// A hosted plane's connection awaiting one host incarnation's fence
+    /// ([`auth_reader_watching`] on the host gate).
+    HostFence,
 }
 
 impl PlaneConnection {
@@ -107,6 +113,8 @@ impl PlaneConnection {
             PlaneConnection::PlaneSystem => "plane-system",
             PlaneConnection::GateReconcile => "gate-reconcile",
             PlaneConnection::CredentialRevoke => "credential-revoke",
+            PlaneConnection::HostRegistration => "host-registration",
+            PlaneConnection::HostFence => "host-fence",
         }
     }
 
@@ -533,6 +541,18 @@ pub fn credential_revoke(space: &SpaceName, conn: &ConnId) -> Result<Permissions
 /// rows of [`auth_registration`], scoped to the one `endpoint`/`instance` whose frozen
 /// registration it finishes (F14: the reconciler executes the dead registration's own op).
 pub fn gate_reconcile(
+    space: &SpaceName,
+    conn: &ConnId,
+    endpoint: &EndpointName,
+    instance: &InstanceId,
+) -> Result<Permissions, EpError> {
+    registration_connection(space, conn, endpoint, instance)
+}
+
+/// `cotal:host-registration:<s>` — a platform host's incarnation registration (reference §7.2):
+/// [`auth_registration`]'s rows for the host's reverse-DNS endpoint and one instance of it,
+/// nothing of any other gate.
+pub fn host_registration(
     space: &SpaceName,
     conn: &ConnId,
     endpoint: &EndpointName,

@@ -114,6 +114,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         port: args.port,
         public: args.public.clone(),
         standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
+        composition: crate::plane::Composition::Cli,
     };
     match serve(&inputs).instrument(span).await {
         Ok(outcome) => {

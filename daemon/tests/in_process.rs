@@ -62,6 +62,7 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
         port: 0,
         public: None,
         standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
+        composition: cotal_authd::plane::Composition::Cli,
     };
     (inputs, server)
 }

@@ -275,7 +275,15 @@ pub async fn await_host_fence_pushed(
     gate: GateRef,
     epoch: ProcessEpoch,
 ) -> Result<FenceEnd, EpError> {
-    let fence = AwaitHostFence::new(gate.clone(), epoch)?;
+    run_fence_pushed(client, AwaitHostFence::new(gate, epoch)?).await
+}
+
+/// Drives an armed [`AwaitHostFence`] over `client` as [`await_host_fence_pushed`] does.
+pub async fn run_fence_pushed(
+    client: &AuthorityClient,
+    fence: AwaitHostFence,
+) -> Result<FenceEnd, EpError> {
+    let gate = fence.gate().clone();
     pushed(client, &gate, run_fence(client, fence)).await
 }
 

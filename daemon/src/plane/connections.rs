@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use cotal_core::jwt::{Permissions, UserNats};
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::names::SpaceName;
+use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_claim::{
     scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
     PLANE_CLAIM_KEY,
@@ -20,11 +20,11 @@ use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
 use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::{drive, NatsWorld, SpaceOptions, StoreSet};
+use cotal_io_nats::{drive, NatsWorld, Replicas, SpaceOptions, StoreSet};
 use nkeys::KeyPair;
 use tracing::{error, info, warn};
 
-use super::{Start, PREDECESSOR_WAIT, STANDBY_POLL};
+use super::{PlaneInputs, Start, PREDECESSOR_WAIT, STANDBY_POLL};
 use crate::audit;
 
 /// The plane's long-lived connections, closed in the reverse of their opening (SPEC 13.13):
@@ -179,21 +179,37 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
     }
 }
 
-impl Start<'_> {
-    pub(super) fn space(&self) -> &SpaceName {
-        &self.inputs.space
-    }
+/// How the plane opens its self-minted connections: to its servers, signed by the data
+/// account, labelled by role and tagged with the gate principal.
+#[derive(Clone, Debug)]
+pub(super) struct Dialer {
+    server: String,
+    space: SpaceName,
+    signer: DataAccountSigner,
+    replicas: Replicas,
+    /// The gate principal's tags: the servers' own listing attributes every connection to this
+    /// plane, so a reconcile of a frozen `auth` gate sees the plane that froze it as live for as
+    /// long as it runs (F24, F52).
+    tags: Vec<String>,
+}
 
-    pub(super) fn signer(&self) -> DataAccountSigner {
-        DataAccountSigner {
-            account: self.inputs.material.data_account().to_owned(),
-            signer: Arc::new(self.inputs.material.data_signing_key().clone()),
+impl Dialer {
+    pub(super) fn new(inputs: &PlaneInputs, holder: &Principal) -> Dialer {
+        Dialer {
+            server: inputs.server.clone(),
+            space: inputs.space.clone(),
+            signer: DataAccountSigner {
+                account: inputs.material.data_account().to_owned(),
+                signer: Arc::new(inputs.material.data_signing_key().clone()),
+            },
+            replicas: inputs.replicas,
+            tags: principal_tags(holder),
         }
     }
 
     pub(super) fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
         SpaceOptions {
-            replicas: self.inputs.replicas,
+            replicas: self.replicas,
             stores: StoreSet::of(stores),
             create_missing,
             ..SpaceOptions::default()
@@ -208,14 +224,11 @@ impl Start<'_> {
         grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
         options: SpaceOptions,
     ) -> Result<AuthorityClient, String> {
-        // Every connection carries the gate principal's tags, so the servers' own listing
-        // attributes it to this plane: a reconcile of a frozen `auth` gate then sees the plane
-        // that froze it as live for as long as it runs (F24, F52).
-        let tags = principal_tags(&self.holder);
+        let tags = self.tags.clone();
         AuthorityClient::open(
-            &self.inputs.server,
-            role.label(self.space()),
-            self.signer(),
+            &self.server,
+            role.label(&self.space),
+            self.signer.clone(),
             move |conn| {
                 Ok(UserNats {
                     permissions: grants(conn)?,
@@ -224,7 +237,7 @@ impl Start<'_> {
                 })
             },
             Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
-            self.space().clone(),
+            self.space.clone(),
             options,
         )
         .await
@@ -246,10 +259,37 @@ impl Start<'_> {
         format!(
             "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
              from `cotal-authd broker-config --space {}`, or start `up` without --server",
-            discovery::redacted(&self.inputs.server),
-            self.space(),
-            self.space()
+            discovery::redacted(&self.server),
+            self.space,
+            self.space
         )
+    }
+}
+
+impl Start<'_> {
+    pub(super) fn space(&self) -> &SpaceName {
+        &self.inputs.space
+    }
+
+    pub(super) fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
+        self.dialer.options(stores, create_missing)
+    }
+
+    pub(super) async fn open(
+        &self,
+        role: PlaneConnection,
+        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        options: SpaceOptions,
+    ) -> Result<AuthorityClient, String> {
+        self.dialer.open(role, grants, options).await
+    }
+
+    pub(super) fn refusal(&self, why: &str) -> String {
+        self.dialer.refusal(why)
+    }
+
+    pub(super) fn not_ours(&self, why: &str) -> String {
+        self.dialer.not_ours(why)
     }
 
     /// Acquires the plane claim over the barrier connection with the scanners' connections

@@ -23,12 +23,14 @@ use super::manager_route::ManagerRoute;
 use super::metrics::PlaneMetrics;
 use super::retire_doors::RetireDoors;
 use super::verify_door::VerifyDoor;
-use super::Readiness;
+use super::{HostedContext, Readiness};
 
 /// The plane's answers, shared by its faces.
 #[derive(Debug)]
 pub(super) struct PlaneFaces {
     issuer: String,
+    /// A hosted plane's assigned context, which `/health` names.
+    context: Option<Value>,
     jwks: Value,
     readiness: watch::Receiver<Readiness>,
     metrics: Arc<PlaneMetrics>,
@@ -87,6 +89,7 @@ impl PlaneFaces {
     pub(super) fn new(
         material: &DaemonMaterial,
         space: &SpaceName,
+        context: Option<&HostedContext>,
         doors: Box<dyn Doors>,
         readiness: watch::Receiver<Readiness>,
         metrics: Arc<PlaneMetrics>,
@@ -94,6 +97,7 @@ impl PlaneFaces {
         let bearers = bearer_issuer(material, space)?;
         Ok(PlaneFaces {
             doors,
+            context: context.map(HostedContext::to_json),
             issuer: bearers.issuer().to_owned(),
             jwks: bearers.ring().jwks(),
             readiness,
@@ -146,12 +150,16 @@ impl PlaneFaces {
 impl FaceHandler for PlaneFaces {
     fn health(&self, _face: Face) -> Value {
         let readiness = self.readiness.borrow().clone();
-        match &readiness {
-            Readiness::Unavailable(cause) => json!({
-                "ok": true, "issuer": self.issuer, "state": readiness.as_str(), "cause": cause,
-            }),
-            _ => json!({"ok": true, "issuer": self.issuer, "state": readiness.as_str()}),
+        let mut health = json!({"ok": true, "issuer": self.issuer, "state": readiness.as_str()});
+        if let Some(map) = health.as_object_mut() {
+            if let Readiness::Unavailable(cause) = &readiness {
+                map.insert("cause".into(), cause.clone().into());
+            }
+            if let Some(context) = &self.context {
+                map.insert("context".into(), context.clone());
+            }
         }
+        health
     }
 
     fn jwks(&self) -> Value {
@@ -209,6 +217,7 @@ mod tests {
         let faces = PlaneFaces::new(
             &root.daemon,
             &SpaceName::parse("faces").unwrap(),
+            None,
             Box::new(Reached),
             rx,
             Arc::new(PlaneMetrics::new()),

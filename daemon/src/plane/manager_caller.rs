@@ -3,30 +3,38 @@
 //! workspace's own manager, read fresh for every selection and re-check, and the entropy of an
 //! interactive caller's first issuance.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use cotal_core::error::EpError;
 use cotal_core::issued::IssuedGeneration;
 use cotal_core::manager::LocalManager;
-use cotal_core::names::SpaceName;
 use cotal_io_fs::{local_manager, random};
 
-/// Where the workspace's own manager persists its identity.
+use super::{Composition, PlaneInputs};
+
+/// Where the workspace's own manager persists its identity: a CLI plane's state root; a hosted
+/// plane has no local manager (reference §2.1), so its selection sees none.
 #[derive(Debug, Clone)]
 pub(super) struct LocalManagerFile {
-    path: PathBuf,
+    path: Option<PathBuf>,
 }
 
 impl LocalManagerFile {
-    pub(super) fn new(root: &Path, space: &SpaceName) -> LocalManagerFile {
+    pub(super) fn new(inputs: &PlaneInputs) -> LocalManagerFile {
         LocalManagerFile {
-            path: local_manager::path(root, space),
+            path: match inputs.composition {
+                Composition::Cli => Some(local_manager::path(&inputs.root, &inputs.space)),
+                Composition::Hosted(_) => None,
+            },
         }
     }
 
     /// The workspace's own manager, read fresh (a malformed identity refuses, `internal`).
     pub(super) fn read(&self) -> Result<Option<LocalManager>, EpError> {
-        local_manager::load(&self.path).map_err(EpError::internal)
+        match &self.path {
+            Some(path) => local_manager::load(path).map_err(EpError::internal),
+            None => Ok(None),
+        }
     }
 }
 

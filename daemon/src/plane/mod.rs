@@ -28,6 +28,7 @@ mod connections;
 mod decision;
 mod exchange;
 mod faces;
+mod host;
 mod kill_point;
 #[cfg(not(feature = "kill-points"))]
 pub use kill_point::refuse_requested as refuse_requested_kill_points;
@@ -53,7 +54,7 @@ use cotal_core::host::{auth_principal, AwaitHostFence, FenceEnd};
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{Revision, Store};
 use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
-use cotal_core::names::{Principal, SpaceName};
+use cotal_core::names::{LifecycleUid, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::DaemonMaterial;
@@ -124,6 +125,45 @@ pub struct PlaneInputs {
     /// seconds by construction. Only a trusted host sets it (reference §2.3 step 0): no CLI flag
     /// and no request field reaches it, so `up` passes [`StandingTtl::DEFAULT`].
     pub standing_ttl: StandingTtl,
+    /// Who composes the plane (see [`Composition`]).
+    pub composition: Composition,
+}
+
+/// Who composes a plane.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Composition {
+    /// `cotal-authd up`: the workspace's own manager is read from the state root.
+    Cli,
+    /// A platform host ([`crate::hosted`]): no local manager, and `/health` names the context
+    /// the platform assigned.
+    Hosted(HostedContext),
+}
+
+impl Composition {
+    /// The hosted context, if any.
+    pub fn context(&self) -> Option<&HostedContext> {
+        match self {
+            Composition::Cli => None,
+            Composition::Hosted(context) => Some(context),
+        }
+    }
+}
+
+/// The context a platform assigned a hosted plane (reference §2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedContext {
+    pub account_public_key: String,
+    pub lifecycle_uid: LifecycleUid,
+}
+
+impl HostedContext {
+    /// `{accountPublicKey, lifecycleUid}`, as `/health` and the readiness show it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "accountPublicKey": self.account_public_key,
+            "lifecycleUid": self.lifecycle_uid.as_str(),
+        })
+    }
 }
 
 /// Whether the plane serves (reference §2.8).
@@ -196,6 +236,7 @@ struct Start<'a> {
     inputs: &'a PlaneInputs,
     /// The gate principal, `local.<serve nkey>`.
     holder: Principal,
+    dialer: connections::Dialer,
 }
 
 /// A serving plane.
@@ -214,6 +255,8 @@ pub struct Plane {
     capability: Capability,
     /// The rollback check's high-water file.
     high_water: PathBuf,
+    /// How the host incarnation handle opens its connections.
+    dialer: connections::Dialer,
 }
 
 impl std::fmt::Debug for Plane {
@@ -233,9 +276,11 @@ impl Plane {
         // A host embedding the plane gets the same refusal `up` gives before it touches anything.
         #[cfg(not(feature = "kill-points"))]
         refuse_requested_kill_points()?;
+        let holder = auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?;
         let start = Start {
             inputs,
-            holder: auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
+            dialer: connections::Dialer::new(inputs, &holder),
+            holder,
         };
         let (connections, registered) = start.open_all().await?;
         let connections = Arc::new(connections);
@@ -313,6 +358,7 @@ impl Plane {
             Ok(doors) => PlaneFaces::new(
                 &inputs.material,
                 &inputs.space,
+                inputs.composition.context(),
                 Box::new(doors),
                 watched,
                 Arc::clone(&metrics),
@@ -378,7 +424,13 @@ impl Plane {
             public,
             capability,
             high_water: marks::path(&inputs.root, &inputs.space),
+            dialer: start.dialer.clone(),
         })
+    }
+
+    /// Whether the plane serves now.
+    pub fn readiness(&self) -> Readiness {
+        self.readiness.borrow().clone()
     }
 
     /// What this start's registration committed.
@@ -662,7 +714,7 @@ fn doors(
             ledger: ledger.clone(),
             bearers: faces::bearer_issuer(material, &inputs.space)?,
             roots: roots::RootHints::new(&inputs.space)?,
-            local: manager_caller::LocalManagerFile::new(&inputs.root, &inputs.space),
+            local: manager_caller::LocalManagerFile::new(inputs),
             connections: connections::PlaneLink::to(connections),
             recorder: decision::Recorder::new(metrics),
         },
@@ -726,7 +778,7 @@ async fn serve_callout(
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
         bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
-        local: manager_caller::LocalManagerFile::new(&inputs.root, &inputs.space),
+        local: manager_caller::LocalManagerFile::new(inputs),
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,
