@@ -9,6 +9,7 @@ pub mod clock;
 pub mod dev_idp_cmd;
 pub mod embedded;
 pub mod gate_cmd;
+pub mod hosted;
 pub mod login_cmd;
 pub mod plane;
 pub mod status;

@@ -8,7 +8,9 @@
 //! and the per-alias lock, and the serving lock a plane holds on the ledger it serves.
 //!
 //! [`trust`] is the space's trust root on disk: `init` (create-only, concurrent-safe) and the
-//! daemon's and broker's read paths over the formats of [`cotal_core::trust`].
+//! daemon's and broker's read paths over the formats of [`cotal_core::trust`]. The daemon reads
+//! the secret part through [`secrets`]' [`SecretStore`] seam: the [`FileSecretStore`] on a host
+//! (the trust root's files, unchanged), whatever store a hosted platform injects otherwise.
 //!
 //! Beside it, the plane's own state files, one module a format: its instance identity
 //! ([`instance`]), its crash-safe registration record and lock ([`registration`]), the rollback
@@ -25,6 +27,8 @@ pub mod local_manager;
 pub mod marks;
 pub mod random;
 pub mod registration;
+pub mod secrets;
 pub mod trust;
 
 pub use actors::{FileActors, ServingLock};
+pub use secrets::{FileSecretStore, MemorySecretStore, SecretStore, StoreIdentity};

@@ -19,6 +19,12 @@
 //! left by a crashed `init` holds seeds that were never published; the next `init` removes
 //! those older than [`STALE_INIT_SECS`] (younger ones may belong to an `init` still running).
 //!
+//! **Through the store.** The daemon reads its secret files through a [`SecretStore`] under
+//! their [`SecretKey`]s (`auth/space.<hex>/<file>`, these very paths) and only the IdP pin from
+//! the state dir ([`load_daemon_from`]); on a host that store is the [`FileSecretStore`] at
+//! `root` ([`load_daemon`]), so the CLI's files, bytes and refusals are the ones below. A hosted
+//! platform provisions its own store from `init`'s output with [`copy_secrets`].
+//!
 //! **Fail-closed reads.** Every file is opened with `O_NOFOLLOW` and checked on its
 //! descriptor: a symlink, a non-regular file, a file with any group/other permission bit, a
 //! directory wider than 0700, or a symlinked space dir is refused with a sentence naming it.
@@ -43,6 +49,7 @@ use rustix::fs::{RenameFlags, CWD};
 use rustix::io::Errno;
 
 use crate::files::{self, write_new, Unreadable};
+use crate::secrets::{describe, FileSecretStore, SecretKey, SecretStore};
 
 /// No trust-root file is near this; a larger one is not ours.
 const MAX_FILE_BYTES: u64 = 256 * 1024;
@@ -53,15 +60,18 @@ pub const STALE_INIT_SECS: u64 = 3600;
 
 const INIT_PREFIX: &str = ".init-";
 
-/// The daemon's files with the kind of material each holds, as refusals name them.
-const DAEMON_FILES: [(&str, &str); 6] = [
+/// The daemon's secret files with the kind of material each holds, as refusals name them: what
+/// a [`SecretStore`] holds for the plane.
+const SECRET_FILES: [(&str, &str); 5] = [
     (SERVICE_KEYS_FILE, "service keys"),
     (CALLOUT_FILE, "callout account"),
     (ISSUER_FILE, "issuer keys"),
     (OWNER_SECRET_FILE, "owner secret"),
     (SYSTEM_USER_FILE, "plane system user"),
-    (IDP_FILE, "IdP pin"),
 ];
+
+/// The daemon's one non-secret file, kept in the state dir whatever the store: the IdP pin.
+const IDP_KIND: (&str, &str) = (IDP_FILE, "IdP pin");
 
 /// The operator dir's files and their kinds.
 const OPERATOR_FILES: [(&str, &str); 2] = [
@@ -135,7 +145,7 @@ fn shown(path: &Path) -> String {
 }
 
 /// Refuses a dir that is a symlink, not a dir, or open to group/other. `Ok(false)`: absent.
-fn check_dir(dir: &Path) -> Result<bool, String> {
+pub(crate) fn check_dir(dir: &Path) -> Result<bool, String> {
     match fs::symlink_metadata(dir) {
         Ok(meta) if meta.file_type().is_symlink() => Err(format!(
             "{} is a symlink; the trust root must be a real directory",
@@ -165,8 +175,9 @@ fn present(path: &Path) -> Result<bool, String> {
 }
 
 /// Reads one trust-root file: no symlink (`O_NOFOLLOW`), a regular file, mode within 0600,
-/// bounded size.
-fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+/// bounded size; `None` when nothing is there. The one fail-closed reader of the trust root's
+/// files and of the [`FileSecretStore`]'s keys.
+pub(crate) fn read_private(path: &Path) -> Result<Option<Vec<u8>>, String> {
     let refused = |why| match why {
         Unreadable::Symlink => format!(
             "{} is a symlink; trust-root files must be regular files",
@@ -182,10 +193,9 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
         ),
         Unreadable::Io(e) => format!("{} is unreadable: {e}", shown(path)),
     };
-    // Callers check presence first; a file removed since is unreadable like any I/O error.
-    let file = files::open_regular(path)
-        .map_err(refused)?
-        .ok_or_else(|| refused(Unreadable::Io(Errno::NOENT.into())))?;
+    let Some(file) = files::open_regular(path).map_err(refused)? else {
+        return Ok(None);
+    };
     let mode = file.metadata().mode();
     if mode & 0o177 != 0 {
         return Err(format!(
@@ -195,7 +205,19 @@ fn read_file(path: &Path) -> Result<Vec<u8>, String> {
             mode & 0o7777
         ));
     }
-    file.read(MAX_FILE_BYTES).map_err(refused)
+    file.read(MAX_FILE_BYTES).map(Some).map_err(refused)
+}
+
+/// [`read_private`] of a file whose presence the caller checked: one removed since is
+/// unreadable like any I/O error.
+fn read_file(path: &Path) -> Result<Vec<u8>, String> {
+    read_private(path)?.ok_or_else(|| {
+        format!(
+            "{} is unreadable: {}",
+            shown(path),
+            std::io::Error::from(Errno::NOENT)
+        )
+    })
 }
 
 /// Reads and parses one file, the parse naming the file by its path.
@@ -217,41 +239,207 @@ fn missing_kinds(dir: &Path, files: &[(&str, &'static str)]) -> Result<Vec<&'sta
     Ok(missing)
 }
 
-/// The daemon's read path: the five daemon files, checked to belong together. Never writes,
-/// never opens `operator/operator.json`.
+/// Which composition reads the material: it decides the remedy a missing-material refusal
+/// names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Composition {
+    /// `cotal-authd` on a host: the material is the trust root `init` creates.
+    Cli,
+    /// A platform that injects its own secret store and provisions it.
+    Hosted,
+}
+
+/// The daemon's read path on a host: [`load_daemon_from`] the [`FileSecretStore`] rooted at
+/// `root`, so the files, bytes and refusals are the trust root's. Never opens
+/// `operator/operator.json`.
 pub fn load_daemon(root: &Path, space: &SpaceName) -> Result<DaemonMaterial, String> {
-    let dir = space_dir(root, space);
-    let missing = if check_dir(&dir)? {
-        missing_kinds(&dir, &DAEMON_FILES)?
-    } else {
-        DAEMON_FILES.iter().map(|(_, kind)| *kind).collect()
+    load_daemon_from(&FileSecretStore::new(root), root, space, Composition::Cli)
+}
+
+/// One value the daemon reads: its kind (as a missing-material refusal names it), how a parse
+/// refusal names it, and what the read found.
+struct Fetched {
+    kind: &'static str,
+    label: String,
+    value: Result<Option<Vec<u8>>, String>,
+}
+
+impl Fetched {
+    /// Parses a value the missing-material check found present.
+    fn parse<T>(
+        self,
+        parse: impl FnOnce(&[u8], &str) -> Result<T, cotal_core::EpError>,
+    ) -> Result<T, String> {
+        let bytes = self
+            .value?
+            .ok_or_else(|| format!("{} vanished while the plane was reading it", self.label))?;
+        parse(&bytes, &self.label).map_err(|e| e.message)
+    }
+}
+
+/// The daemon's read path through a store: the secret files (service keys, callout, issuer,
+/// owner secret, system user) from `store` under their [`SecretKey`]s, the non-secret IdP pin
+/// (`idp.json`) from [`space_dir`]`(state_root, space)` through the fail-closed file reader,
+/// checked to belong together. Never writes.
+///
+/// Everything is read before anything is judged, so missing material is one refusal listing
+/// every missing kind, with the remedy of `composition`; then the first unreadable or
+/// unparsable value, in file order, is refused by its name (a filesystem store's by its path).
+pub fn load_daemon_from(
+    store: &dyn SecretStore,
+    state_root: &Path,
+    space: &SpaceName,
+    composition: Composition,
+) -> Result<DaemonMaterial, String> {
+    let dir = space_dir(state_root, space);
+    let idp_path = dir.join(IDP_KIND.0);
+    let [service_keys, callout, issuer, owner_secret, system_user] =
+        SECRET_FILES.map(|(file, kind)| {
+            let key = SecretKey::of(space, file);
+            Fetched {
+                kind,
+                label: describe(store, &key),
+                value: store.get(&key),
+            }
+        });
+    let idp = Fetched {
+        kind: IDP_KIND.1,
+        label: shown(&idp_path),
+        value: check_dir(&dir).and_then(|found| {
+            if found {
+                read_private(&idp_path)
+            } else {
+                Ok(None)
+            }
+        }),
     };
+    let missing: Vec<&str> = [
+        &service_keys,
+        &callout,
+        &issuer,
+        &owner_secret,
+        &system_user,
+        &idp,
+    ]
+    .iter()
+    .filter(|f| matches!(f.value, Ok(None)))
+    .map(|f| f.kind)
+    .collect();
     if !missing.is_empty() {
-        return Err(format!(
+        return Err(missing_material(space, &dir, &missing, composition));
+    }
+    let service_keys = service_keys.parse(ServiceKeys::parse)?;
+    let callout = callout.parse(|b, l| CalloutMaterial::parse(b, space, l))?;
+    let issuer = issuer.parse(|b, l| IssuerKeys::parse(b, space, l))?;
+    let owner_secret = owner_secret.parse(OwnerSecret::parse)?;
+    let system_user = system_user.parse(SystemUser::parse)?;
+    let idp = idp.parse(IdpPin::parse)?;
+    DaemonMaterial::assemble(
+        space,
+        service_keys,
+        callout,
+        issuer,
+        owner_secret,
+        system_user,
+        idp,
+    )
+    .map_err(|e| match composition {
+        Composition::Cli => format!("{}: {}", shown(&dir), e.message),
+        Composition::Hosted => format!("the secret store of space {space}: {}", e.message),
+    })
+}
+
+/// The one refusal for missing material: the kinds, where they were looked for, and the remedy
+/// of the composition (the CLI's sentence is the one `up` has always printed).
+fn missing_material(
+    space: &SpaceName,
+    dir: &Path,
+    missing: &[&str],
+    composition: Composition,
+) -> String {
+    match composition {
+        Composition::Cli => format!(
             "the trust root of space {space} is missing ({} under {}); create it with \
              `cotal-authd init --space {space} --idp URL`",
             missing.join(", "),
-            shown(&dir)
-        ));
+            shown(dir)
+        ),
+        Composition::Hosted => {
+            let (pin, secrets): (Vec<&str>, Vec<&str>) =
+                missing.iter().partition(|kind| **kind == IDP_KIND.1);
+            let mut places = Vec::new();
+            if !secrets.is_empty() {
+                places.push(format!(
+                    "{} in the secret store under auth/{}",
+                    secrets.join(", "),
+                    space_segment(space)
+                ));
+            }
+            if !pin.is_empty() {
+                places.push(format!("{} under {}", pin.join(", "), shown(dir)));
+            }
+            format!(
+                "the trust root of space {space} is missing ({}); the hosted composition must \
+                 provision the secret store before starting this plane",
+                places.join("; ")
+            )
+        }
     }
-    read_daemon(&dir, space)
 }
 
-fn read_daemon(dir: &Path, space: &SpaceName) -> Result<DaemonMaterial, String> {
-    DaemonMaterial::assemble(
-        space,
-        load(&dir.join(SERVICE_KEYS_FILE), ServiceKeys::parse)?,
-        load(&dir.join(CALLOUT_FILE), |b, l| {
-            CalloutMaterial::parse(b, space, l)
-        })?,
-        load(&dir.join(ISSUER_FILE), |b, l| {
-            IssuerKeys::parse(b, space, l)
-        })?,
-        load(&dir.join(OWNER_SECRET_FILE), OwnerSecret::parse)?,
-        load(&dir.join(SYSTEM_USER_FILE), SystemUser::parse)?,
-        load(&dir.join(IDP_FILE), IdpPin::parse)?,
-    )
-    .map_err(|e| format!("{}: {}", shown(dir), e.message))
+/// Publishes a CLI trust root's secret files (service keys, callout, issuer, owner secret,
+/// system user) into `store`, create-only, and returns the keys it created: how a platform
+/// provisions an injected store from `cotal-authd init`'s output. The IdP pin is not a secret
+/// and is not copied; the hosted state dir needs its own `idp.json`.
+///
+/// The root is loaded and cross-checked first, so a broken root is refused before anything is
+/// published; then every key already in the store is compared before any is created. A key
+/// the store holds with the same bytes is skipped (a rerun is a no-op); with other bytes the
+/// copy is refused naming the key, never overwritten, since replacing an owner secret re-keys
+/// every owner.
+pub fn copy_secrets(
+    root: &Path,
+    space: &SpaceName,
+    store: &dyn SecretStore,
+) -> Result<Vec<SecretKey>, String> {
+    load_daemon(root, space)?;
+    let source = FileSecretStore::new(root);
+    let mut wanted = Vec::new();
+    for (file, _) in SECRET_FILES {
+        let key = SecretKey::of(space, file);
+        let bytes = source.get(&key)?.ok_or_else(|| {
+            format!(
+                "{} vanished while it was being copied",
+                describe(&source, &key)
+            )
+        })?;
+        wanted.push((key, bytes));
+    }
+    for (key, bytes) in &wanted {
+        same_or_absent(store, key, bytes)?;
+    }
+    let mut created = Vec::new();
+    for (key, bytes) in wanted {
+        if store.create(&key, &bytes)? {
+            created.push(key);
+        } else {
+            // Created concurrently since the comparison: it must still be the same bytes.
+            same_or_absent(store, &key, &bytes)?;
+        }
+    }
+    Ok(created)
+}
+
+/// Refuses a key `store` holds with other bytes than `bytes`.
+fn same_or_absent(store: &dyn SecretStore, key: &SecretKey, bytes: &[u8]) -> Result<(), String> {
+    match store.get(key)? {
+        Some(held) if held != bytes => Err(format!(
+            "{} holds other bytes than the trust root's copy; a secret is never overwritten \
+             (delete it from the store first if the trust root's copy is the one to keep)",
+            describe(store, key)
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The broker's JWTs (`operator/broker.json` only), for rendering the server config.
@@ -271,12 +459,14 @@ pub fn load_broker(root: &Path, space: &SpaceName) -> Result<BrokerMaterial, Str
 
 /// Loads and cross-checks every file of an existing space dir, and compares its IdP pin.
 fn verify_existing(
-    dir: &Path,
+    root: &Path,
     space: &SpaceName,
     requested: &IdpPin,
 ) -> Result<Vec<String>, String> {
+    let dir = &space_dir(root, space);
     let operator_dir = dir.join(OPERATOR_DIR);
-    let mut missing = missing_kinds(dir, &DAEMON_FILES)?;
+    let mut missing = missing_kinds(dir, &SECRET_FILES)?;
+    missing.extend(missing_kinds(dir, &[IDP_KIND])?);
     if check_dir(&operator_dir)? {
         missing.extend(missing_kinds(&operator_dir, &OPERATOR_FILES)?);
     } else {
@@ -292,7 +482,7 @@ fn verify_existing(
             shown(dir)
         ));
     }
-    let daemon = read_daemon(dir, space)?;
+    let daemon = load_daemon(root, space)?;
     let broker = load(&operator_dir.join(BROKER_FILE), |b, l| {
         BrokerMaterial::parse(b, space, l)
     })?;
@@ -321,7 +511,11 @@ fn verify_existing(
             shown(dir)
         ));
     }
-    let mut kept: Vec<String> = DAEMON_FILES.iter().map(|(n, _)| (*n).to_owned()).collect();
+    let mut kept: Vec<String> = SECRET_FILES
+        .iter()
+        .chain([&IDP_KIND])
+        .map(|(n, _)| (*n).to_owned())
+        .collect();
     kept.extend(
         OPERATOR_FILES
             .iter()
@@ -398,7 +592,7 @@ pub fn init(root: &Path, space: &SpaceName, idp_url: &str) -> Result<InitOutcome
     let dir = space_dir(root, space);
     let keep = |dir: PathBuf| {
         let added = add_system_user(&dir, space)?;
-        let kept = verify_existing(&dir, space, &pin)?
+        let kept = verify_existing(root, space, &pin)?
             .into_iter()
             .filter(|f| !added.contains(f))
             .collect();

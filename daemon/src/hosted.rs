@@ -1,0 +1,369 @@
+//! The hosted entry point (reference §2.1, §2.3, §7.2): a platform embeds one plane per context
+//! it assigned, the way the reference's hosts embed `startAuthService`.
+//!
+//! [`start`] validates the inputs in the reference's order and sentences, reads the secret
+//! material through the injected [`SecretStore`] (never the files of a CLI root: the state dir
+//! holds only what is not secret — the IdP pin, the actor ledger, the registration record and
+//! the high-water marks), checks the store against the assigned context, and returns only once
+//! the authority plane, the callout subscription and the loopback listener are bound. It installs
+//! no signal handler, never exits the process, never resolves anything from the working
+//! directory and has no local manager; a failed start releases what it acquired (the plane
+//! claim among it). A fence or a lost broker ends only this context: it becomes `unavailable`
+//! with the cause and closes itself, while every other context in the process keeps serving.
+//!
+//! With a platform host ([`HostInput`]), the handle also registers host incarnations, reads
+//! their gates and awaits their fences ([`HostedHandle::register_host_incarnation`]).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use cotal_core::error::EpError;
+use cotal_core::host::{FenceEnd, HostConfig, HostEndpoint, HostIncarnation, SelfContract};
+use cotal_core::issuance::GateObservation;
+use cotal_core::names::{InstanceId, LifecycleUid, SpaceName};
+use cotal_core::profiles::StandingTtl;
+use cotal_io_fs::secrets::{SecretStore, StoreIdentity, StoreKind};
+use cotal_io_fs::trust::{self, Composition as Material};
+use cotal_io_fs::{instance, ledger_home};
+use cotal_io_http::face::{check_public_face, PublicFaceFlags};
+use cotal_io_nats::Replicas;
+use serde_json::{json, Value};
+
+use crate::plane::Readiness;
+use crate::plane::{Composition, Ended, HostedContext, OwnedConnection, Plane, PlaneInputs};
+
+/// What a platform gives one hosted context.
+#[derive(Debug)]
+pub struct HostedInputs {
+    /// The data account the platform assigned this context (`A…`).
+    pub account_public_key: String,
+    /// The lifecycle uid of the assignment.
+    pub lifecycle_uid: String,
+    pub space: String,
+    /// The NATS server URL(s) of the space (comma-separated).
+    pub servers: String,
+    /// Where the non-secret state lives (the IdP pin, the actor ledger, the registration
+    /// record); laid out as a CLI state root is.
+    pub state_dir: PathBuf,
+    /// Where the secret material lives.
+    pub store: Arc<dyn SecretStore>,
+    /// The identity the platform assigned the store; the store must declare exactly it.
+    pub store_identity: StoreIdentity,
+    /// The loopback face's port on 127.0.0.1; 0 picks a free one.
+    pub port: u16,
+    /// The public face, as `up`'s flags would give it.
+    pub public_face: Option<PublicFaceFlags>,
+    /// The platform's own host endpoint, when it registers host incarnations.
+    pub host: Option<HostInput>,
+    /// The lifetime of the standing credentials the manager route issues; only a trusted host
+    /// sets it (reference §2.3 step 0). `None` is the default (86,400 s).
+    pub standing_ttl_secs: Option<u64>,
+    pub replicas: Replicas,
+}
+
+/// A platform host's endpoint: its reverse-DNS name and the contract it registers under.
+#[derive(Debug, Clone)]
+pub struct HostInput {
+    pub endpoint: String,
+    /// The host's cluster document.
+    pub cluster: Value,
+    /// The schema artifacts its commands' digests name.
+    pub artifacts: Vec<Value>,
+}
+
+/// The readiness a hosted handle reports (reference §2.8): `{state, context, cause?}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedReadiness {
+    pub state: &'static str,
+    pub context: HostedContext,
+    pub cause: Option<String>,
+}
+
+impl HostedReadiness {
+    pub fn to_json(&self) -> Value {
+        let mut readiness = json!({"state": self.state, "context": self.context.to_json()});
+        if let (Some(cause), Some(map)) = (&self.cause, readiness.as_object_mut()) {
+            map.insert("cause".into(), cause.clone().into());
+        }
+        readiness
+    }
+}
+
+/// One running hosted context.
+#[derive(Debug)]
+pub struct HostedHandle {
+    plane: Arc<Plane>,
+    context: HostedContext,
+    host: Option<HostConfig>,
+    /// Closes the plane once it ends on its own (fenced, broker lost).
+    watcher: tokio::task::JoinHandle<()>,
+    /// This context's place among the process's live contexts, given up once it is closed.
+    live: Arc<Mutex<Option<Live>>>,
+}
+
+/// The contexts live in this process, by state dir and space. A second start of a live context
+/// is a platform's mistake: it is refused, as the reference refuses it, rather than let the
+/// plane's restart semantics fence the live one (a restart of the same instance registers at
+/// the next epoch and takes the plane over; across processes that is how a restart works).
+static LIVE: Mutex<BTreeSet<(PathBuf, String)>> = Mutex::new(BTreeSet::new());
+
+/// A context's entry in [`LIVE`], removed when dropped.
+#[derive(Debug)]
+struct Live((PathBuf, String));
+
+impl Live {
+    fn enter(state_dir: &Path, space: &SpaceName) -> Result<Live, String> {
+        let key = (state_dir.to_path_buf(), space.as_str().to_owned());
+        let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        if !live.insert(key.clone()) {
+            return Err(format!(
+                "a hosted context of space {space} on {} is live in this process and holds its \
+                 plane claim; close it before starting it again",
+                state_dir.display()
+            ));
+        }
+        Ok(Live(key))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
+    }
+}
+
+const NEEDS: &str = "hosted context needs an account, lifecycle, space, server and stateDir";
+
+/// Validates `inputs` in the reference's order (§2.3) and starts the context's plane.
+pub async fn start(inputs: HostedInputs) -> Result<HostedHandle, String> {
+    let checked = check(&inputs)?;
+    let space = checked.space;
+    let live = Live::enter(&inputs.state_dir, &space)?;
+    let material = trust::load_daemon_from(
+        inputs.store.as_ref(),
+        &inputs.state_dir,
+        &space,
+        Material::Hosted,
+    )?;
+    if material.data_account() != checked.context.account_public_key {
+        return Err(
+            "the store's data account does not match the assigned hosted context".to_owned(),
+        );
+    }
+    let identity = instance::load_or_create_in(inputs.store.as_ref(), &space)?;
+    let ledger = ledger_home::for_plane(&inputs.state_dir, &space, None, &material)?;
+    let plane_inputs = PlaneInputs {
+        space,
+        server: inputs.servers.clone(),
+        root: inputs.state_dir.clone(),
+        replicas: inputs.replicas,
+        standby: false,
+        ledger,
+        material,
+        identity,
+        port: inputs.port,
+        public: checked.public,
+        standing_ttl: checked.standing_ttl,
+        composition: Composition::Hosted(checked.context.clone()),
+    };
+    let plane = Arc::new(Plane::start(&plane_inputs).await?);
+    let live = Arc::new(Mutex::new(Some(live)));
+    let (watched, leaving) = (Arc::clone(&plane), Arc::clone(&live));
+    let watcher = tokio::spawn(async move {
+        let end = watched.ended().await;
+        tracing::error!(context = ?end, "the hosted context ended; closing it");
+        match watched.close().await {
+            Ok(()) => leave(&leaving),
+            Err(e) => tracing::warn!("closing the ended hosted context: {e}"),
+        }
+    });
+    Ok(HostedHandle {
+        plane,
+        context: checked.context,
+        host: checked.host,
+        watcher,
+        live,
+    })
+}
+
+/// Gives up a context's place among the live ones.
+fn leave(live: &Mutex<Option<Live>>) {
+    live.lock().unwrap_or_else(PoisonError::into_inner).take();
+}
+
+/// What the validation hands the start.
+struct Checked {
+    space: SpaceName,
+    context: HostedContext,
+    host: Option<HostConfig>,
+    public: Option<cotal_io_http::face::PublicFaceSettings>,
+    standing_ttl: StandingTtl,
+}
+
+/// The reference's checks, in its order: every input present; the store declares an identity,
+/// and it is the injected one assigned; the host endpoint is reverse-DNS; the public face's
+/// settings; the standing lifetime's bounds.
+fn check(inputs: &HostedInputs) -> Result<Checked, String> {
+    let given = [
+        &inputs.account_public_key,
+        &inputs.lifecycle_uid,
+        &inputs.space,
+        &inputs.servers,
+    ];
+    if given.iter().any(|s| s.trim().is_empty()) || inputs.state_dir.as_os_str().is_empty() {
+        return Err(NEEDS.to_owned());
+    }
+    let space = SpaceName::parse(&inputs.space).map_err(|e| e.message)?;
+    let lifecycle_uid = LifecycleUid::parse(&inputs.lifecycle_uid)
+        .map_err(|e| format!("the hosted context's lifecycle uid: {}", e.message))?;
+    let declared = inputs.store.identity().ok_or_else(|| {
+        "the secret store must declare a stable identity; a hosted context never adopts a store \
+         it cannot tell from another"
+            .to_owned()
+    })?;
+    if declared.kind() != StoreKind::Injected || declared != inputs.store_identity {
+        return Err(format!(
+            "the secret store's identity does not match the assigned one (it declares {:?} \
+             {:?})",
+            declared.kind(),
+            declared.id()
+        ));
+    }
+    if !inputs.state_dir.is_absolute() {
+        return Err(format!(
+            "the hosted context's stateDir must be an absolute path, not {}; a hosted plane \
+             resolves nothing from the working directory",
+            inputs.state_dir.display()
+        ));
+    }
+    let host = match &inputs.host {
+        None => None,
+        Some(host) => Some(HostConfig {
+            space: space.clone(),
+            endpoint: HostEndpoint::parse(&host.endpoint).map_err(|e| e.message)?,
+            contract: SelfContract::with_schemas(&host.cluster, &host.artifacts)
+                .map_err(|e| format!("the platform host's contract: {}", e.message))?,
+        }),
+    };
+    let public = match &inputs.public_face {
+        None => None,
+        Some(flags) => check_public_face(flags).map_err(|e| e.message().to_owned())?,
+    };
+    let standing_ttl = match inputs.standing_ttl_secs {
+        None => StandingTtl::DEFAULT,
+        Some(secs) => StandingTtl::new(secs).map_err(|e| e.message)?,
+    };
+    Ok(Checked {
+        context: HostedContext {
+            account_public_key: inputs.account_public_key.clone(),
+            lifecycle_uid,
+        },
+        space,
+        host,
+        public,
+        standing_ttl,
+    })
+}
+
+impl HostedHandle {
+    /// `{state, context, cause?}`: `ready`, `draining` once a close began, or `unavailable`
+    /// with the cause once the context ended on its own.
+    pub fn readiness(&self) -> HostedReadiness {
+        let readiness = self.plane.readiness();
+        let cause = match &readiness {
+            Readiness::Unavailable(cause) => Some(cause.clone()),
+            Readiness::Ready | Readiness::Draining => None,
+        };
+        HostedReadiness {
+            state: readiness.as_str(),
+            context: self.context.clone(),
+            cause,
+        }
+    }
+
+    /// The loopback face's URL.
+    pub fn loopback_url(&self) -> String {
+        self.plane.loopback_url()
+    }
+
+    /// The loopback capability, for the host process only (never written anywhere).
+    pub fn capability(&self) -> &str {
+        self.plane.capability()
+    }
+
+    /// The public face's URL, when open.
+    pub fn public_url(&self) -> Option<String> {
+        self.plane.public_url()
+    }
+
+    /// Every connection the context owns, with whether it has ended.
+    pub async fn connections(&self) -> Vec<OwnedConnection> {
+        self.plane.connections().await
+    }
+
+    /// Resolves once the context stopped serving on its own (fenced, or its broker lost).
+    pub async fn ended(&self) -> Ended {
+        self.plane.ended().await
+    }
+
+    /// Takes the context down in order (reference §2.9); idempotent. An error names what could
+    /// not be released (the plane claim when the broker is unreachable); a later close retries.
+    pub async fn close(&self) -> Result<(), String> {
+        self.plane.close().await?;
+        leave(&self.live);
+        Ok(())
+    }
+
+    fn host(&self) -> Result<&HostConfig, EpError> {
+        self.host.as_ref().ok_or_else(|| {
+            EpError::failed_precondition(
+                "this hosted context was started without a platform host, so it registers no \
+                 host incarnation",
+            )
+        })
+    }
+
+    /// Registers one incarnation of the platform host at `instance_id`; see
+    /// [`Plane::register_host_incarnation`].
+    pub async fn register_host_incarnation(
+        &self,
+        instance_id: &str,
+    ) -> Result<HostIncarnation, EpError> {
+        let host = self.host()?;
+        let instance = InstanceId::parse(instance_id)?;
+        self.plane.register_host_incarnation(host, &instance).await
+    }
+
+    /// The host instance's gate, `None` when there is none.
+    pub async fn observe_host_gate(
+        &self,
+        instance_id: &str,
+    ) -> Result<Option<GateObservation>, EpError> {
+        let host = self.host()?;
+        let instance = InstanceId::parse(instance_id)?;
+        self.plane.observe_host_gate(host, &instance).await
+    }
+
+    /// Resolves once the incarnation at `process_epoch` is fenced; `bad-request` for an epoch
+    /// that is not a non-negative safe integer, `unavailable` unless the context is ready.
+    pub async fn await_host_fence(
+        &self,
+        instance_id: &str,
+        process_epoch: &Value,
+    ) -> Result<FenceEnd, EpError> {
+        let host = self.host()?;
+        let instance = InstanceId::parse(instance_id)?;
+        self.plane
+            .await_host_fence(host, &instance, process_epoch)
+            .await
+    }
+}
+
+impl Drop for HostedHandle {
+    fn drop(&mut self) {
+        self.watcher.abort();
+    }
+}

@@ -1,0 +1,423 @@
+//! The hosted entry point (`cotal_authd::hosted`), as a platform embeds it: contexts whose
+//! secret material lives only in an injected in-memory store (the state dir keeps the IdP pin
+//! and the actor ledger, nothing secret), each on its own operator-mode server and account.
+//! Ported from the reference's hosted smokes (`hosted-auth-lifetime`, `hosted-auth-fence`) and
+//! its host incarnation hooks (§7.2), on real servers.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::signin::{post, Space};
+use common::SPACE;
+use cotal_authd::hosted::{self, HostInput, HostedHandle, HostedInputs};
+use cotal_core::error::ErrorCode;
+use cotal_core::host::FenceEnd;
+use cotal_core::liveness::Listing;
+use cotal_core::names::SpaceName;
+use cotal_core::plane_grants::PlaneConnection;
+use cotal_io_fs::secrets::{MemorySecretStore, SecretKey, SecretStore, StoreIdentity};
+use cotal_io_fs::trust;
+use cotal_io_http::face::probe;
+use cotal_io_nats::async_nats::ConnectOptions;
+use cotal_io_nats::liveness::Oracle;
+use cotal_io_nats::Replicas;
+use serde_json::{json, Value};
+
+/// The secret files a hosted state dir never holds.
+const SECRETS: [&str; 5] = [
+    "service-keys.json",
+    "callout.json",
+    "issuer.json",
+    "owner-secret.json",
+    "system-user.json",
+];
+
+const HOST_IID: &str = "0123456789abcdefghijklmnop";
+
+/// One assigned context: its IdP, trust root and broker (from the CLI, as a platform's
+/// provisioning would make them), its secrets moved into an injected store.
+struct Context {
+    space: Space,
+    server: String,
+    store: Arc<MemorySecretStore>,
+    identity: StoreIdentity,
+    account: String,
+}
+
+fn space_name() -> SpaceName {
+    SpaceName::parse(SPACE).unwrap()
+}
+
+impl Context {
+    fn new(store_id: &str) -> Context {
+        let mut space = Space::new();
+        let server = space.serve_broker();
+        space.grant("cli", "alice", &[]);
+        let account = trust::load_daemon(&space.root, &space_name())
+            .unwrap()
+            .data_account()
+            .to_owned();
+        let identity = StoreIdentity::injected(store_id).unwrap();
+        let store = Arc::new(MemorySecretStore::new(Some(identity.clone())));
+        trust::copy_secrets(&space.root, &space_name(), store.as_ref()).unwrap();
+        let dir = trust::space_dir(&space.root, &space_name());
+        for file in SECRETS {
+            std::fs::remove_file(dir.join(file)).unwrap();
+        }
+        Context {
+            space,
+            server,
+            store,
+            identity,
+            account,
+        }
+    }
+
+    fn inputs(&self) -> HostedInputs {
+        HostedInputs {
+            account_public_key: self.account.clone(),
+            lifecycle_uid: "life00000000000000000000a1".to_owned(),
+            space: SPACE.to_owned(),
+            servers: self.server.clone(),
+            state_dir: self.space.root.clone(),
+            store: self.store.clone(),
+            store_identity: self.identity.clone(),
+            port: 0,
+            public_face: None,
+            host: Some(host_input()),
+            standing_ttl_secs: None,
+            replicas: Replicas::One,
+        }
+    }
+
+    /// The sentinel creds, from the store (the state dir holds no secret).
+    fn sentinel(&self) -> String {
+        let key = SecretKey::of(&space_name(), "callout.json");
+        let callout: Value =
+            serde_json::from_slice(&self.store.get(&key).unwrap().unwrap()).unwrap();
+        callout["callout"]["sentinelCreds"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn oracle(&self) -> Oracle {
+        let material = trust::load_daemon_from(
+            self.store.as_ref(),
+            &self.space.root,
+            &space_name(),
+            trust::Composition::Hosted,
+        )
+        .unwrap();
+        Oracle::new(
+            &self.server,
+            material.system_user().creds(),
+            material.data_account(),
+            "test-sweep".to_owned(),
+        )
+    }
+
+    /// A signed-in human's exchange on the context's loopback face, then a connect through its
+    /// callout: what a context that serves answers.
+    async fn serves(&self, handle: &HostedHandle, nonce: &str) {
+        let (status, body) = post(
+            &handle.loopback_url(),
+            Some(handle.capability()),
+            &json!({"idpToken": self.space.idp_token("alice"), "actor": "cli"}),
+        );
+        assert_eq!(status, 200, "{body}");
+        let token = body["token"].as_str().unwrap().to_owned();
+        let client = ConnectOptions::new()
+            .credentials(&self.sentinel())
+            .unwrap()
+            .token(token)
+            .name(nonce)
+            .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+            .max_reconnects(Some(0))
+            .connection_timeout(Duration::from_secs(5))
+            .connect(&self.server)
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        drop(client);
+    }
+}
+
+fn host_input() -> HostInput {
+    let command = json!({
+        "name": "work", "class": "ephemeral", "targeted": false, "capability": "host.work",
+        "inputDigest": "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d",
+        "outputDigest": "sha256:1db0472aaee8e6b9d8d3d430ee021a1b6efc559ab7c0b99186898c972c53dd2d",
+        "traits": [],
+    });
+    HostInput {
+        endpoint: "com.example.host".to_owned(),
+        cluster: json!({
+            "urn": "com.example.host", "revision": 1, "attributes": [], "events": [],
+            "commands": [command],
+        }),
+        artifacts: Vec::new(),
+    }
+}
+
+async fn health(handle: &HostedHandle) -> Value {
+    probe::health(&handle.loopback_url(), Duration::from_secs(2))
+        .await
+        .unwrap()
+}
+
+/// The context's published bearer keys.
+fn jwks(handle: &HostedHandle) -> Value {
+    let (status, _, body) = common::http(&handle.loopback_url(), "GET", "/jwks", &[], "").unwrap();
+    assert_eq!(status, 200);
+    serde_json::from_str(&body).unwrap()
+}
+
+fn refused(result: Result<HostedHandle, String>) -> String {
+    match result {
+        Ok(_) => panic!("the start was not refused"),
+        Err(why) => why,
+    }
+}
+
+/// hosted-auth-lifetime, cell 1: every validation refusal, in the reference's sentences,
+/// before anything is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_auth_lifetime_validation_refuses_in_the_reference_order() {
+    let a = Context::new("store-a");
+    let b = Context::new("store-b");
+
+    let mut anonymous = a.inputs();
+    anonymous.store = Arc::new(MemorySecretStore::new(None));
+    let why = refused(hosted::start(anonymous).await);
+    assert!(why.contains("must declare a stable identity"), "{why}");
+
+    let mut other_identity = a.inputs();
+    other_identity.store_identity = b.identity.clone();
+    let why = refused(hosted::start(other_identity).await);
+    assert!(why.contains("identity does not match"), "{why}");
+
+    let mut other_account = a.inputs();
+    other_account.account_public_key = b.account.clone();
+    let why = refused(hosted::start(other_account).await);
+    assert!(why.contains("data account does not match"), "{why}");
+
+    let mut no_state = a.inputs();
+    no_state.state_dir = std::path::PathBuf::new();
+    let why = refused(hosted::start(no_state).await);
+    assert!(why.contains("needs an account"), "{why}");
+
+    let mut relative = a.inputs();
+    relative.state_dir = Path::new("relative/state").to_path_buf();
+    let why = refused(hosted::start(relative).await);
+    assert!(why.contains("absolute path"), "{why}");
+
+    let mut bad_host = a.inputs();
+    bad_host.host = Some(HostInput {
+        endpoint: "host".to_owned(),
+        ..host_input()
+    });
+    let why = refused(hosted::start(bad_host).await);
+    assert!(why.contains("reverse-DNS"), "{why}");
+
+    // An empty store: the hosted remedy, never the CLI's.
+    let mut empty = a.inputs();
+    empty.store = Arc::new(MemorySecretStore::new(Some(a.identity.clone())));
+    let why = refused(hosted::start(empty).await);
+    assert!(why.contains("hosted composition must provision"), "{why}");
+}
+
+/// hosted-auth-lifetime, cells 2–4: two contexts of two accounts start concurrently in one
+/// process, each ready with its assigned context (on the handle and in `/health`) and its own
+/// issuer; a duplicate start of one is refused by the plane claim while both keep serving; a
+/// closed context drains while the other serves, restarts with the same issuer, and closes
+/// idempotently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_auth_lifetime_two_contexts_serve_side_by_side() {
+    let a = Context::new("store-a");
+    let b = Context::new("store-b");
+    let cwd_before: Vec<_> = std::fs::read_dir(".")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+
+    let (first, second) = tokio::join!(hosted::start(a.inputs()), hosted::start(b.inputs()));
+    let (first, second) = (first.unwrap(), second.unwrap());
+    for (handle, ctx) in [(&first, &a), (&second, &b)] {
+        let readiness = handle.readiness().to_json();
+        assert_eq!(readiness["state"], "ready", "{readiness}");
+        assert_eq!(
+            readiness["context"]["accountPublicKey"],
+            ctx.account.as_str()
+        );
+        let h = health(handle).await;
+        assert_eq!(h["state"], "ready", "{h}");
+        assert_eq!(
+            h["context"]["accountPublicKey"],
+            ctx.account.as_str(),
+            "{h}"
+        );
+    }
+    // Same space name, two accounts: two issuers' keys.
+    let keys_a = jwks(&first);
+    assert_ne!(keys_a, jwks(&second));
+    a.serves(&first, "ibxhosteda01").await;
+    b.serves(&second, "ibxhostedb01").await;
+
+    // A duplicate start of A: the live plane holds the claim.
+    let duplicate = tokio::time::timeout(Duration::from_secs(30), hosted::start(a.inputs()))
+        .await
+        .expect("the duplicate start did not end");
+    let why = refused(duplicate);
+    assert!(
+        ["plane", "claim", "held"]
+            .iter()
+            .any(|w| why.to_lowercase().contains(w)),
+        "{why}"
+    );
+    assert_eq!(first.readiness().state, "ready");
+    assert_eq!(second.readiness().state, "ready");
+
+    // Nothing was made in the working directory.
+    let cwd_after: Vec<_> = std::fs::read_dir(".")
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert_eq!(cwd_before, cwd_after);
+
+    first.close().await.unwrap();
+    assert_eq!(first.readiness().state, "draining");
+    assert!(
+        probe::health(&first.loopback_url(), Duration::from_millis(500))
+            .await
+            .is_err()
+    );
+    assert_eq!(second.readiness().state, "ready");
+    b.serves(&second, "ibxhostedb02").await;
+    first.close().await.unwrap();
+
+    let again = hosted::start(a.inputs()).await.unwrap();
+    assert_eq!(jwks(&again), keys_a);
+    a.serves(&again, "ibxhosteda02").await;
+    again.close().await.unwrap();
+    second.close().await.unwrap();
+    second.close().await.unwrap();
+}
+
+/// hosted-auth-fence: the kick of one context's sealed ledger scanner ends that context alone —
+/// `unavailable` with the scanner-death copy and its assigned context, its `/health` gone —
+/// while the other keeps serving exchanges and connects.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_auth_fence_a_cut_scanner_ends_only_its_context() {
+    let a = Context::new("store-a");
+    let b = Context::new("store-b");
+    let (first, second) = tokio::join!(hosted::start(a.inputs()), hosted::start(b.inputs()));
+    let (first, second) = (first.unwrap(), second.unwrap());
+
+    let oracle = a.oracle();
+    let scanner = PlaneConnection::AuthScan.label(&space_name());
+    let Listing::Complete(conns) = oracle.sweep().await else {
+        panic!("A's listing is incomplete")
+    };
+    let target = conns.iter().find(|c| c.name == scanner).unwrap();
+    oracle.kick(&target.server.id, target.cid).await.unwrap();
+
+    tokio::time::timeout(Duration::from_secs(5), first.ended())
+        .await
+        .expect("A did not end within 5 s of losing its scanner");
+    let readiness = first.readiness();
+    assert_eq!(readiness.state, "unavailable");
+    assert!(
+        readiness
+            .cause
+            .as_deref()
+            .is_some_and(|c| c.contains("STOPPED scanning")),
+        "{readiness:?}"
+    );
+    assert_eq!(readiness.context.account_public_key, a.account);
+    // The ended context closes itself: its faces stop answering.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while probe::health(&first.loopback_url(), Duration::from_millis(300))
+        .await
+        .is_ok()
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "A's /health still answers"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(first.readiness().state, "unavailable");
+
+    assert_eq!(second.readiness().state, "ready");
+    b.serves(&second, "ibxfenceb01").await;
+    second.close().await.unwrap();
+}
+
+/// §7.2: a host incarnation registers at epoch 0, its restart at epoch 1 fences it (the
+/// await resolves with the successor's gate, woken by the push), a bad epoch is `bad-request`,
+/// and a context that is not ready refuses every hook.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_incarnation_restart_fences_its_predecessor_through_await_host_fence() {
+    let a = Context::new("store-a");
+    let handle = Arc::new(hosted::start(a.inputs()).await.unwrap());
+
+    assert!(handle.observe_host_gate(HOST_IID).await.unwrap().is_none());
+    let first = handle.register_host_incarnation(HOST_IID).await.unwrap();
+    assert_eq!(first.process_epoch.0, 0);
+    let seen = handle.observe_host_gate(HOST_IID).await.unwrap().unwrap();
+    assert_eq!(seen.gate.process_epoch().0, 0);
+
+    let bad = handle
+        .await_host_fence(HOST_IID, &json!(-1))
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code, ErrorCode::BadRequest, "{bad:?}");
+
+    let waiting = Arc::clone(&handle);
+    let fence = tokio::spawn(async move { waiting.await_host_fence(HOST_IID, &json!(0)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        !fence.is_finished(),
+        "the fence resolved while the incarnation held"
+    );
+
+    let second = handle.register_host_incarnation(HOST_IID).await.unwrap();
+    assert_eq!(second.process_epoch.0, 1);
+    let ended = tokio::time::timeout(Duration::from_secs(5), fence)
+        .await
+        .expect("the predecessor's fence did not resolve")
+        .unwrap()
+        .unwrap();
+    // The successor's registration barrier freezes the gate at the predecessor's epoch before
+    // it commits the next one: either read fences the predecessor.
+    match &ended {
+        FenceEnd::Superseded(seen) => assert_eq!(seen.gate.process_epoch().0, 1),
+        FenceEnd::Held(seen) => {
+            assert_eq!(seen.gate.process_epoch().0, 0);
+            assert!(seen.gate.op().is_some(), "{seen:?}");
+        }
+        other => panic!("the fence ended otherwise: {other:?}"),
+    }
+    let now = handle.observe_host_gate(HOST_IID).await.unwrap().unwrap();
+    assert_eq!(now.gate.process_epoch().0, 1);
+
+    handle.close().await.unwrap();
+    let refused = handle
+        .register_host_incarnation(HOST_IID)
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Unavailable, "{refused:?}");
+    assert!(refused.message.contains("not ready"), "{refused:?}");
+}
