@@ -315,15 +315,25 @@ async fn hosted_auth_lifetime_two_contexts_serve_side_by_side() {
     second.close().await.unwrap();
 }
 
-/// hosted-auth-fence: the kick of one context's sealed ledger scanner ends that context alone —
+/// hosted-auth-fence: a start on a busy loopback port is refused and releases what it took; the
+/// kick of one context's sealed ledger scanner ends that context alone —
 /// `unavailable` with the scanner-death copy and its assigned context, its `/health` gone —
 /// while the other keeps serving exchanges and connects.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosted_auth_fence_a_cut_scanner_ends_only_its_context() {
     let a = Context::new("store-a");
     let b = Context::new("store-b");
-    let (first, second) = tokio::join!(hosted::start(a.inputs()), hosted::start(b.inputs()));
-    let (first, second) = (first.unwrap(), second.unwrap());
+    let second = hosted::start(b.inputs()).await.unwrap();
+
+    // A start whose loopback port is taken fails after its claim, releases what it took, and
+    // leaves the sibling serving; the next start of the same context comes up.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut on_busy = a.inputs();
+    on_busy.port = busy.local_addr().unwrap().port();
+    let why = refused(hosted::start(on_busy).await);
+    assert!(why.contains("cannot bind the loopback face"), "{why}");
+    assert_eq!(second.readiness().state, "ready");
+    let first = hosted::start(a.inputs()).await.unwrap();
 
     let oracle = a.oracle();
     let scanner = PlaneConnection::AuthScan.label(&space_name());
