@@ -21,7 +21,9 @@ use common::SPACE;
 use cotal_authd::hosted::{self, HostInput, HostedHandle, HostedInputs};
 use cotal_core::error::ErrorCode;
 use cotal_core::host::FenceEnd;
+use cotal_core::kv::Store;
 use cotal_core::liveness::Listing;
+use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::plane_grants::PlaneConnection;
 use cotal_io_fs::secrets::{MemorySecretStore, SecretKey, SecretStore, StoreIdentity};
@@ -29,7 +31,7 @@ use cotal_io_fs::trust;
 use cotal_io_http::face::probe;
 use cotal_io_nats::async_nats::ConnectOptions;
 use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::Replicas;
+use cotal_io_nats::{NatsWorld, Replicas};
 use serde_json::{json, Value};
 
 /// The secret files a hosted state dir never holds.
@@ -111,13 +113,7 @@ impl Context {
     }
 
     fn oracle(&self) -> Oracle {
-        let material = trust::load_daemon_from(
-            self.store.as_ref(),
-            &self.space.root,
-            &space_name(),
-            trust::Composition::Hosted,
-        )
-        .unwrap();
+        let material = self.material();
         Oracle::new(
             &self.server,
             material.system_user().creds(),
@@ -149,6 +145,77 @@ impl Context {
             .unwrap();
         client.flush().await.unwrap();
         drop(client);
+    }
+}
+
+impl Context {
+    /// Stops the context's broker (its process), as a broker outage does.
+    fn stop_broker(&mut self) {
+        let mut server = self.space.reaper.0.pop().unwrap();
+        server.kill().unwrap();
+        server.wait().unwrap();
+    }
+
+    /// Starts the broker again from the same configuration (same port, same store).
+    fn restart_broker(&mut self) {
+        let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
+            || Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/nats-server"),
+            std::path::PathBuf::from,
+        );
+        let server = std::process::Command::new(bin)
+            .arg("-c")
+            .arg(self.space.root.join("server.conf"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        self.space.reaper.0.push(server);
+    }
+
+    /// The material, through the store (the state dir holds none).
+    fn material(&self) -> cotal_core::trust::DaemonMaterial {
+        trust::load_daemon_from(
+            self.store.as_ref(),
+            &self.space.root,
+            &space_name(),
+            trust::Composition::Hosted,
+        )
+        .unwrap()
+    }
+
+    /// The plane claim row's state, read by an unrestricted connection of the test.
+    async fn claim_state(&self) -> String {
+        let material = self.material();
+        let admin = cotal_io_nats::AuthorityClient::open(
+            &self.server,
+            "test-admin".to_owned(),
+            cotal_io_nats::DataAccountSigner {
+                account: material.data_account().to_owned(),
+                signer: Arc::new(material.data_signing_key().clone()),
+            },
+            |_| Ok(cotal_core::jwt::UserNats::default()),
+            Duration::from_secs(120),
+            space_name(),
+            cotal_io_nats::SpaceOptions {
+                stores: cotal_io_nats::StoreSet::of(&[Store::Auth, Store::Records]),
+                replicas_as_found: true,
+                ..cotal_io_nats::SpaceOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        let bound = admin.space().unwrap();
+        let read = cotal_core::machine::script(|cx| {
+            cotal_core::ledger::read(cx, Store::Auth, cotal_core::plane_claim::PLANE_CLAIM_KEY)
+        });
+        let entry = NatsWorld::new(&bound)
+            .run(&mut Replay::new(read))
+            .await
+            .unwrap()
+            .expect("a claim row");
+        let row: Value = serde_json::from_slice(&entry.value).unwrap();
+        let _ = admin.close().await;
+        row["state"].as_str().unwrap().to_owned()
     }
 }
 
@@ -313,6 +380,39 @@ async fn hosted_auth_lifetime_two_contexts_serve_side_by_side() {
     again.close().await.unwrap();
     second.close().await.unwrap();
     second.close().await.unwrap();
+}
+
+/// hosted-auth-lifetime, cell 5: with its broker stopped, a context's close cannot release the
+/// plane claim (`release-unreachable`: it says so, the context is not ready, the row stays
+/// held); once the broker is back, closing again releases it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_auth_lifetime_close_releases_the_claim_once_the_broker_is_back() {
+    let mut a = Context::new("store-a");
+    let handle = hosted::start(a.inputs()).await.unwrap();
+    assert_eq!(a.claim_state().await, "held");
+
+    a.stop_broker();
+    let why = handle.close().await.unwrap_err();
+    assert!(why.contains("cannot release the plane claim"), "{why}");
+    assert_ne!(handle.readiness().state, "ready");
+
+    a.restart_broker();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match handle.close().await {
+            Ok(()) => break,
+            Err(why) => {
+                assert!(why.contains("cannot release the plane claim"), "{why}");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "the claim was not released within 30 s of the broker's return: {why}"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    assert_eq!(a.claim_state().await, "released");
+    handle.close().await.unwrap();
 }
 
 /// hosted-auth-fence: a start on a busy loopback port is refused and releases what it took; the

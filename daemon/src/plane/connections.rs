@@ -119,11 +119,14 @@ impl Connections {
         }
     }
 
-    /// Closes in order (reference §2.9): the control rail listener, the reader, the scanners, then the claim is released
-    /// over the barrier connection (never while a scanner could still act), then the barrier,
-    /// issuer and mint connections, and the callout connection last. A release that failed is
-    /// returned after everything is closed.
-    pub(super) async fn close(self) -> Result<(), String> {
+    /// Closes in order (reference §2.9): the control rail listener, the reader, the scanners,
+    /// then the claim is released over the barrier connection (never while a scanner could
+    /// still act), then the barrier, issuer and mint connections, and the callout connection
+    /// last. A release the servers did not answer (`release-unreachable`) keeps what a retry
+    /// needs — the hold, the barrier connection and the ledger's serving lock — and returns it
+    /// with the sentence, after everything else is closed; any other failed release is only
+    /// said.
+    pub(super) async fn close(self) -> Result<(), (Option<Unreleased>, String)> {
         let Connections {
             mint,
             reader,
@@ -142,10 +145,13 @@ impl Connections {
             warn!(connection = "reader", "closing failed: {e}");
         }
         scanners.close().await;
-        let released = release_claim(&barrier, hold).await;
-        // Only once no claim names this plane may a standby on this host take the ledger over.
-        drop(serving);
-        for (label, client) in [("barrier", barrier), ("issuer", issuer), ("mint", mint)] {
+        let kept = Unreleased {
+            barrier,
+            hold,
+            serving,
+        };
+        let released = kept.release().await;
+        for (label, client) in [("issuer", issuer), ("mint", mint)] {
             if let Err(e) = client.close().await {
                 warn!(connection = label, "closing failed: {e}");
             }
@@ -155,8 +161,38 @@ impl Connections {
     }
 }
 
+/// A claim a close could not release because the servers did not answer: what the next close
+/// needs to release it. The serving lock stays held with it, since only once no claim names
+/// this plane may a standby on this host take the ledger over.
+pub(super) struct Unreleased {
+    barrier: AuthorityClient,
+    hold: ClaimHold,
+    serving: ServingLock,
+}
+
+impl Unreleased {
+    /// Releases the claim; on success (or a refusal a retry cannot change) lets the serving
+    /// lock and the barrier connection go, else hands itself back for the next try.
+    pub(super) async fn release(self) -> Result<(), (Option<Unreleased>, String)> {
+        let outcome = release_claim(&self.barrier, self.hold.clone()).await;
+        if let Err(e) = &outcome {
+            if ClaimRefusal::of(e) == Some(ClaimRefusal::ReleaseUnreachable) {
+                return Err((Some(self), e.message.clone()));
+            }
+        }
+        let Unreleased {
+            barrier, serving, ..
+        } = self;
+        drop(serving);
+        if let Err(e) = barrier.close().await {
+            warn!(connection = "barrier", "closing failed: {e}");
+        }
+        outcome.map_err(|e| (None, e.message))
+    }
+}
+
 /// Releases the plane claim over the barrier connection, audited and logged.
-async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(), String> {
+async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(), EpError> {
     let at = audit::At {
         generation: Some(hold.generation),
         epoch: None,
@@ -174,7 +210,7 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
         Err(e) => {
             audit::refused("plane", "release", PLANE_CLAIM_KEY, &e);
             error!("{}", e.message);
-            Err(e.message)
+            Err(e)
         }
     }
 }

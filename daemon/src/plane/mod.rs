@@ -257,6 +257,11 @@ pub struct Plane {
     high_water: PathBuf,
     /// How the host incarnation handle opens its connections.
     dialer: connections::Dialer,
+    /// A claim an earlier close could not release (the servers did not answer), for the next.
+    unreleased: Mutex<Option<connections::Unreleased>>,
+    /// Held for the whole of a close, so a second close waits for the first's outcome instead
+    /// of finding its half-taken state.
+    closing: Mutex<()>,
 }
 
 impl std::fmt::Debug for Plane {
@@ -425,6 +430,8 @@ impl Plane {
             capability,
             high_water: marks::path(&inputs.root, &inputs.space),
             dialer: start.dialer.clone(),
+            unreleased: Mutex::new(None),
+            closing: Mutex::new(()),
         })
     }
 
@@ -483,6 +490,7 @@ impl Plane {
     /// Takes the plane down in order (reference §2.9); idempotent. Returns a claim release that
     /// failed, after everything else is closed.
     pub async fn close(&self) -> Result<(), String> {
+        let _closing = self.closing.lock().await;
         // Stop admitting first, and let requests in flight finish (reference §2.9).
         if !matches!(*self.readiness.borrow(), Readiness::Unavailable(_)) {
             self.readiness.send_replace(Readiness::Draining);
@@ -511,12 +519,38 @@ impl Plane {
             let _ = monitor.await;
         }
         let Some(connections) = self.connections.lock().await.take() else {
-            return Ok(());
+            return self.release_again().await;
         };
         self.raise_stream_marks(&connections).await;
-        match Arc::try_unwrap(connections) {
+        let closed = match Arc::try_unwrap(connections) {
             Ok(connections) => connections.close().await,
-            Err(_) => Err("the plane's connections are still in use; not closed".to_owned()),
+            Err(_) => return Err("the plane's connections are still in use; not closed".to_owned()),
+        };
+        self.kept(closed).await
+    }
+
+    /// A close after one that could not release the claim: the release again, over the
+    /// connection kept for it (reference §2.9: closing again once the servers answer releases
+    /// the row).
+    async fn release_again(&self) -> Result<(), String> {
+        let Some(kept) = self.unreleased.lock().await.take() else {
+            return Ok(());
+        };
+        let released = kept.release().await;
+        self.kept(released).await
+    }
+
+    /// Keeps what a failed release hands back for the next close.
+    async fn kept(
+        &self,
+        released: Result<(), (Option<connections::Unreleased>, String)>,
+    ) -> Result<(), String> {
+        match released {
+            Ok(()) => Ok(()),
+            Err((kept, why)) => {
+                *self.unreleased.lock().await = kept;
+                Err(why)
+            }
         }
     }
 }
