@@ -87,6 +87,7 @@ pub mod names;
 pub mod plane_claim;
 pub mod plane_grants;
 pub mod plane_probe;
+pub mod platform_control;
 pub mod profiles;
 pub mod reconcile;
 pub mod registration;

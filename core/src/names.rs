@@ -264,6 +264,35 @@ pub fn is_platform_owner(owner: &str) -> bool {
     has_owner_digest(owner, PLATFORM_OWNER_PREFIX)
 }
 
+/// The versioned domain prefix of the platform control owner derivation.
+const PLATFORM_OWNER_CONTEXT: &str = "cotal/platform-control-owner/v1\0";
+
+/// The owner of a platform's control manager for one account in one space (reference §7.3):
+/// `p_` + the first 26 lower-case base32 digits of HMAC-SHA256 under the space's owner secret
+/// over `cotal/platform-control-owner/v1\0<space>\0<accountPublicKey>`. Derived, never read from
+/// a request; stable across instance replacement, and a recreated account of the same name gets
+/// another owner. Disjoint from user owners (`u_`), so a proof from one door never validates on
+/// the other. Frozen: changing any byte re-keys every platform manager.
+pub fn platform_control_owner(
+    owner_secret: &[u8; 32],
+    space: &SpaceName,
+    account_public_key: &str,
+) -> OwnerToken {
+    let mac = crate::mac::hmac_sha256(
+        owner_secret,
+        &[
+            PLATFORM_OWNER_CONTEXT.as_bytes(),
+            space.as_str().as_bytes(),
+            b"\0",
+            account_public_key.as_bytes(),
+        ],
+    );
+    let mut b32 = data_encoding::BASE32_NOPAD.encode(&mac);
+    b32.truncate(OWNER_DIGEST_LEN);
+    b32.make_ascii_lowercase();
+    OwnerToken(format!("{PLATFORM_OWNER_PREFIX}{b32}"))
+}
+
 /// A derived user owner: `u_` + the first 26 lower-case RFC 4648 base32 digits of SHA-256 over
 /// the user's public key. Ledger rows, bearers and run callers belong to such owners only, and
 /// this is the one place that derives or recognizes one.

@@ -52,10 +52,10 @@ fn supervise() -> Supervisor {
 }
 
 fn holder(scope: &[&str]) -> Supervisor {
-    Supervisor {
-        owner: DerivedOwner::parse(OWNER).unwrap(),
-        scope: scope.iter().map(|s| s.to_string()).collect(),
-    }
+    Supervisor::human(
+        DerivedOwner::parse(OWNER).unwrap(),
+        scope.iter().map(|s| s.to_string()).collect(),
+    )
 }
 
 /// The current-registration envelope of `kind` for instance `iid`, with the proof the host

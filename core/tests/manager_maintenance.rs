@@ -19,7 +19,9 @@ use cotal_core::liveness::EvictionEvidence;
 use cotal_core::manager::{
     AuthorizeMaintenance, Maintenance, MaintenancePlan, MaintenanceRequest, Supervisor,
 };
-use cotal_core::names::{CredentialId, EndpointName, InstanceId, Principal, SourceMember};
+use cotal_core::names::{
+    CredentialId, DerivedOwner, EndpointName, InstanceId, Principal, SourceMember,
+};
 use cotal_core::{EpError, ErrorCode};
 use manager_fixture::{put_gate, Gate};
 use renewal_support::*;
@@ -183,10 +185,8 @@ fn the_door_refuses_in_the_reference_order() {
         format!("manager maintenance request names space elsewhere, not this host space {SPACE}")
     );
 
-    let spawn_only = Supervisor {
-        scope: vec!["spawn".into(), "admin".into()],
-        ..supervise()
-    };
+    let owner = DerivedOwner::parse(supervise().owner().as_str()).unwrap();
+    let spawn_only = Supervisor::human(owner, vec!["spawn".into(), "admin".into()]);
     let e = authorize(&mut world, spawn_only, &evict(&[&goal_holder()])).unwrap_err();
     assert_eq!(
         e.message,

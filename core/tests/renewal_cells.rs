@@ -190,10 +190,10 @@ fn f90_spawn_or_admin_never_imply_supervise() {
     let (mut world, _) = registered();
     for scope in [vec!["spawn"], vec!["admin"], vec!["spawn", "admin"], vec![]] {
         let mut c = call(prepare_request("prepare00000000000000001"), T0);
-        c.holder = cotal_core::manager::Supervisor {
-            owner: c.holder.owner.clone(),
-            scope: scope.iter().map(|s| (*s).to_owned()).collect(),
-        };
+        c.holder = cotal_core::manager::Supervisor::human(
+            cotal_core::names::DerivedOwner::parse(c.holder.owner().as_str()).unwrap(),
+            scope.iter().map(|s| (*s).to_owned()).collect(),
+        );
         let (code, m) = code(issue(&mut world, c));
         assert_eq!(code, ErrorCode::PermissionDenied);
         assert!(m.contains("scope \"supervise\""), "{m}");
@@ -379,7 +379,10 @@ fn f91_renewal_refuses_foreign_account_owner_and_swapped_nkey() {
     assert!(m.contains("account"), "{m}");
 
     let mut foreign = call(standing_request("standing0000000000000001", &proof, 0), T0);
-    foreign.holder.owner = cotal_core::names::DerivedOwner::parse(FOREIGN_OWNER).unwrap();
+    foreign.holder = cotal_core::manager::Supervisor::human(
+        cotal_core::names::DerivedOwner::parse(FOREIGN_OWNER).unwrap(),
+        vec!["supervise".into()],
+    );
     let (c, m) = code(issue(&mut world, foreign));
     assert_eq!(c, ErrorCode::PermissionDenied);
     assert!(m.contains("owner"), "{m}");

@@ -171,8 +171,10 @@ fn session_refuses_a_forged_proof() {
 
     // Another owner's deterministic proof is forged too: the proof binds the owner.
     let theirs = session_request("session00000000000000001", SID, 0, NOW + 600);
-    let mut holder = supervise();
-    holder.owner = cotal_core::names::DerivedOwner::parse(FOREIGN_OWNER).unwrap();
+    let holder = cotal_core::manager::Supervisor::human(
+        cotal_core::names::DerivedOwner::parse(FOREIGN_OWNER).unwrap(),
+        vec!["supervise".into()],
+    );
     let foreign = cotal_core::renewal::ManagerAuthority::new(host(), holder, theirs, T0);
     assert_eq!(
         code(issue(&mut world, foreign)).0,

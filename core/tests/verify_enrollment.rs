@@ -211,10 +211,10 @@ fn decide_as(w: &mut ModelWorld, raw: &Value, scope: &[&str], owner: &str) -> De
     let logged = w.log.len();
     let mut machine = Replay::new(VerifyEnrollment {
         host: host(),
-        caller: Supervisor {
-            owner: DerivedOwner::parse(owner).unwrap(),
-            scope: scope.iter().map(|s| s.to_string()).collect(),
-        },
+        caller: Supervisor::human(
+            DerivedOwner::parse(owner).unwrap(),
+            scope.iter().map(|s| s.to_string()).collect(),
+        ),
         request: VerifyRequest::parse(raw).unwrap(),
     });
     let result = drive(&mut machine, w);

@@ -366,10 +366,10 @@ async fn bench(n: usize) {
             agent_bearer_exchange_url: String::new(),
         },
     };
-    let holder = Supervisor {
-        owner: material.owner_for_idp_subject("alice").unwrap(),
-        scope: vec!["supervise".to_owned()],
-    };
+    let holder = Supervisor::human(
+        material.owner_for_idp_subject("alice").unwrap(),
+        vec!["supervise".to_owned()],
+    );
     let direct = |raw: &Value, names: &'static [&'static str]| {
         let (bound, host, holder) = (&bound, &host, &holder);
         let parsed = ManagerAuthorityRequest::parse(raw);
@@ -494,7 +494,8 @@ async fn bench(n: usize) {
     let mut grant = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
-        authorize_human_grant(&mut &ledger, &space, &holder.owner, &actor, None).unwrap();
+        let owner = cotal_core::names::DerivedOwner::parse(holder.owner().as_str()).unwrap();
+        authorize_human_grant(&mut &ledger, &space, &owner, &actor, None).unwrap();
         grant.push(start.elapsed());
     }
     let after_rss = rss_kib(pid);

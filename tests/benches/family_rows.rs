@@ -538,10 +538,7 @@ mod manager {
                     agent_bearer_exchange_url: String::new(),
                 },
             },
-            holder: Supervisor {
-                owner: parse(DerivedOwner::parse(OWNER))?,
-                scope: vec!["supervise".into()],
-            },
+            holder: Supervisor::human(parse(DerivedOwner::parse(OWNER))?, vec!["supervise".into()]),
             identities: Value::Object(identities),
             instance: instance.clone(),
         };

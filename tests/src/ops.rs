@@ -260,10 +260,10 @@ fn onboarding() -> AgentOnboarding {
 }
 
 fn holder() -> Result<Supervisor, String> {
-    Ok(Supervisor {
-        owner: parse(DerivedOwner::parse(OWNER))?,
-        scope: vec!["supervise".into()],
-    })
+    Ok(Supervisor::human(
+        parse(DerivedOwner::parse(OWNER))?,
+        vec!["supervise".into()],
+    ))
 }
 
 fn activation(h: &RenewalHost, now_ms: u64) -> Result<ManagerAuthority, String> {
@@ -567,10 +567,10 @@ fn enrollment_host() -> Result<ManagerHost, String> {
 }
 
 fn caller() -> Result<Supervisor, String> {
-    Ok(Supervisor {
-        owner: parse(DerivedOwner::parse(OWNER))?,
-        scope: vec!["spawn".into(), "supervise".into()],
-    })
+    Ok(Supervisor::human(
+        parse(DerivedOwner::parse(OWNER))?,
+        vec!["spawn".into(), "supervise".into()],
+    ))
 }
 
 fn managed_envelope(kind: &str, request_id: &str, gate: &EndpointGate) -> Result<Value, String> {

@@ -115,10 +115,10 @@ fn host() -> ManagerHost {
 }
 
 fn caller() -> Supervisor {
-    Supervisor {
-        owner: DerivedOwner::parse(OWNER).unwrap(),
-        scope: vec!["supervise".into()],
-    }
+    Supervisor::human(
+        DerivedOwner::parse(OWNER).unwrap(),
+        vec!["supervise".into()],
+    )
 }
 
 /// The manager gate open at epoch 4, registration revision 9, for `<OWNER>.manager_serve_<IID>`.

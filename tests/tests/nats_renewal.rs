@@ -135,10 +135,10 @@ fn envelope(space: &SpaceName, operation: &str, rid: &str) -> Value {
 fn call(space: &SpaceName, raw: &Value, now_ms: u64) -> ManagerAuthority {
     ManagerAuthority::new(
         host(space),
-        Supervisor {
-            owner: cotal_core::names::DerivedOwner::parse(OWNER).unwrap(),
-            scope: vec!["supervise".into()],
-        },
+        Supervisor::human(
+            cotal_core::names::DerivedOwner::parse(OWNER).unwrap(),
+            vec!["supervise".into()],
+        ),
         ManagerAuthorityRequest::parse(raw).unwrap(),
         now_ms,
     )

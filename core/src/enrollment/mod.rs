@@ -170,7 +170,8 @@ fn target_owned(
     if target.owner != *caller.owner() {
         return Err(EpError::permission_denied(format!(
             "{what} target owner {} does not match authenticated owner {}",
-            target.owner, caller.owner
+            target.owner,
+            caller.owner()
         )));
     }
     Ok(())

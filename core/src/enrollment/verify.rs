@@ -191,10 +191,7 @@ impl Script for VerifyAtDoor {
         let grant = authorize_human_grant(cx, &self.space, &a.owner, &a.actor, None)?;
         let decision = cx.call(&VerifyEnrollment {
             host: self.host.clone(),
-            caller: Supervisor {
-                owner: a.owner.clone(),
-                scope: grant.row.scope,
-            },
+            caller: Supervisor::human(a.owner.clone(), grant.row.scope),
             request: a.request.clone(),
         })?;
         Ok(Value::clone(&decision))

@@ -249,9 +249,20 @@ impl Script for AuthorizeMaintenance {
             .into());
         }
         self.caller.require_supervise("manager maintenance")?;
-        if matches!(r.maintenance, Maintenance::Evict(_)) && r.target != e.instance_id {
+        // A platform holder repairs only its own assigned instance, for reconcile as for
+        // eviction, and only a gate its own serve principal holds: the human path may reconcile
+        // a foreign slot holder, the platform's never probes, revokes, evicts or reopens a gate
+        // a human owns (reference §7.3).
+        let platform = self.caller.platform_assignment().is_some();
+        let evicting = matches!(r.maintenance, Maintenance::Evict(_));
+        if (evicting || platform) && r.target != e.instance_id {
+            let what = if evicting {
+                "eviction"
+            } else {
+                "by platform control"
+            };
             return Err(EpError::permission_denied(format!(
-                "manager maintenance eviction may target only caller instance {}, not {}",
+                "manager maintenance {what} may target only caller instance {}, not {}",
                 e.instance_id, r.target
             ))
             .into());
@@ -265,18 +276,20 @@ impl Script for AuthorizeMaintenance {
                     r.target
                 ))
             })?;
+        if evicting || platform {
+            let serve = e.serve_principal(self.caller.owner())?;
+            if *observed.gate.principal() != serve {
+                return Err(EpError::permission_denied(format!(
+                    "manager maintenance gate belongs to {}, not the caller's server-derived \
+                     serve principal {serve}",
+                    observed.gate.principal()
+                ))
+                .into());
+            }
+        }
         let Maintenance::Evict(asked) = &r.maintenance else {
             return Ok(MaintenancePlan::Reconcile(gate));
         };
-        let serve = e.serve_principal(self.caller.owner())?;
-        if *observed.gate.principal() != serve {
-            return Err(EpError::permission_denied(format!(
-                "manager maintenance gate belongs to {}, not the caller's server-derived serve \
-                 principal {serve}",
-                observed.gate.principal()
-            ))
-            .into());
-        }
         let family = enumerate_family(cx, &gate)?;
         let holders: Vec<&Principal> = family.iter().map(|r| r.row.holder_principal()).collect();
         let mut inside = Vec::with_capacity(asked.len());

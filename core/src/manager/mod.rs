@@ -25,6 +25,7 @@ pub mod envelope;
 pub mod goal_index;
 pub mod host;
 pub mod maintenance;
+pub mod platform;
 pub mod proof;
 pub mod request;
 pub mod retained;
@@ -46,6 +47,7 @@ pub use host::{AgentOnboarding, ManagerHost, Supervisor, SUPERVISE};
 pub use maintenance::{
     AuthorizeMaintenance, Maintenance, MaintenancePlan, MaintenanceRequest, MAINTENANCE_KIND,
 };
+pub use platform::{AssignmentState, PlatformAssignment};
 pub use proof::{
     constant_time_eq, current_registration_proof, hmac_sha256, registration_proof, ProofSecret,
     CURRENT_REGISTRATION_DOMAIN,

@@ -267,10 +267,10 @@ pub fn host() -> ManagerHost {
 }
 
 pub fn caller(scope: &[&str]) -> Supervisor {
-    Supervisor {
-        owner: DerivedOwner::parse(OWNER).unwrap(),
-        scope: scope.iter().map(|s| s.to_string()).collect(),
-    }
+    Supervisor::human(
+        DerivedOwner::parse(OWNER).unwrap(),
+        scope.iter().map(|s| s.to_string()).collect(),
+    )
 }
 
 pub fn enroll_machine(raw: &Value, scope: &[&str], entropy: u8) -> EnrollManagedAgent {
@@ -286,10 +286,10 @@ pub fn enroll_machine(raw: &Value, scope: &[&str], entropy: u8) -> EnrollManaged
 pub fn prepare_machine(raw: &Value, scope: &[&str], owner: &str) -> PrepareManagedRetirement {
     PrepareManagedRetirement {
         host: host(),
-        caller: Supervisor {
-            owner: DerivedOwner::parse(owner).unwrap(),
-            scope: scope.iter().map(|s| s.to_string()).collect(),
-        },
+        caller: Supervisor::human(
+            DerivedOwner::parse(owner).unwrap(),
+            scope.iter().map(|s| s.to_string()).collect(),
+        ),
         request: PrepareRetirementRequest::parse(raw).unwrap(),
     }
 }

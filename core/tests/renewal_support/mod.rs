@@ -148,10 +148,10 @@ pub fn parse(raw: &Value) -> ManagerAuthorityRequest {
 }
 
 pub fn supervise() -> Supervisor {
-    Supervisor {
-        owner: DerivedOwner::parse(OWNER).unwrap(),
-        scope: vec!["supervise".into()],
-    }
+    Supervisor::human(
+        DerivedOwner::parse(OWNER).unwrap(),
+        vec!["supervise".into()],
+    )
 }
 
 pub fn call(request: ManagerAuthorityRequest, now_ms: u64) -> ManagerAuthority {

@@ -91,17 +91,20 @@ pub fn host() -> RunHost {
                 agent_bearer_exchange_url: String::new(),
             },
         },
-        holder: Supervisor {
-            owner: DerivedOwner::parse(OWNER).unwrap(),
-            scope: vec!["supervise".into()],
-        },
+        holder: Supervisor::human(
+            DerivedOwner::parse(OWNER).unwrap(),
+            vec!["supervise".into()],
+        ),
     }
 }
 
 /// [`host`] whose holder lacks the `supervise` scope.
 pub fn host_without_supervise() -> RunHost {
     let mut h = host();
-    h.holder.scope = vec!["spawn".into(), "admin".into()];
+    h.holder = Supervisor::human(
+        DerivedOwner::parse(OWNER).unwrap(),
+        vec!["spawn".into(), "admin".into()],
+    );
     h
 }
 

@@ -98,10 +98,7 @@ impl ManagerRoute {
             .map_err(refuse)?;
         let caller = format!("{owner}.{actor}");
         let refuse = |e| (caller.clone(), e);
-        let holder = Supervisor {
-            owner,
-            scope: grant.row.scope.clone(),
-        };
+        let holder = Supervisor::human(owner, grant.row.scope.clone());
         let parsed = ManagerServiceRequest::parse(request, &self.ops.host()).map_err(refuse)?;
         let body = self
             .ops
