@@ -168,6 +168,23 @@ impl PlatformControlRequest {
         })
     }
 
+    /// The envelope names the context's own space and account (`permission-denied` otherwise):
+    /// one context never issues for another account. Checked before the assignment is read.
+    pub fn check_context(&self, space: &SpaceName, account: &AccountKey) -> Result<(), EpError> {
+        if self.space != space.as_str() || self.account_public_key != *account {
+            return Err(denied(
+                "platform control request names another space or account than this authority \
+                 context",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The inner request's kind, as the audit line names it.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
     fn inner_text(&self, key: &str) -> Option<&str> {
         self.request.get(key).and_then(Value::as_str)
     }
@@ -197,13 +214,7 @@ impl Script for AuthorizePlatformControl {
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Supervisor, Halt> {
         let r = &self.request;
-        if r.space != self.space.as_str() || r.account_public_key != self.account {
-            return Err(denied(
-                "platform control request names another space or account than this authority \
-                 context",
-            )
-            .into());
-        }
+        r.check_context(&self.space, &self.account)?;
         let assignment = self.current_assignment()?;
         if assignment.space != self.space
             || assignment.account_public_key != self.account

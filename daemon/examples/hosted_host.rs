@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_authd::embedded::Embedded;
-use cotal_authd::hosted::{self, HostInput, HostedInputs};
+use cotal_authd::hosted::{
+    self, HostInput, HostedInputs, ObserveAssignment, Observed, PlatformControl,
+};
 use cotal_authd::trust_cmd::embedded_dir;
 use cotal_core::names::SpaceName;
 use cotal_io_fs::secrets::{MemorySecretStore, StoreIdentity};
@@ -29,6 +31,16 @@ const SECRETS: [&str; 5] = [
     "owner-secret.json",
     "system-user.json",
 ];
+
+/// This example's platform assigns no control manager (its service door refuses every call).
+#[derive(Debug)]
+struct NoAssignment;
+
+impl ObserveAssignment for NoAssignment {
+    fn observe<'a>(&'a self, _space: &'a SpaceName, _account: &'a str) -> Observed<'a> {
+        Box::pin(async { Ok(None) })
+    }
+}
 
 /// The host's incarnation: stable across the host's restarts, so each start fences the last.
 const INSTANCE: &str = "hostinstance00000000000001";
@@ -90,13 +102,16 @@ async fn host(
         store_identity: identity,
         port: 0,
         public_face: None,
-        host: Some(HostInput {
-            endpoint: "com.example.host".to_owned(),
-            cluster: json!({
-                "urn": "com.example.host", "revision": 1, "attributes": [], "events": [],
-                "commands": [command],
+        platform_control: Some(PlatformControl {
+            observe_assignment: Arc::new(NoAssignment),
+            host: Some(HostInput {
+                endpoint: "com.example.host".to_owned(),
+                cluster: json!({
+                    "urn": "com.example.host", "revision": 1, "attributes": [], "events": [],
+                    "commands": [command],
+                }),
+                artifacts: Vec::new(),
             }),
-            artifacts: Vec::new(),
         }),
         standing_ttl_secs: None,
         replicas: Replicas::One,

@@ -11,8 +11,10 @@
 //! claim among it). A fence or a lost broker ends only this context: it becomes `unavailable`
 //! with the cause and closes itself, while every other context in the process keeps serving.
 //!
-//! With a platform host ([`HostInput`]), the handle also registers host incarnations, reads
-//! their gates and awaits their fences ([`HostedHandle::register_host_incarnation`]).
+//! With platform control ([`PlatformControl`]) the handle serves the platform's service door
+//! ([`HostedHandle::platform_control_authority`]), and with its host endpoint ([`HostInput`])
+//! registers host incarnations, reads their gates and awaits their fences
+//! ([`HostedHandle::register_host_incarnation`]).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,7 @@ use serde_json::{json, Value};
 
 use crate::plane::Readiness;
 use crate::plane::{Composition, Ended, HostedContext, OwnedConnection, Plane, PlaneInputs};
+pub use crate::plane::{ObserveAssignment, Observed};
 
 /// What a platform gives one hosted context.
 #[derive(Debug)]
@@ -54,12 +57,21 @@ pub struct HostedInputs {
     pub port: u16,
     /// The public face, as `up`'s flags would give it.
     pub public_face: Option<PublicFaceFlags>,
-    /// The platform's own host endpoint, when it registers host incarnations.
-    pub host: Option<HostInput>,
+    /// Present only in a platform composition: the service door and the host hooks.
+    pub platform_control: Option<PlatformControl>,
     /// The lifetime of the standing credentials the manager route issues; only a trusted host
     /// sets it (reference §2.3 step 0). `None` is the default (86,400 s).
     pub standing_ttl_secs: Option<u64>,
     pub replicas: Replicas,
+}
+
+/// What a platform composition adds (reference §7.3): its assignments, read fresh on every
+/// platform control call, and optionally its own host endpoint.
+#[derive(Debug, Clone)]
+pub struct PlatformControl {
+    pub observe_assignment: Arc<dyn ObserveAssignment>,
+    /// The platform's own host endpoint, when it registers host incarnations.
+    pub host: Option<HostInput>,
 }
 
 /// A platform host's endpoint: its reverse-DNS name and the contract it registers under.
@@ -96,6 +108,8 @@ pub struct HostedHandle {
     plane: Arc<Plane>,
     context: HostedContext,
     host: Option<HostConfig>,
+    /// The platform's assignments, when the context was started with platform control.
+    assignments: Option<Arc<dyn ObserveAssignment>>,
     /// Closes the plane once it ends on its own (fenced, broker lost).
     watcher: tokio::task::JoinHandle<()>,
     /// This context's place among the process's live contexts, given up once it is closed.
@@ -184,6 +198,7 @@ pub async fn start(inputs: HostedInputs) -> Result<HostedHandle, String> {
         plane,
         context: checked.context,
         host: checked.host,
+        assignments: inputs.platform_control.map(|p| p.observe_assignment),
         watcher,
         live,
     })
@@ -239,7 +254,11 @@ fn check(inputs: &HostedInputs) -> Result<Checked, String> {
             inputs.state_dir.display()
         ));
     }
-    let host = match &inputs.host {
+    let host = match inputs
+        .platform_control
+        .as_ref()
+        .and_then(|p| p.host.as_ref())
+    {
         None => None,
         Some(host) => Some(HostConfig {
             space: space.clone(),
@@ -315,6 +334,21 @@ impl HostedHandle {
         self.plane.close().await?;
         leave(&self.live);
         Ok(())
+    }
+
+    /// The platform control door (reference §7.3): one manager-service request of the
+    /// platform's assigned control manager, under its derived `p_` owner; see
+    /// [`Plane::platform_control_authority`].
+    pub async fn platform_control_authority(&self, request: &Value) -> Result<Value, EpError> {
+        let assignments = self.assignments.as_ref().ok_or_else(|| {
+            EpError::failed_precondition(
+                "this hosted context was started without platform control, so it has no service \
+                 door",
+            )
+        })?;
+        self.plane
+            .platform_control_authority(request, assignments.as_ref())
+            .await
     }
 
     fn host(&self) -> Result<&HostConfig, EpError> {

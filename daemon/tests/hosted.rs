@@ -18,13 +18,17 @@ use std::time::Duration;
 
 use common::signin::{post, Space};
 use common::SPACE;
-use cotal_authd::hosted::{self, HostInput, HostedHandle, HostedInputs};
+use cotal_authd::hosted::{
+    self, HostInput, HostedHandle, HostedInputs, ObserveAssignment, Observed, PlatformControl,
+};
 use cotal_core::error::ErrorCode;
 use cotal_core::host::FenceEnd;
 use cotal_core::kv::Store;
 use cotal_core::liveness::Listing;
 use cotal_core::machine::Replay;
+use cotal_core::manager::{AccountKey, AssignmentState, PlatformAssignment};
 use cotal_core::names::SpaceName;
+use cotal_core::names::{platform_control_owner, InstanceId, LifecycleUid};
 use cotal_core::plane_grants::PlaneConnection;
 use cotal_io_fs::secrets::{MemorySecretStore, SecretKey, SecretStore, StoreIdentity};
 use cotal_io_fs::trust;
@@ -53,6 +57,19 @@ struct Context {
     store: Arc<MemorySecretStore>,
     identity: StoreIdentity,
     account: String,
+    /// The platform backend's assignment row for the account.
+    backend: Arc<Backend>,
+}
+
+/// The platform backend's one assignment row, or its outage.
+#[derive(Debug)]
+struct Backend(std::sync::Mutex<Result<Option<PlatformAssignment>, String>>);
+
+impl ObserveAssignment for Backend {
+    fn observe<'a>(&'a self, _space: &'a SpaceName, _account: &'a str) -> Observed<'a> {
+        let now = self.0.lock().unwrap().clone();
+        Box::pin(async move { now })
+    }
 }
 
 fn space_name() -> SpaceName {
@@ -81,6 +98,7 @@ impl Context {
             store,
             identity,
             account,
+            backend: Arc::new(Backend(std::sync::Mutex::new(Ok(None)))),
         }
     }
 
@@ -95,7 +113,10 @@ impl Context {
             store_identity: self.identity.clone(),
             port: 0,
             public_face: None,
-            host: Some(host_input()),
+            platform_control: Some(PlatformControl {
+                observe_assignment: self.backend.clone(),
+                host: Some(host_input()),
+            }),
             standing_ttl_secs: None,
             replicas: Replicas::One,
         }
@@ -289,9 +310,12 @@ async fn hosted_auth_lifetime_validation_refuses_in_the_reference_order() {
     assert!(why.contains("absolute path"), "{why}");
 
     let mut bad_host = a.inputs();
-    bad_host.host = Some(HostInput {
-        endpoint: "host".to_owned(),
-        ..host_input()
+    bad_host.platform_control = Some(PlatformControl {
+        observe_assignment: a.backend.clone(),
+        host: Some(HostInput {
+            endpoint: "host".to_owned(),
+            ..host_input()
+        }),
     });
     let why = refused(hosted::start(bad_host).await);
     assert!(why.contains("reverse-DNS"), "{why}");
@@ -530,4 +554,122 @@ async fn host_incarnation_restart_fences_its_predecessor_through_await_host_fenc
         .unwrap_err();
     assert_eq!(refused.code, ErrorCode::Unavailable, "{refused:?}");
     assert!(refused.message.contains("not ready"), "{refused:?}");
+}
+
+const CONTROL_IID: &str = "pppppppppppppppppppppppppp";
+const CONTROL_UID: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmm";
+
+/// The platform control door (reference §7.3) on a real plane: the assigned control manager is
+/// prepared under the `p_` owner derived for the context's account (never read from the
+/// request), and each refusal comes with its code: a moved revision and a revoked row
+/// (`permission-denied`), the backend down (`unavailable`), an `idpToken` in the envelope
+/// (`bad-request`), a managed-agent kind (`unimplemented`); a context without platform control
+/// has no door.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn platform_control_prepares_the_assigned_manager_under_its_platform_owner() {
+    let a = Context::new("store-a");
+    let assigned = PlatformAssignment {
+        space: space_name(),
+        account_public_key: AccountKey::parse(&a.account).unwrap(),
+        instance_id: InstanceId::parse(CONTROL_IID).unwrap(),
+        lifecycle_uid: LifecycleUid::parse(CONTROL_UID).unwrap(),
+        predecessor_instance_id: None,
+        assignment_revision: 1,
+        state: AssignmentState::Assigned,
+    };
+    *a.backend.0.lock().unwrap() = Ok(Some(assigned.clone()));
+    let handle = hosted::start(a.inputs()).await.unwrap();
+    let envelope = |operation: &str, revision: u64| {
+        let id = |n: u8| {
+            json!({"id": nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, [n; 32])
+                .unwrap()
+                .public_key()})
+        };
+        json!({
+            "v": 1, "kind": "platform-control-authority", "space": SPACE,
+            "accountPublicKey": a.account, "assignmentRevision": revision,
+            "request": {
+                "v": 1, "kind": "manager-service-authority", "operation": operation,
+                "space": SPACE, "actor": "cli", "instanceId": CONTROL_IID,
+                "managerLifecycleUid": CONTROL_UID, "requestId": "platform-00000000000000001",
+                "identities": {
+                    "supervisor": id(1), "executor": id(2), "serve": id(3),
+                    "goalWriter": id(4), "sessionLedger": id(5),
+                },
+            },
+        })
+    };
+
+    let material = handle
+        .platform_control_authority(&envelope("prepare", 1))
+        .await
+        .unwrap();
+    let owner = platform_control_owner(a.material().owner_secret(), &space_name(), &a.account);
+    assert_eq!(material["owner"], owner.as_str(), "{material}");
+    assert!(owner.as_str().starts_with("p_"));
+    assert_eq!(material["operation"], "prepare");
+    assert_eq!(material["instanceId"], CONTROL_IID);
+    for name in ["supervisor", "executor"] {
+        assert!(
+            material["credentials"][name]["jwt"].is_string(),
+            "{material}"
+        );
+    }
+
+    let code = |r: Result<Value, cotal_core::EpError>| r.unwrap_err().code;
+    assert_eq!(
+        code(
+            handle
+                .platform_control_authority(&envelope("prepare", 2))
+                .await
+        ),
+        ErrorCode::PermissionDenied
+    );
+    let mut with_token = envelope("prepare", 1);
+    with_token["idpToken"] = json!("x");
+    assert_eq!(
+        code(handle.platform_control_authority(&with_token).await),
+        ErrorCode::BadRequest
+    );
+    let mut managed = envelope("prepare", 1);
+    managed["request"]["kind"] = json!("manager-managed-agent-enrollment");
+    assert_eq!(
+        code(handle.platform_control_authority(&managed).await),
+        ErrorCode::Unimplemented
+    );
+    *a.backend.0.lock().unwrap() = Err("the backend is down".to_owned());
+    assert_eq!(
+        code(
+            handle
+                .platform_control_authority(&envelope("prepare", 1))
+                .await
+        ),
+        ErrorCode::Unavailable
+    );
+    *a.backend.0.lock().unwrap() = Ok(Some(PlatformAssignment {
+        state: AssignmentState::Revoked,
+        ..assigned
+    }));
+    assert_eq!(
+        code(
+            handle
+                .platform_control_authority(&envelope("prepare", 1))
+                .await
+        ),
+        ErrorCode::PermissionDenied
+    );
+    handle.close().await.unwrap();
+
+    let mut plain = a.inputs();
+    plain.platform_control = None;
+    let without = hosted::start(plain).await.unwrap();
+    assert_eq!(
+        code(
+            without
+                .platform_control_authority(&envelope("prepare", 1))
+                .await
+        ),
+        ErrorCode::FailedPrecondition
+    );
+    without.close().await.unwrap();
 }

@@ -29,7 +29,7 @@ const NOT_READY: &str = "auth-service context is not ready";
 
 impl Plane {
     /// Refuses with `unavailable` unless the plane serves and no close has begun.
-    fn refuse_unless_ready(&self) -> Result<(), EpError> {
+    pub(super) fn refuse_unless_ready(&self) -> Result<(), EpError> {
         match *self.readiness.borrow() {
             Readiness::Ready => Ok(()),
             _ => Err(EpError::unavailable(NOT_READY)),

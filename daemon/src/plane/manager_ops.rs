@@ -187,6 +187,13 @@ impl ManagerOps {
         host
     }
 
+    /// Runs a door's script on the issuer connection, whose grant reads the manager gates and
+    /// records (the platform control door's checks).
+    pub(super) async fn on_issuer<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
+        let bound = self.connections.get()?.issuer.space()?;
+        NatsWorld::new(&bound).run(&mut Replay::new(script)).await
+    }
+
     /// Runs a registered-manager door that reads the host's actor ledger (retained-agent
     /// validation, admin authorization) on the issuer connection with the ledger attached, read
     /// fresh at every call.

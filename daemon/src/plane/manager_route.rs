@@ -41,7 +41,7 @@ pub(super) struct ManagerRoute {
     pub(super) idp: Arc<IdpKeys>,
     pub(super) ledger: FileActors,
     /// Each kind's operation on the connections its grants need.
-    pub(super) ops: ManagerOps,
+    pub(super) ops: Arc<ManagerOps>,
     pub(super) recorder: Recorder,
 }
 

@@ -35,6 +35,8 @@ pub use kill_point::refuse_requested as refuse_requested_kill_points;
 mod manager_caller;
 mod manager_ops;
 mod manager_route;
+mod platform;
+pub use platform::{ObserveAssignment, Observed};
 mod metrics;
 mod rail;
 mod register;
@@ -262,6 +264,9 @@ pub struct Plane {
     /// Held for the whole of a close, so a second close waits for the first's outcome instead
     /// of finding its half-taken state.
     closing: Mutex<()>,
+    /// The manager-service operations, which the platform control door dispatches to.
+    manager_ops: Arc<manager_ops::ManagerOps>,
+    recorder: decision::Recorder,
 }
 
 impl std::fmt::Debug for Plane {
@@ -359,6 +364,10 @@ impl Plane {
             &public_exchange,
             observed,
         );
+        let manager_ops = doors
+            .as_ref()
+            .map(|d| Arc::clone(&d.manager.ops))
+            .map_err(String::clone);
         let faces = match doors {
             Ok(doors) => PlaneFaces::new(
                 &inputs.material,
@@ -370,13 +379,14 @@ impl Plane {
             ),
             Err(why) => Err(why),
         };
-        let faces = match faces {
-            Ok(faces) => Arc::new(faces),
-            Err(why) => {
+        let faces = match (faces, manager_ops) {
+            (Ok(faces), Ok(ops)) => (Arc::new(faces), ops),
+            (Err(why), _) | (_, Err(why)) => {
                 release(Some(rail), &retirements, Some(callout), connections).await;
                 return Err(why);
             }
         };
+        let (faces, manager_ops) = faces;
         let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
             Ok(bound) => {
                 if let Some((_, url)) = &bound.1 {
@@ -432,6 +442,8 @@ impl Plane {
             dialer: start.dialer.clone(),
             unreleased: Mutex::new(None),
             closing: Mutex::new(()),
+            manager_ops,
+            recorder: decision::Recorder::new(&metrics),
         })
     }
 
@@ -757,7 +769,7 @@ fn doors(
             material: material.clone(),
             idp,
             ledger: ledger.clone(),
-            ops: manager_ops::ManagerOps {
+            ops: Arc::new(manager_ops::ManagerOps {
                 material: material.clone(),
                 ledger: ledger.clone(),
                 host: host.clone(),
@@ -781,7 +793,7 @@ fn doors(
                     connections: connections::PlaneLink::to(connections),
                     observed,
                 },
-            },
+            }),
             recorder: decision::Recorder::new(metrics),
         },
         retire: retire_doors::RetireDoors {
