@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use cotal_core::error::EpError;
 use cotal_core::host::{FenceEnd, HostConfig, HostEndpoint, HostIncarnation, SelfContract};
 use cotal_core::issuance::GateObservation;
-use cotal_core::names::{InstanceId, LifecycleUid, SpaceName};
+use cotal_core::lifecycle::Activated;
+use cotal_core::names::{ActorToken, DerivedOwner, InstanceId, LifecycleUid, SpaceName};
 use cotal_core::profiles::StandingTtl;
 use cotal_io_fs::secrets::{SecretStore, StoreIdentity, StoreKind};
 use cotal_io_fs::trust::{self, Composition as Material};
@@ -348,6 +349,30 @@ impl HostedHandle {
         })?;
         self.plane
             .platform_control_authority(request, assignments.as_ref())
+            .await
+    }
+
+    /// Activates a delegated launch's lifecycle at its pinned uid before any row or durable
+    /// exists, minting nothing (reference §7.3); see [`Plane::activate_managed_lifecycle`].
+    /// Only a platform composition has it.
+    pub async fn activate_managed_lifecycle(
+        &self,
+        owner: &str,
+        actor: &str,
+        lifecycle_uid: &str,
+    ) -> Result<Activated, EpError> {
+        if self.assignments.is_none() {
+            return Err(EpError::failed_precondition(
+                "this hosted context was started without platform control, so it activates no \
+                 delegated launch",
+            ));
+        }
+        let owner = DerivedOwner::parse(owner).map_err(|e| EpError::bad_request(e.message))?;
+        let actor = ActorToken::parse(actor).map_err(|e| EpError::bad_request(e.message))?;
+        let uid =
+            LifecycleUid::parse(lifecycle_uid).map_err(|e| EpError::bad_request(e.message))?;
+        self.plane
+            .activate_managed_lifecycle(&owner, &actor, &uid)
             .await
     }
 

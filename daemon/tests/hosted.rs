@@ -24,6 +24,7 @@ use cotal_authd::hosted::{
 use cotal_core::error::ErrorCode;
 use cotal_core::host::FenceEnd;
 use cotal_core::kv::Store;
+use cotal_core::lifecycle::ActivationRun;
 use cotal_core::liveness::Listing;
 use cotal_core::machine::Replay;
 use cotal_core::manager::{AccountKey, AssignmentState, PlatformAssignment};
@@ -563,8 +564,8 @@ const CONTROL_UID: &str = "mmmmmmmmmmmmmmmmmmmmmmmmmm";
 /// prepared under the `p_` owner derived for the context's account (never read from the
 /// request), and each refusal comes with its code: a moved revision and a revoked row
 /// (`permission-denied`), the backend down (`unavailable`), an `idpToken` in the envelope
-/// (`bad-request`), a managed-agent kind (`unimplemented`); a context without platform control
-/// has no door.
+/// (`bad-request`), a managed-agent kind (`unimplemented`); a delegated launch's lifecycle is
+/// activated at its pinned uid; a context without platform control has neither.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn platform_control_prepares_the_assigned_manager_under_its_platform_owner() {
     let a = Context::new("store-a");
@@ -658,6 +659,28 @@ async fn platform_control_prepares_the_assigned_manager_under_its_platform_owner
         ),
         ErrorCode::PermissionDenied
     );
+    // A delegated launch's lifecycle, activated at its pinned uid before any row exists:
+    // idempotent at that uid, refused at another while it lives (F60).
+    let user = a.material().owner_for_idp_subject("bob").unwrap();
+    let (uid, other) = ("launch00000000000000000001", "launch00000000000000000002");
+    let first = handle
+        .activate_managed_lifecycle(user.owner().as_str(), "worker", uid)
+        .await
+        .unwrap();
+    assert!(
+        matches!(first.run, ActivationRun::Completed(_)),
+        "{first:?}"
+    );
+    let again = handle
+        .activate_managed_lifecycle(user.owner().as_str(), "worker", uid)
+        .await
+        .unwrap();
+    assert_eq!(again.run, ActivationRun::AlreadyActive);
+    let taken = handle
+        .activate_managed_lifecycle(user.owner().as_str(), "worker", other)
+        .await
+        .unwrap_err();
+    assert_eq!(taken.code, ErrorCode::AlreadyExists, "{taken:?}");
     handle.close().await.unwrap();
 
     let mut plain = a.inputs();

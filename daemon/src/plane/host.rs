@@ -25,7 +25,7 @@ use serde_json::Value;
 use super::{Plane, Readiness};
 
 /// What every host call of a plane that does not serve answers (reference §2.8).
-const NOT_READY: &str = "auth-service context is not ready";
+pub(super) const NOT_READY: &str = "auth-service context is not ready";
 
 impl Plane {
     /// Refuses with `unavailable` unless the plane serves and no close has begun.

@@ -9,13 +9,19 @@ use std::future::Future;
 use std::pin::Pin;
 
 use cotal_core::error::EpError;
+use cotal_core::lifecycle::{ActivateLifecycle, Activated};
+use cotal_core::machine::Replay;
 use cotal_core::manager::PlatformAssignment;
 use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::names::{platform_control_owner, SpaceName};
+use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, ManagerInstance};
 use cotal_core::platform_control::{AuthorizePlatformControl, PlatformControlRequest};
+use cotal_io_fs::random;
+use cotal_io_nats::NatsWorld;
 use serde_json::Value;
 
 use super::decision::Decided;
+use super::host::NOT_READY;
 use super::Plane;
 
 /// What a platform's observer answers: the account's one current assignment, none, or why it
@@ -30,6 +36,35 @@ pub trait ObserveAssignment: Send + Sync + std::fmt::Debug {
 }
 
 impl Plane {
+    /// `activateManagedLifecycle` (reference §7.3): activates a delegated launch's lifecycle at
+    /// its pinned uid, before any ledger row or durable exists, and mints nothing, so a launch
+    /// the host compensates or the user retires reaches the terminal barrier even when its agent
+    /// never exchanged. Runs the core activation on the mint connection under the plane's own
+    /// manager instance, as the exchange's root ensure does; it keeps F2, F5, F18 and F55–F57
+    /// (reservation first, gate frozen before the head, the gate reopened last, a lost head CAS
+    /// burning its uid), and refuses a live incarnation at another uid (F60).
+    pub async fn activate_managed_lifecycle(
+        &self,
+        owner: &DerivedOwner,
+        actor: &ActorToken,
+        lifecycle_uid: &LifecycleUid,
+    ) -> Result<Activated, EpError> {
+        self.refuse_unless_ready()?;
+        let space = &self.registered.gate.space;
+        let manager_instance = ManagerInstance::parse(&format!("auth-service:{space}"))?;
+        let activate = ActivateLifecycle {
+            owner: owner.owner().clone(),
+            actor: actor.clone(),
+            lifecycle_uid: lifecycle_uid.clone(),
+            manager_instance,
+            op_entropy: random::random_bytes().map_err(EpError::unavailable)?,
+        };
+        let connections = self.connections.lock().await.clone();
+        let connections = connections.ok_or_else(|| EpError::unavailable(NOT_READY))?;
+        let bound = connections.mint.space()?;
+        NatsWorld::new(&bound).run(&mut Replay::new(activate)).await
+    }
+
     /// One platform control call (see the module doc); every refusal comes before any write,
     /// and each decision is recorded like a door's.
     pub async fn platform_control_authority(
