@@ -352,6 +352,16 @@ impl HostedHandle {
             .await
     }
 
+    /// A manager instance's gate, `None` when there is none: how a platform reads its control
+    /// manager's gate over the context's own connection.
+    pub async fn observe_manager_gate(
+        &self,
+        instance_id: &str,
+    ) -> Result<Option<GateObservation>, EpError> {
+        let instance = InstanceId::parse(instance_id)?;
+        self.plane.observe_manager_gate(&instance).await
+    }
+
     /// Activates a delegated launch's lifecycle at its pinned uid before any row or durable
     /// exists, minting nothing (reference §7.3); see [`Plane::activate_managed_lifecycle`].
     /// Only a platform composition has it.

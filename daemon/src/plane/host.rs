@@ -11,10 +11,10 @@ use cotal_core::error::EpError;
 use cotal_core::host::{
     AwaitHostFence, FenceEnd, HostConfig, HostIncarnation, ObserveHostGate, RegisterHostIncarnation,
 };
-use cotal_core::issuance::GateObservation;
+use cotal_core::issuance::{GateObservation, GateRef};
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::names::{InstanceId, OpId};
+use cotal_core::names::{EndpointName, InstanceId, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_io_fs::random;
 use cotal_io_nats::authority::AuthorityClient;
@@ -81,14 +81,31 @@ impl Plane {
         host: &HostConfig,
         instance: &InstanceId,
     ) -> Result<Option<GateObservation>, EpError> {
+        self.observe_gate(host.gate(instance)).await
+    }
+
+    /// A manager instance's gate `epgate.manager.<instance>` (reference §7.3
+    /// `observeManagerGate`: a platform reads its control manager's gate over the context's own
+    /// connection), `None` when there is none (read-only).
+    pub async fn observe_manager_gate(
+        &self,
+        instance: &InstanceId,
+    ) -> Result<Option<GateObservation>, EpError> {
+        let manager = EndpointName::parse("manager")?;
+        let space = self.registered.gate.space.clone();
+        self.observe_gate(GateRef::new(space, manager, instance.clone()))
+            .await
+    }
+
+    /// One leader-served read of `gate` on the connect reader, while the plane is ready.
+    async fn observe_gate(&self, gate: GateRef) -> Result<Option<GateObservation>, EpError> {
         self.refuse_unless_ready()?;
         let connections = self.connections.lock().await.clone();
         let connections = connections.ok_or_else(|| EpError::unavailable(NOT_READY))?;
         let bound = connections.reader.space()?;
-        let observe = ObserveHostGate {
-            gate: host.gate(instance),
-        };
-        NatsWorld::new(&bound).run(&mut Replay::new(observe)).await
+        NatsWorld::new(&bound)
+            .run(&mut Replay::new(ObserveHostGate { gate }))
+            .await
     }
 
     /// Resolves once the incarnation at `process_epoch` is fenced: its gate gone, at another
