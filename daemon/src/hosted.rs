@@ -183,6 +183,7 @@ pub async fn start(inputs: HostedInputs) -> Result<HostedHandle, String> {
         public: checked.public,
         standing_ttl: checked.standing_ttl,
         composition: Composition::Hosted(checked.context.clone()),
+        secrets: Arc::clone(&inputs.store),
     };
     let plane = Arc::new(Plane::start(&plane_inputs).await?);
     let live = Arc::new(Mutex::new(Some(live)));

@@ -10,6 +10,7 @@ pub mod dev_idp_cmd;
 pub mod embedded;
 pub mod gate_cmd;
 pub mod hosted;
+pub mod issuer_cmd;
 pub mod login_cmd;
 pub mod plane;
 pub mod status;

@@ -17,7 +17,7 @@
 //! The gate fence walked through on the in-memory KV model is a core example, not a command:
 //! `cargo run -p cotal-core --example fence_demo`.
 
-use cotal_authd::{actor_cmd, dev_idp_cmd, gate_cmd, login_cmd, status, trust_cmd, up};
+use cotal_authd::{actor_cmd, dev_idp_cmd, gate_cmd, issuer_cmd, login_cmd, status, trust_cmd, up};
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -104,6 +104,9 @@ enum Command {
     /// The space's actor grants: who may sign in as which actor, with what.
     #[command(subcommand, subcommand_required = true)]
     Actor(ActorCommand),
+    /// Rotate or prune the space's bearer-issuer keys.
+    #[command(subcommand, subcommand_required = true)]
+    Issuer(IssuerCommand),
     /// Print the owner an IdP subject derives in the space (what `actor grant --owner` takes).
     #[command(after_help = EXIT_CODES)]
     Owner(OwnerCommand),
@@ -299,6 +302,37 @@ struct ActorRevoke {
         value_name = "URL"
     )]
     server: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+enum IssuerCommand {
+    /// Add a fresh issuer key and make it the signer; the previous keys stay published and
+    /// accepted until `issuer prune`. A running plane adopts it within seconds.
+    #[command(after_help = EXIT_CODES)]
+    Rotate(IssuerRotate),
+    /// Remove every issuer key but the signer, once no bearer they signed can be live (1,200 s
+    /// after the last rotation), or at once with --force.
+    #[command(after_help = EXIT_CODES)]
+    Prune(IssuerPrune),
+}
+
+#[derive(Debug, Args)]
+struct IssuerRotate {
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+}
+
+#[derive(Debug, Args)]
+struct IssuerPrune {
+    #[command(flatten)]
+    space: ViewSpace,
+    #[command(flatten)]
+    root: StateRoot,
+    /// Prune now: bearers the pruned keys signed are refused at once.
+    #[arg(long)]
+    force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -649,6 +683,9 @@ fn command_words(args: &[String]) -> Option<&'static str> {
         [actor, retire, ..] if actor == "actor" && retire == "retire" => Some("actor retire"),
         [actor, ..] if actor == "actor" => Some("actor"),
         [owner, ..] if owner == "owner" => Some("owner"),
+        [i, rotate, ..] if i == "issuer" && rotate == "rotate" => Some("issuer rotate"),
+        [i, prune, ..] if i == "issuer" && prune == "prune" => Some("issuer prune"),
+        [i, ..] if i == "issuer" => Some("issuer"),
         [login, ..] if login == "login" => Some("login"),
         [idp, token, ..] if idp == "dev-idp" && token == "token" => Some("dev-idp token"),
         [idp, ..] if idp == "dev-idp" => Some("dev-idp"),
@@ -789,6 +826,7 @@ fn main() -> ExitCode {
             | Command::Gate(_)
             | Command::Actor(_)
             | Command::Owner(_)
+            | Command::Issuer(_)
             | Command::Login(_) => LevelFilter::WARN,
         },
         log_format,
@@ -872,6 +910,19 @@ fn main() -> ExitCode {
                 runtime().and_then(|rt| rt.block_on(login_cmd::login(args))),
             )
         }
+        Command::Issuer(IssuerCommand::Rotate(r)) => printed(
+            "issuer rotate",
+            issuer_cmd::rotate(&r.root.dir, &r.space.space, cotal_authd::clock::now_secs()),
+        ),
+        Command::Issuer(IssuerCommand::Prune(p)) => printed(
+            "issuer prune",
+            issuer_cmd::prune(
+                &p.root.dir,
+                &p.space.space,
+                cotal_authd::clock::now_secs(),
+                p.force,
+            ),
+        ),
         Command::Owner(o) => printed(
             "owner",
             actor_cmd::owner(&o.root.dir, &o.space.space, &o.idp_subject),

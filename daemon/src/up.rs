@@ -115,6 +115,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         public: args.public.clone(),
         standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
         composition: crate::plane::Composition::Cli,
+        secrets: std::sync::Arc::new(cotal_io_fs::FileSecretStore::new(&args.root)),
     };
     match serve(&inputs).instrument(span).await {
         Ok(outcome) => {

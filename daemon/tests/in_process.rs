@@ -63,6 +63,7 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
         public: None,
         standing_ttl: cotal_core::profiles::StandingTtl::DEFAULT,
         composition: cotal_authd::plane::Composition::Cli,
+        secrets: std::sync::Arc::new(cotal_io_fs::FileSecretStore::new(root)),
     };
     (inputs, server)
 }

@@ -556,6 +556,39 @@ impl IssuerKeys {
         &self.keys
     }
 
+    /// The keys that verify but no longer sign.
+    pub fn published(&self) -> impl Iterator<Item = &IssuerKey> {
+        self.keys.iter().filter(|k| k.kid != self.active.kid)
+    }
+
+    /// A rotation: `next` signs from now on, and every key already here stays published and
+    /// accepted until [`IssuerKeys::pruned`]. Refuses (`conflict`) a key already listed.
+    pub fn rotated(&self, next: IssuerKey) -> Result<IssuerKeys, EpError> {
+        if self.keys.iter().any(|k| k.kid == next.kid) {
+            return Err(EpError::conflict(format!(
+                "issuer key {} is already listed; rotate to a fresh key",
+                next.kid
+            )));
+        }
+        let mut keys = self.keys.clone();
+        keys.push(next.clone());
+        Ok(IssuerKeys {
+            issuer: self.issuer.clone(),
+            active: next,
+            keys,
+        })
+    }
+
+    /// The prune: only the signing key stays; every bearer another key signed is refused from
+    /// then on.
+    pub fn pruned(&self) -> IssuerKeys {
+        IssuerKeys {
+            issuer: self.issuer.clone(),
+            active: self.active.clone(),
+            keys: vec![self.active.clone()],
+        }
+    }
+
     /// `{"ver":1,"issuer","activeKid","keys":[{"kid","privateJwk":{"kty","crv","x","d"}}]}`.
     pub fn to_bytes(&self) -> Vec<u8> {
         let keys: Vec<Value> = self

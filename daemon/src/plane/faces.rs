@@ -3,7 +3,7 @@
 //! refuses every door first; a serving one hands the request to its [`Doors`] (the exchange,
 //! the manager-service authority route, the retire doors and the verify-enrollment door).
 
-use cotal_core::trust::DaemonMaterial;
+use cotal_core::trust::{DaemonMaterial, IssuerKeys};
 use cotal_io_fs::discovery;
 use cotal_io_http::bearer::{BearerIssuer, KeyRing, SigningKey};
 use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
@@ -29,9 +29,10 @@ use super::{HostedContext, Readiness};
 #[derive(Debug)]
 pub(super) struct PlaneFaces {
     issuer: String,
+    /// The bearer issuer the doors share: `/jwks` publishes its ring as it is now.
+    bearers: BearerIssuer,
     /// A hosted plane's assigned context, which `/health` names.
     context: Option<Value>,
-    jwks: Value,
     readiness: watch::Receiver<Readiness>,
     metrics: Arc<PlaneMetrics>,
     /// The public face's `/.well-known/cotal-mesh`, set once that face is bound.
@@ -75,31 +76,45 @@ impl Doors for PlaneDoors {
     }
 }
 
-/// The plane's bearer issuer: the trust root's active issuer key, for the space.
+/// The plane's bearer issuer: the trust root's active issuer key signs, and every key it still
+/// lists is published and accepted (a rotation's previous keys, until `issuer prune`).
 pub(super) fn bearer_issuer(
     material: &DaemonMaterial,
     space: &SpaceName,
 ) -> Result<BearerIssuer, String> {
-    let key = SigningKey::from_seed(material.issuer().active().seed())
-        .map_err(|e| format!("the issuer key does not load: {}", e.message))?;
-    Ok(BearerIssuer::new(space.clone(), KeyRing::new(key)))
+    Ok(BearerIssuer::new(
+        space.clone(),
+        key_ring(material.issuer())?,
+    ))
+}
+
+/// The ring of `keys`: the active one signs, the others verify.
+pub(super) fn key_ring(keys: &IssuerKeys) -> Result<KeyRing, String> {
+    let load = |seed: &[u8; 32]| {
+        SigningKey::from_seed(seed)
+            .map_err(|e| format!("an issuer key does not load: {}", e.message))
+    };
+    let published = keys
+        .published()
+        .map(|k| load(k.seed()))
+        .collect::<Result<Vec<_>, String>>()?;
+    KeyRing::with_published(load(keys.active().seed())?, published).map_err(|e| e.message)
 }
 
 impl PlaneFaces {
     pub(super) fn new(
         material: &DaemonMaterial,
-        space: &SpaceName,
+        bearers: BearerIssuer,
         context: Option<&HostedContext>,
         doors: Box<dyn Doors>,
         readiness: watch::Receiver<Readiness>,
         metrics: Arc<PlaneMetrics>,
     ) -> Result<PlaneFaces, String> {
-        let bearers = bearer_issuer(material, space)?;
         Ok(PlaneFaces {
             doors,
             context: context.map(HostedContext::to_json),
             issuer: bearers.issuer().to_owned(),
-            jwks: bearers.ring().jwks(),
+            bearers,
             readiness,
             metrics,
             bundle: OnceLock::new(),
@@ -163,7 +178,7 @@ impl FaceHandler for PlaneFaces {
     }
 
     fn jwks(&self) -> Value {
-        self.jwks.clone()
+        self.bearers.ring().jwks()
     }
 
     /// Served by the public face only, which sets it when it binds.
@@ -216,7 +231,7 @@ mod tests {
         let (tx, rx) = watch::channel(readiness);
         let faces = PlaneFaces::new(
             &root.daemon,
-            &SpaceName::parse("faces").unwrap(),
+            bearer_issuer(&root.daemon, &SpaceName::parse("faces").unwrap()).unwrap(),
             None,
             Box::new(Reached),
             rx,

@@ -59,9 +59,11 @@ use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret}
 use cotal_core::names::{LifecycleUid, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::StandingTtl;
-use cotal_core::trust::DaemonMaterial;
+use cotal_core::trust::{DaemonMaterial, IssuerKeys, ISSUER_FILE};
 use cotal_io_fs::instance::Identity;
+use cotal_io_fs::secrets::{SecretKey, SecretStore};
 use cotal_io_fs::{marks, FileActors};
+use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::authority::DataAccountSigner;
@@ -129,6 +131,9 @@ pub struct PlaneInputs {
     pub standing_ttl: StandingTtl,
     /// Who composes the plane (see [`Composition`]).
     pub composition: Composition,
+    /// Where its secret material lives: the running plane re-reads its issuer keys there, so an
+    /// `issuer rotate` or `issuer prune` takes effect without a restart.
+    pub secrets: Arc<dyn SecretStore>,
 }
 
 /// Who composes a plane.
@@ -298,6 +303,17 @@ impl Plane {
         let capability = Capability::generate().map_err(|e| e.to_string())?;
         let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
         let metrics = Arc::new(PlaneMetrics::new());
+        // One bearer issuer for the exchange, the callout and /jwks: a rotation the plane
+        // adopts is seen by all three at once.
+        let bearers = match faces::bearer_issuer(&inputs.material, &inputs.space) {
+            Ok(bearers) => bearers,
+            Err(why) => {
+                if let Ok(connections) = Arc::try_unwrap(connections) {
+                    let _ = connections.close().await;
+                }
+                return Err(why);
+            }
+        };
         metrics.registered(registered.process_epoch.0, registered.generation.0);
         // Before the plane answers anything: finish what a crash interrupted (reference
         // §2.11), then open the control rail, whose retirements share these flights.
@@ -334,6 +350,7 @@ impl Plane {
         let ledger = || inputs.ledger.clone();
         let callout = serve_callout(
             inputs,
+            &bearers,
             &connections,
             ledger(),
             watched.clone(),
@@ -357,9 +374,9 @@ impl Plane {
         let public_exchange = Arc::new(std::sync::OnceLock::new());
         let doors = doors(
             inputs,
+            &bearers,
             &connections,
             &retirements,
-            ledger(),
             &metrics,
             &public_exchange,
             observed,
@@ -371,7 +388,7 @@ impl Plane {
         let faces = match doors {
             Ok(doors) => PlaneFaces::new(
                 &inputs.material,
-                &inputs.space,
+                bearers.clone(),
                 inputs.composition.context(),
                 Box::new(doors),
                 watched,
@@ -411,11 +428,14 @@ impl Plane {
                 registered.gate_revision,
             );
             let space = inputs.space.clone();
+            let (secrets, followed) = (Arc::clone(&inputs.secrets), bearers.clone());
             async move {
-                // The reaper never ends on its own: it stops with the fence watch.
+                // The reaper and the key follower never end on their own: they stop with the
+                // fence watch.
                 let why = tokio::select! {
                     why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
                     never = reap_auth_consumers(&connections, &space) => match never {},
+                    never = follow_issuer_keys(&secrets, &space, &followed) => match never {},
                 };
                 let (kind, cause) = match &why {
                     Ended::Fenced(why) => ("fenced", why.clone()),
@@ -712,6 +732,57 @@ async fn reap_auth_consumers(
     }
 }
 
+/// How often a running plane re-reads its issuer keys: how late, at most, it adopts an
+/// `issuer rotate` or `issuer prune`.
+const ISSUER_RELOAD: Duration = Duration::from_secs(2);
+
+/// Re-reads the trust root's issuer keys every [`ISSUER_RELOAD`] and adopts them when they
+/// changed (a rotation or a prune), for the exchange, the callout and `/jwks` at once. A read
+/// that fails keeps the keys in use (a torn or missing file never drops a key), said once until
+/// the file reads again.
+async fn follow_issuer_keys(
+    secrets: &Arc<dyn SecretStore>,
+    space: &SpaceName,
+    bearers: &BearerIssuer,
+) -> std::convert::Infallible {
+    let key = SecretKey::of(space, ISSUER_FILE);
+    let mut unreadable = false;
+    loop {
+        tokio::time::sleep(ISSUER_RELOAD).await;
+        let read = secrets
+            .get(&key)
+            .and_then(|bytes| bytes.ok_or_else(|| "it is missing".to_owned()))
+            .and_then(|bytes| IssuerKeys::parse(&bytes, space, key.as_str()).map_err(|e| e.message))
+            .and_then(|keys| faces::key_ring(&keys));
+        match read {
+            Ok(ring) => {
+                unreadable = false;
+                let now: Vec<String> = ring.kids().into_iter().map(str::to_owned).collect();
+                let before: Vec<String> = bearers
+                    .ring()
+                    .kids()
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                if now != before {
+                    tracing::info!(
+                        signing = now.first().map(String::as_str).unwrap_or_default(),
+                        published = ?now,
+                        "adopted the issuer keys of the trust root"
+                    );
+                    bearers.replace_ring(ring);
+                }
+            }
+            Err(why) => {
+                if !unreadable {
+                    warn!("the issuer keys did not read ({why}); keeping the keys in use");
+                }
+                unreadable = true;
+            }
+        }
+    }
+}
+
 /// How long the run request observation waits before it retries a failed move to a renewed
 /// connection.
 const RENEWAL_FOLLOW_RETRY: Duration = Duration::from_millis(100);
@@ -721,13 +792,14 @@ const RENEWAL_FOLLOW_RETRY: Duration = Duration::from_millis(100);
 /// pinned IdP's keys.
 fn doors(
     inputs: &PlaneInputs,
+    bearers: &BearerIssuer,
     connections: &Arc<Connections>,
     retirements: &Arc<Retirements>,
-    ledger: FileActors,
     metrics: &Arc<PlaneMetrics>,
     public_exchange: &Arc<std::sync::OnceLock<String>>,
     observed: Arc<RunRequestObserver>,
 ) -> Result<faces::PlaneDoors, String> {
+    let ledger = inputs.ledger.clone();
     let material = &inputs.material;
     let pin = material.idp();
     let idp = Arc::new(IdpKeys::new(IdpSource {
@@ -758,7 +830,7 @@ fn doors(
             material: material.clone(),
             idp: Arc::clone(&idp),
             ledger: ledger.clone(),
-            bearers: faces::bearer_issuer(material, &inputs.space)?,
+            bearers: bearers.clone(),
             roots: roots::RootHints::new(&inputs.space)?,
             local: manager_caller::LocalManagerFile::new(inputs),
             connections: connections::PlaneLink::to(connections),
@@ -815,6 +887,7 @@ fn doors(
 /// ready (reference §2.4): connects are decided by [`connect::ConnectAuthorizer`].
 async fn serve_callout(
     inputs: &PlaneInputs,
+    bearers: &BearerIssuer,
     connections: &Arc<Connections>,
     ledger: FileActors,
     readiness: watch::Receiver<Readiness>,
@@ -823,7 +896,7 @@ async fn serve_callout(
     let keys = CalloutKeys::from_material(&inputs.material).map_err(|e| e.message)?;
     let authorizer = connect::ConnectAuthorizer {
         space: inputs.space.clone(),
-        bearers: faces::bearer_issuer(&inputs.material, &inputs.space)?,
+        bearers: bearers.clone(),
         local: manager_caller::LocalManagerFile::new(inputs),
         ledger,
         connections: connections::PlaneLink::to(connections),

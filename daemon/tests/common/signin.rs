@@ -405,6 +405,18 @@ pub fn claims(token: &str) -> Value {
     .unwrap()
 }
 
+/// The JOSE header of a bearer (its `kid` names the key that signed it).
+pub fn claims_header(token: &str) -> Value {
+    use base64::Engine as _;
+    let header = token.split('.').next().unwrap();
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(header)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
 pub fn refused(outcome: Result<(Client, mpsc::UnboundedReceiver<String>), String>) -> String {
     match outcome {
         Ok(_) => panic!("the connect was admitted"),

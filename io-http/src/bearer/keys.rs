@@ -113,16 +113,18 @@ impl SigningKey {
     }
 }
 
-/// A key that stopped signing at `retired_at` and is still published.
+/// A key that stopped signing and is still published: since `retired_at` when this ring rotated
+/// it, or (`None`) for as long as the trust root keeps it, which its own prune decides.
 #[derive(Debug, Clone)]
 struct Retiring {
     key: SigningKey,
-    retired_at: UnixSeconds,
+    retired_at: Option<UnixSeconds>,
 }
 
 impl Retiring {
-    fn drop_at(&self) -> UnixSeconds {
-        UnixSeconds(self.retired_at.0.saturating_add(KEY_RETENTION_SECS))
+    fn drop_at(&self) -> Option<UnixSeconds> {
+        self.retired_at
+            .map(|at| UnixSeconds(at.0.saturating_add(KEY_RETENTION_SECS)))
     }
 }
 
@@ -143,6 +145,28 @@ impl KeyRing {
         }
     }
 
+    /// The trust root's keys: `current` signs, every one of `published` stays published and
+    /// accepted until the trust root prunes it. Refuses (`conflict`) a kid listed twice.
+    pub fn with_published(
+        current: SigningKey,
+        published: Vec<SigningKey>,
+    ) -> Result<Self, EpError> {
+        let mut ring = KeyRing::new(current);
+        for key in published {
+            if ring.key(key.kid()).is_some() {
+                return Err(EpError::conflict(format!(
+                    "key kid {} is listed twice",
+                    quote(key.kid())
+                )));
+            }
+            ring.retiring.push(Retiring {
+                key,
+                retired_at: None,
+            });
+        }
+        Ok(ring)
+    }
+
     /// The key that signs new bearers.
     pub fn current(&self) -> &SigningKey {
         &self.current
@@ -161,7 +185,7 @@ impl KeyRing {
         let previous = std::mem::replace(&mut self.current, next);
         self.retiring.push(Retiring {
             key: previous,
-            retired_at: now,
+            retired_at: Some(now),
         });
         Ok(())
     }
@@ -172,7 +196,7 @@ impl KeyRing {
         self.retiring
             .iter()
             .find(|r| r.key.kid() == kid)
-            .map(Retiring::drop_at)
+            .and_then(Retiring::drop_at)
     }
 
     /// Drops every retiring key whose retention has ended (`now >= retired_at +`
@@ -180,7 +204,7 @@ impl KeyRing {
     pub fn prune(&mut self, now: UnixSeconds) -> Vec<String> {
         let (gone, kept): (Vec<Retiring>, Vec<Retiring>) = std::mem::take(&mut self.retiring)
             .into_iter()
-            .partition(|r| now >= r.drop_at());
+            .partition(|r| r.drop_at().is_some_and(|at| now >= at));
         self.retiring = kept;
         gone.into_iter().map(|r| r.key.kid).collect()
     }

@@ -7,6 +7,8 @@
 //! `aud`, `iat`, `nbf`, `exp` in that order, `act` members in the order of [`BearerAct`].
 
 pub use cotal_core::bearer::{BearerAct, SessionClaim, TransferWriterClaim};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::{
     ActorToken, CredentialId, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
@@ -223,12 +225,14 @@ pub struct VerifiedBearer {
     pub kid: String,
 }
 
-/// Mints and verifies the plane's bearers for one space, over a [`KeyRing`].
+/// Mints and verifies the plane's bearers for one space, over a [`KeyRing`]. Clones share the
+/// ring: a rotation the plane adopts ([`BearerIssuer::replace_ring`]) is seen at once by every
+/// door that signs, verifies or publishes.
 #[derive(Debug, Clone)]
 pub struct BearerIssuer {
     issuer: String,
     space: SpaceName,
-    ring: KeyRing,
+    ring: Arc<RwLock<KeyRing>>,
 }
 
 impl BearerIssuer {
@@ -237,7 +241,7 @@ impl BearerIssuer {
         BearerIssuer {
             issuer: format!("urn:cotal:auth:{space}"),
             space,
-            ring,
+            ring: Arc::new(RwLock::new(ring)),
         }
     }
 
@@ -250,13 +254,20 @@ impl BearerIssuer {
         &self.space
     }
 
-    pub fn ring(&self) -> &KeyRing {
-        &self.ring
+    /// The ring now (a poisoned lock still holds a whole ring: every write replaces it whole
+    /// or runs one [`KeyRing`] method).
+    pub fn ring(&self) -> RwLockReadGuard<'_, KeyRing> {
+        self.ring.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// For [`KeyRing::rotate`] and [`KeyRing::prune`].
-    pub fn ring_mut(&mut self) -> &mut KeyRing {
-        &mut self.ring
+    pub fn ring_mut(&mut self) -> RwLockWriteGuard<'_, KeyRing> {
+        self.ring.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Adopts `ring` (the trust root's keys after a rotation or a prune) for every clone.
+    pub fn replace_ring(&self, ring: KeyRing) {
+        *self.ring.write().unwrap_or_else(PoisonError::into_inner) = ring;
     }
 
     /// Signs a bearer for `act` with the current key, valid from `now` for `ttl_secs`
@@ -294,7 +305,8 @@ impl BearerIssuer {
             "nbf": now.0,
             "exp": exp,
         });
-        let signer = self.ring.current();
+        let ring = self.ring();
+        let signer = ring.current();
         let mut header = Header::new(Algorithm::EdDSA);
         header.typ = None;
         header.kid = Some(signer.kid().to_owned());
@@ -327,7 +339,8 @@ impl BearerIssuer {
         let kid = header.kid.ok_or_else(|| {
             denied("header has no kid; bearer keys are selected by kid only".to_owned())
         })?;
-        let key = self.ring.key(&kid).ok_or_else(|| {
+        let ring = self.ring();
+        let key = ring.key(&kid).ok_or_else(|| {
             EpError::permission_denied(format!(
                 "unknown kid: no key with kid {} is published in the bearer JWKS \
                  (never this plane's, or retired and pruned)",
