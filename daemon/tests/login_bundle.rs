@@ -59,11 +59,17 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
-#[test]
-fn login_refuses_a_symlinked_bundle_path_and_cleans_a_killed_logins_temp_files() {
+/// A space with alice granted the actor `cli`, and its plane up.
+fn signed_up() -> Space {
     let mut space = Space::new();
     space.grant_lists("cli", "alice", "", "team", "team");
     space.up(&[]);
+    space
+}
+
+#[test]
+fn login_refuses_a_symlinked_bundle_dir_or_file() {
+    let space = signed_up();
     let elsewhere = tempfile::tempdir().unwrap();
     let login_dir = space.root.join("login");
     let space_segment = login_dir.join(SEGMENT);
@@ -102,7 +108,19 @@ fn login_refuses_a_symlinked_bundle_path_and_cleans_a_killed_logins_temp_files()
         .file_type()
         .is_symlink());
     fs::remove_file(&bearer).unwrap();
+    let out = login(&space);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
 
+#[test]
+fn login_removes_the_temp_files_a_killed_login_left_and_keeps_a_live_writers() {
+    let space = signed_up();
+    let bundle = space.root.join("login").join(SEGMENT).join("cli");
+    fs::create_dir_all(&bundle).unwrap();
     // A login killed between writing its temp file and renaming it left the bearer it held;
     // a live writer's temp file (this test's own pid) sits beside it.
     let mut killed = Command::new("sleep").arg("30").spawn().unwrap();
