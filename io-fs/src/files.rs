@@ -85,11 +85,7 @@ pub fn ensure_private_dir_under(base: &Path, dir: &Path) -> Result<(), String> {
         let meta = fs::symlink_metadata(&at)
             .map_err(|e| format!("{} cannot be inspected: {e}", at.display()))?;
         if meta.file_type().is_symlink() {
-            return Err(format!(
-                "{} is a symlink; refusing to write through it (remove it, and check who \
-                 planted it)",
-                at.display()
-            ));
+            return Err(write_through(&at));
         }
         if !meta.is_dir() {
             return Err(format!(
@@ -107,11 +103,7 @@ pub fn ensure_private_dir_under(base: &Path, dir: &Path) -> Result<(), String> {
 /// anyone noticing; the caller says so instead.
 pub fn check_replaceable(path: &Path) -> Result<(), String> {
     match fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => Err(format!(
-            "{} is a symlink; refusing to write through it (remove it, and check who planted \
-             it)",
-            path.display()
-        )),
+        Ok(meta) if meta.file_type().is_symlink() => Err(write_through(path)),
         Ok(meta) if !meta.is_file() => Err(format!(
             "{} is not a regular file; refusing to replace it",
             path.display()
@@ -120,6 +112,14 @@ pub fn check_replaceable(path: &Path) -> Result<(), String> {
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
         Err(e) => Err(format!("{} cannot be inspected: {e}", path.display())),
     }
+}
+
+/// The refusal of a write that would go through the symlink at `path`.
+fn write_through(path: &Path) -> String {
+    format!(
+        "{} is a symlink; refusing to write through it (remove it, and check who planted it)",
+        path.display()
+    )
 }
 
 /// Refuses a state root that is a symlink or writable by group or others; an absent root
