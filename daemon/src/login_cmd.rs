@@ -17,6 +17,11 @@ use serde_json::{json, Value};
 
 use crate::dev_idp_cmd;
 
+/// The bundle's files.
+const CREDS_FILE: &str = "sentinel.creds";
+const BEARER_FILE: &str = "bearer";
+const RECORD_FILE: &str = "login.json";
+
 /// How long an exchange may take.
 const EXCHANGE_WAIT: Duration = Duration::from_secs(15);
 /// The largest exchange answer read.
@@ -53,6 +58,9 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
             args.root.display()
         )
     })?;
+    // The bundle's place is judged before the exchange, so a refused place spends no bearer.
+    let dir = bundle_dir(&args.root, space, &args.actor);
+    let (creds, bearer, record_path) = prepare_bundle(&args.root, &dir)?;
     let idp_token = match &args.proof {
         Proof::IdpToken(token) => token.clone(),
         Proof::DevSubject(subject) => dev_idp_cmd::token(&args.root, subject, DEV_TOKEN_TTL_SECS)?,
@@ -87,10 +95,6 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         ));
     };
     let material = trust::load_daemon(&args.root, space)?;
-    let dir = bundle_dir(&args.root, space, &args.actor);
-    files::ensure_private_dir(&dir)?;
-    let creds = dir.join("sentinel.creds");
-    let bearer = dir.join("bearer");
     files::write_private(&creds, material.sentinel_creds().as_bytes())?;
     files::write_private(&bearer, token.as_bytes())?;
     let record = json!({
@@ -103,7 +107,7 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         "creds": absolute(&creds),
         "bearer": absolute(&bearer),
     });
-    files::write_private(&dir.join("login.json"), format!("{record:#}\n").as_bytes())?;
+    files::write_private(&record_path, format!("{record:#}\n").as_bytes())?;
     Ok(format!(
         "signed in as actor {} (owner {owner}) in space {space} until unix time {exp}; connect \
          to {} with the creds {} and the auth token in {} (and a connection name that is your \
@@ -113,6 +117,24 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         creds.display(),
         bearer.display()
     ))
+}
+
+/// Makes the bundle dir (0700) and returns its three files' paths, refusing a symlinked dir
+/// on the way below the state root or a symlink at a bundle file (the bundle holds a bearer and
+/// creds, which must not land where a link points), and removing the temp files a killed
+/// earlier login left in it.
+fn prepare_bundle(root: &Path, dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf), String> {
+    files::ensure_private_dir_under(root, dir)?;
+    files::remove_stale_temps(dir, files::STALE_TEMP_AFTER);
+    let paths = (
+        dir.join(CREDS_FILE),
+        dir.join(BEARER_FILE),
+        dir.join(RECORD_FILE),
+    );
+    for path in [&paths.0, &paths.1, &paths.2] {
+        files::check_replaceable(path)?;
+    }
+    Ok(paths)
 }
 
 fn bundle_dir(root: &Path, space: &SpaceName, actor: &str) -> PathBuf {

@@ -30,13 +30,18 @@ pub fn init(root: &Path, space: &SpaceName, idp: &str) -> Result<String, String>
 }
 
 /// The space's nats-server configuration: listening on `listen`, its JetStream store at
-/// `store_dir` (default: the root's `nats/space.<hex>/store`).
+/// `store_dir` (default: the root's `nats/space.<hex>/store`), from a trust root `up` would
+/// start on.
 pub fn broker_config(
     root: &Path,
     space: &SpaceName,
     listen: &str,
     store_dir: Option<&Path>,
 ) -> Result<String, String> {
+    // The trust root is read as `up` reads it, through the same fail-closed reader: a root `up`
+    // would refuse (a symlinked `idp.json`, a widened `callout.json`) is refused here in the
+    // same sentence, rather than configuring a server for a plane that cannot start on it.
+    trust::load_daemon(root, space)?;
     let broker = trust::load_broker(root, space)?;
     let store = match store_dir {
         Some(dir) => dir.to_path_buf(),

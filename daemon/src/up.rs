@@ -1,5 +1,6 @@
 //! `cotal-authd up`: the [`Plane`] of one space in a process of its own, until a signal or its
-//! end. Order: the trust root (refused, listing what is missing, before anything else happens)
+//! end. Order: the state root (a symlink, or one writable by group or others, is refused) →
+//! the trust root (refused, listing what is missing, before anything else happens)
 //! → the instance identity → the server (the embedded one from exactly `broker-config`'s
 //! configuration, or an operator's, which must trust this space's operator) → [`Plane::start`]
 //! (a standby waits there, stopping on a signal) → discovery file + banner → a signal (stopped,
@@ -13,7 +14,7 @@ use std::process::ExitCode;
 
 use cotal_core::names::SpaceName;
 use cotal_io_fs::discovery::{self, Discovery};
-use cotal_io_fs::{instance, trust};
+use cotal_io_fs::{files, instance, trust};
 use cotal_io_http::face::PublicFaceSettings;
 use cotal_io_nats::Replicas;
 use std::path::PathBuf;
@@ -82,6 +83,8 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
     // server, rather than ignored by a build without the hooks.
     #[cfg(not(feature = "kill-points"))]
     crate::plane::refuse_requested_kill_points()?;
+    // The root first: whoever can write there can plant every file read below it.
+    files::check_state_root(&args.root)?;
     let material = trust::load_daemon(&args.root, &args.space)?;
     let ledger = ledger_home::for_plane(
         &args.root,

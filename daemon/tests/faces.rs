@@ -297,3 +297,58 @@ fn the_public_face_serves_the_bundle_and_refuses_what_is_loopback_only() {
     let (status, _, _) = http(&loopback, "GET", "/.well-known/cotal-mesh", &[], "").unwrap();
     assert_eq!(status, 404, "the bundle is not served on the loopback face");
 }
+
+/// A loopback caller that sends its headers and part of a body, then stalls, is answered at
+/// the face's deadline (503, the public face's sentence, the connection closed) instead of
+/// holding its request forever; meanwhile the face answers others. The wait is bounded well past
+/// the deadline, and nothing is asserted about how fast.
+#[test]
+fn a_loopback_body_that_never_completes_is_cut_at_the_deadline() {
+    use std::io::{Read, Write};
+    require_server();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let mut reaper = Reaper(Vec::new(), state.clone());
+    init(&state);
+    reaper.0.push(quiet_up(&state));
+    let found = ready(&state, reaper.0.last_mut().unwrap());
+    let url = found["url"].as_str().unwrap().to_owned();
+    let cap = found["cap"].as_str().unwrap().to_owned();
+    let host = url.trim_start_matches("http://");
+    let mut stalled = std::net::TcpStream::connect(host).unwrap();
+    let head = format!(
+        "POST /exchange HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n\
+         authorization: Bearer {cap}\r\ncontent-length: 100\r\n\r\n{{\"idpToken\":"
+    );
+    stalled.write_all(head.as_bytes()).unwrap();
+    // Meanwhile the face answers others: a read, and a door that reads its whole body.
+    let (status, _, _) = http(&url, "GET", "/health", &[], "").unwrap();
+    assert_eq!(status, 200);
+    let auth = format!("Bearer {cap}");
+    let (status, _, body) = http(
+        &url,
+        "POST",
+        "/exchange",
+        &[
+            ("content-type", "application/json"),
+            ("authorization", &auth),
+        ],
+        "{}",
+    )
+    .unwrap();
+    assert_eq!(status, 400, "{body}");
+    stalled
+        .set_read_timeout(Some(cotal_io_http::face::LOOPBACK_DEADLINE * 2))
+        .unwrap();
+    let mut answer = String::new();
+    stalled.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 503 "), "{answer}");
+    let body: Value = serde_json::from_str(answer.split_once("\r\n\r\n").unwrap().1).unwrap();
+    assert_eq!(body["error"], "request deadline exceeded", "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    let (status, _, _) = http(&url, "GET", "/health", &[], "").unwrap();
+    assert_eq!(status, 200);
+}

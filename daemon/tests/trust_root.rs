@@ -275,3 +275,106 @@ fn up_refuses_a_server_of_another_operator() {
     assert!(err.contains("broker-config --space s1"), "{err}");
     assert!(err.contains("authorization violation"), "{err}");
 }
+
+/// `broker-config` reads the trust root through the reader `up` uses: a symlinked `idp.json`
+/// and a `callout.json` widened to 0644, which `up` refuses, are refused by `broker-config` in
+/// the same sentence, and the config it prints once they are fixed is the one before.
+#[test]
+fn broker_config_refuses_what_up_refuses_in_the_same_sentence() {
+    let root = tempfile::tempdir().unwrap();
+    authd(&["init", "--space", "s1", "--idp", IDP], root.path());
+    let config = authd(&["broker-config", "--space", "s1"], root.path());
+    assert!(config.status.success(), "{}", stderr(&config));
+    let dir = root.path().join("auth/space.7331");
+    // `up` refuses before it dials the server: a port nothing listens on is enough.
+    let dead_server = format!("nats://127.0.0.1:{}", free_port());
+    let sentences = || {
+        let up = up_on(&dead_server, root.path());
+        let broker = authd(&["broker-config", "--space", "s1"], root.path());
+        assert_eq!(up.status.code(), Some(1), "{}", stderr(&up));
+        assert_eq!(broker.status.code(), Some(1), "{}", stderr(&broker));
+        assert!(broker.stdout.is_empty(), "no config is printed");
+        let up = stderr(&up);
+        let broker = stderr(&broker);
+        assert_eq!(up.trim_end().lines().count(), 1, "{up}");
+        let up = up.strip_prefix("cotal-authd up: ").unwrap().to_owned();
+        let broker = broker
+            .strip_prefix("cotal-authd broker-config: ")
+            .unwrap()
+            .to_owned();
+        assert_eq!(broker, up);
+        up
+    };
+
+    let pin = dir.join("idp.json");
+    let moved = root.path().join("idp-elsewhere.json");
+    fs::rename(&pin, &moved).unwrap();
+    std::os::unix::fs::symlink(&moved, &pin).unwrap();
+    let said = sentences();
+    assert!(
+        said.contains(&format!("{} is a symlink", pin.display())),
+        "{said}"
+    );
+    fs::remove_file(&pin).unwrap();
+    fs::rename(&moved, &pin).unwrap();
+
+    let callout = dir.join("callout.json");
+    fs::set_permissions(&callout, fs::Permissions::from_mode(0o644)).unwrap();
+    let said = sentences();
+    assert!(
+        said.contains(&format!("{} has mode 0644", callout.display())),
+        "{said}"
+    );
+    fs::set_permissions(&callout, fs::Permissions::from_mode(0o600)).unwrap();
+
+    let again = authd(&["broker-config", "--space", "s1"], root.path());
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(again.stdout, config.stdout);
+}
+
+/// `up` refuses a state root other users can write (0777, 0770) or a symlinked one, in one
+/// sentence naming the path and the fix, before it touches anything under it.
+#[test]
+fn up_refuses_a_state_root_open_to_others_or_symlinked() {
+    let parent = tempfile::tempdir().unwrap();
+    let root = parent.path().join("state");
+    authd(&["init", "--space", "s1", "--idp", IDP], &root);
+    let before = snapshot(&root);
+    let dead_server = format!("nats://127.0.0.1:{}", free_port());
+    for mode in [0o777, 0o770] {
+        fs::set_permissions(&root, fs::Permissions::from_mode(mode)).unwrap();
+        let out = up_on(&dead_server, &root);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{mode:o}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        assert!(
+            err.contains(&format!(
+                "the state root {} has mode {mode:04o}",
+                root.display()
+            )),
+            "{err}"
+        );
+        assert!(
+            err.contains(&format!("`chmod go-w {}`", root.display())),
+            "{err}"
+        );
+        assert_eq!(snapshot(&root), before, "a refused up wrote under the root");
+    }
+    let link = parent.path().join("link");
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::symlink(&root, &link).unwrap();
+    let out = up_on(&dead_server, &link);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!("the state root {} is a symlink", link.display())),
+        "{err}"
+    );
+    assert_eq!(snapshot(&root), before, "a refused up wrote under the root");
+    // A private root passes the check: this start fails later, at the server nobody runs.
+    let out = up_on(&dead_server, &root);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("the state root"), "{err}");
+}

@@ -12,6 +12,9 @@ use serde_json::{json, Value};
 
 use crate::{files, trust};
 
+/// Whether a discovery file's plane is still there.
+pub use crate::files::pid_alive;
+
 /// The discovery file's name in a space's trust-root directory.
 pub const DISCOVERY_FILE: &str = "auth-service.json";
 /// The one version of the file this build writes and reads.
@@ -101,14 +104,6 @@ pub fn read(path: &Path) -> Result<Option<Discovery>, String> {
         generation: number("generation")?,
         registration_revision: number("registrationRevision")?,
     }))
-}
-
-/// True while process `pid` runs: whether a discovery file's plane is still there.
-pub fn pid_alive(pid: u32) -> bool {
-    i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-        .is_some_and(|p| rustix::process::test_kill_process(p).is_ok())
 }
 
 /// Removes a discovery file whose plane no longer runs (a `kill -9` leaves one behind).

@@ -12,12 +12,19 @@
 //! * A read ([`open_regular`]) opens without following a symlink and checks the opened
 //!   descriptor, so a symlink or another kind of entry planted at a path is refused rather
 //!   than read through, and one swapped in between a check and the open cannot slip by.
+//! * A write below a state root ([`ensure_private_dir_under`], [`check_replaceable`]) refuses
+//!   a symlinked directory on the way or a symlink at the file, so nothing is written through
+//!   a link planted into the tree; [`remove_stale_temps`] clears what a killed writer left.
+//! * A state root ([`check_state_root`]) that is a symlink or writable by group or others is
+//!   refused: anyone who can write there can plant the files every check above guards.
 
 use std::fs::{self, DirBuilder, File, Metadata, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
@@ -25,6 +32,10 @@ use rustix::io::Errno;
 /// How every temp file's name ends, so a directory listing can tell one from a real entry (a
 /// leftover of a crashed writer is never read, only clutter).
 pub const TEMP_SUFFIX: &str = ".tmp";
+
+/// Age past which a temp file cannot belong to a running write (one takes milliseconds), so
+/// [`remove_stale_temps`] removes it whatever pid its name carries.
+pub const STALE_TEMP_AFTER: Duration = Duration::from_secs(3600);
 
 /// Distinguishes temp files of concurrent writers within one process (the pid in the name
 /// distinguishes processes).
@@ -40,6 +51,164 @@ pub fn ensure_private_dir(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("cannot create the state dir {}: {e}", dir.display()))?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
         .map_err(|e| format!("cannot make {} private (0700): {e}", dir.display()))
+}
+
+/// Creates `dir` below `base` one component at a time (each new one 0700) and forces `dir` to
+/// 0700, refusing a component that is a symlink or not a directory: a link planted anywhere
+/// in the tree would otherwise carry the write (a credential) to wherever it points. `dir`
+/// must be `base` joined with plain names; `base` itself is the caller's to judge (see
+/// [`check_state_root`]). The components below `base` are 0700 and ours, so no other user can
+/// swap one between this check and the write.
+pub fn ensure_private_dir_under(base: &Path, dir: &Path) -> Result<(), String> {
+    let below = dir.strip_prefix(base).map_err(|_| {
+        format!(
+            "{} is not below {}; refusing to write there",
+            dir.display(),
+            base.display()
+        )
+    })?;
+    let mut at = base.to_path_buf();
+    for component in below.components() {
+        let Component::Normal(name) = component else {
+            return Err(format!(
+                "{} is not a plain path below {}; refusing to write there",
+                dir.display(),
+                base.display()
+            ));
+        };
+        at.push(name);
+        create_dir(&at).or_else(|e| match e.kind() {
+            // Something that is not a directory is there: judged just below.
+            ErrorKind::AlreadyExists => Ok(()),
+            _ => Err(format!("cannot create {}: {e}", at.display())),
+        })?;
+        let meta = fs::symlink_metadata(&at)
+            .map_err(|e| format!("{} cannot be inspected: {e}", at.display()))?;
+        if meta.file_type().is_symlink() {
+            return Err(write_through(&at));
+        }
+        if !meta.is_dir() {
+            return Err(format!(
+                "{} is not a directory; refusing to write below it",
+                at.display()
+            ));
+        }
+    }
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700))
+        .map_err(|e| format!("cannot make {} private (0700): {e}", dir.display()))
+}
+
+/// Refuses a symlink or another non-regular entry at `path` before a write replaces it; an
+/// absent path passes. A replacing write would swap a planted link for a regular file without
+/// anyone noticing; the caller says so instead.
+pub fn check_replaceable(path: &Path) -> Result<(), String> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(write_through(path)),
+        Ok(meta) if !meta.is_file() => Err(format!(
+            "{} is not a regular file; refusing to replace it",
+            path.display()
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("{} cannot be inspected: {e}", path.display())),
+    }
+}
+
+/// The refusal of a write that would go through the symlink at `path`.
+fn write_through(path: &Path) -> String {
+    format!(
+        "{} is a symlink; refusing to write through it (remove it, and check who planted it)",
+        path.display()
+    )
+}
+
+/// Refuses a state root that is a symlink or writable by group or others; an absent root
+/// passes (whoever reads from it refuses the missing material in its own words). Everything
+/// below the root is 0700 and checked on its own, but a root others can write lets them
+/// rename those dirs away and plant their own, and a symlinked root is a tree someone else
+/// may control.
+pub fn check_state_root(root: &Path) -> Result<(), String> {
+    // Rebuilt from its components: a trailing slash would make the lookup follow a symlink.
+    let root: PathBuf = root.components().collect();
+    match fs::symlink_metadata(&root) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(format!(
+            "the state root {} is a symlink; pass the directory it points to as --state-dir \
+             (check who made the link first)",
+            root.display()
+        )),
+        Ok(meta) if !meta.is_dir() => Err(format!(
+            "the state root {} is not a directory",
+            root.display()
+        )),
+        Ok(meta) if meta.mode() & 0o022 != 0 => Err(format!(
+            "the state root {} has mode {:04o}, writable by other users who could plant the \
+             plane's files there; check who changed it, then `chmod go-w {}`",
+            root.display(),
+            meta.mode() & 0o7777,
+            root.display()
+        )),
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!(
+            "the state root {} cannot be inspected: {e}",
+            root.display()
+        )),
+    }
+}
+
+/// True while process `pid` runs (or runs as another user, which signalling may not reach).
+pub fn pid_alive(pid: u32) -> bool {
+    i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|p| match rustix::process::test_kill_process(p) {
+            Ok(()) | Err(Errno::PERM) => true,
+            Err(_) => false,
+        })
+}
+
+/// The pid in a temp file's name (`<name>.<pid>.<seq>`[`TEMP_SUFFIX`]), when it is one.
+fn temp_pid(name: &str) -> Option<u32> {
+    let mut parts = name.strip_suffix(TEMP_SUFFIX)?.rsplitn(3, '.');
+    let seq = parts.next()?;
+    let pid = parts.next()?;
+    let base = parts.next()?;
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if base.is_empty() || !numeric(seq) {
+        return None;
+    }
+    pid.parse().ok().filter(|_| numeric(pid))
+}
+
+/// Removes the temp files a killed writer left in `dir` (a writer killed between its temp file
+/// and the rename leaves one holding what it was writing, a credential included): those whose
+/// pid no longer runs, and those older than `older_than`, which no write takes (the pid may
+/// have been reused). A live writer's temp file is kept. Returns what it removed; best effort,
+/// since a leftover is never read and clearing it must not block the write that follows.
+pub fn remove_stale_temps(dir: &Path, older_than: Duration) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut removed = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(temp_pid) else {
+            continue;
+        };
+        // `DirEntry::metadata` does not follow a symlink: only regular files are ours.
+        let Ok(meta) = entry.metadata() else {
+            continue;
+        };
+        let old = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > older_than);
+        if meta.is_file() && (old || !pid_alive(pid)) && fs::remove_file(entry.path()).is_ok() {
+            removed.push(entry.path());
+        }
+    }
+    removed
 }
 
 /// Creates the one directory `dir` 0700 unless a directory is already there (another writer
@@ -260,5 +429,101 @@ mod tests {
         ensure_private_dir(&state).unwrap();
         let mode = fs::metadata(&state).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_write_below_a_root_refuses_symlinked_components() {
+        let base = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let root = base.path();
+        ensure_private_dir_under(root, &root.join("a/b")).unwrap();
+        let mode = fs::metadata(root.join("a/b")).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        std::os::unix::fs::symlink(elsewhere.path(), root.join("a/link")).unwrap();
+        let refused = ensure_private_dir_under(root, &root.join("a/link/c")).unwrap_err();
+        assert!(refused.contains("a/link is a symlink"), "{refused}");
+        assert_eq!(fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+        fs::write(root.join("a/file"), b"x").unwrap();
+        let refused = ensure_private_dir_under(root, &root.join("a/file/c")).unwrap_err();
+        assert!(refused.contains("is not a directory"), "{refused}");
+        assert!(ensure_private_dir_under(root, &root.join("a/../x")).is_err());
+        let target = root.join("a/b/target");
+        std::os::unix::fs::symlink(root.join("a/file"), &target).unwrap();
+        assert!(check_replaceable(&target)
+            .unwrap_err()
+            .contains("is a symlink"));
+        assert!(check_replaceable(&root.join("a/file")).is_ok());
+        assert!(check_replaceable(&root.join("a/absent")).is_ok());
+        assert!(check_replaceable(&root.join("a/b"))
+            .unwrap_err()
+            .contains("not a regular file"));
+    }
+
+    #[test]
+    fn a_state_root_must_be_a_real_dir_no_one_else_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        assert!(check_state_root(&root).is_ok(), "absent passes");
+        fs::create_dir(&root).unwrap();
+        for (mode, ok) in [
+            (0o700, true),
+            (0o755, true),
+            (0o770, false),
+            (0o777, false),
+            (0o702, false),
+        ] {
+            fs::set_permissions(&root, fs::Permissions::from_mode(mode)).unwrap();
+            match check_state_root(&root) {
+                Ok(()) => assert!(ok, "{mode:o}"),
+                Err(why) => {
+                    assert!(!ok, "{mode:o}: {why}");
+                    assert!(
+                        why.contains(&format!("`chmod go-w {}`", root.display())),
+                        "{why}"
+                    );
+                }
+            }
+        }
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        let mut slashed = link.clone().into_os_string();
+        slashed.push("/");
+        for path in [link.clone(), PathBuf::from(slashed)] {
+            let refused = check_state_root(&path).unwrap_err();
+            assert!(refused.contains("is a symlink"), "{refused}");
+        }
+    }
+
+    #[test]
+    fn stale_temps_are_removed_and_a_live_writers_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let live = format!("bearer.{}.0{TEMP_SUFFIX}", std::process::id());
+        // No process has pid i32::MAX (the kernel's limit is far below it).
+        let dead = format!("bearer.{}.3{TEMP_SUFFIX}", i32::MAX);
+        for name in [&live, &dead, &"bearer".to_owned(), &"x.tmp".to_owned()] {
+            fs::write(dir.path().join(name), b"secret").unwrap();
+        }
+        let removed = remove_stale_temps(dir.path(), Duration::from_secs(3600));
+        assert_eq!(removed, vec![dir.path().join(&dead)]);
+        // Past the bound, even a live pid's temp file is a leftover (the pid was reused).
+        let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(7200);
+        File::options()
+            .write(true)
+            .open(dir.path().join(&live))
+            .unwrap()
+            .set_modified(two_hours_ago)
+            .unwrap();
+        let removed = remove_stale_temps(dir.path(), Duration::from_secs(3600));
+        assert_eq!(removed, vec![dir.path().join(&live)]);
+        let mut left: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["bearer", "x.tmp"]);
+        assert_eq!(temp_pid("login.json.12.7.tmp"), Some(12));
+        assert_eq!(temp_pid(".12.7.tmp"), None);
+        assert_eq!(temp_pid("a.+12.7.tmp"), None);
+        assert_eq!(temp_pid("a.12.x.tmp"), None);
     }
 }

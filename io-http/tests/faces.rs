@@ -1011,6 +1011,86 @@ async fn a_public_request_past_its_deadline_is_503() {
     pu.close(Duration::from_secs(5)).await;
 }
 
+#[tokio::test]
+async fn a_loopback_body_that_never_completes_is_cut_at_the_deadline() {
+    let stub = Stub::new();
+    let mut config = LoopbackConfig::new(0, Capability::from_hex(CAP).unwrap());
+    config.deadline = Duration::from_secs(2);
+    config.max_in_flight = 2;
+    let lo = start_loopback(config, Arc::clone(&stub)).await.unwrap();
+    let addr = lo.local_addr();
+    // A capable caller that sends its headers and part of a body, then stalls for good.
+    let auth = cap_header();
+    let mut stalled = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /exchange HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         authorization: {auth}\r\ncontent-length: 100\r\n\r\n{{\"answer\":"
+    );
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    // Meanwhile the face answers others.
+    let ok = post_capped(addr, "/exchange", json!({"answer": "ok"})).await;
+    assert_eq!(ok.status, StatusCode::OK);
+    assert_eq!(get(addr, "/health").await.status, StatusCode::OK);
+    // The stalled request is answered and its connection closed at the deadline; the wait is
+    // bounded so a face without a deadline fails the test instead of hanging it.
+    let mut response = Vec::new();
+    let answered =
+        tokio::time::timeout(Duration::from_secs(60), stalled.read_to_end(&mut response)).await;
+    assert!(
+        answered.is_ok(),
+        "the stalled loopback request was never answered"
+    );
+    let (status, body) = parse_raw(&response);
+    assert_eq!(
+        (status, body["error"].as_str().unwrap()),
+        (503, "request deadline exceeded")
+    );
+    assert!(String::from_utf8_lossy(&response)
+        .to_ascii_lowercase()
+        .contains("connection: close"));
+    assert_eq!(
+        stub.calls(),
+        1,
+        "the stalled body never reached the handler"
+    );
+    // Its slot came back: the face still admits a request per slot.
+    for _ in 0..2 {
+        assert_eq!(get(addr, "/health").await.status, StatusCode::OK);
+    }
+    lo.close(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn a_full_loopback_face_is_busy() {
+    let stub = Stub::blocking(2);
+    let mut config = LoopbackConfig::new(0, Capability::from_hex(CAP).unwrap());
+    config.max_in_flight = 1;
+    let lo = start_loopback(config, Arc::clone(&stub)).await.unwrap();
+    let addr = lo.local_addr();
+    let in_flight =
+        tokio::spawn(
+            async move { post_capped(addr, "/exchange", json!({"answer": "block"})).await },
+        );
+    stub.entered().await;
+    let busy = get(addr, "/health").await;
+    assert_eq!(
+        (busy.status, busy.error()),
+        (StatusCode::SERVICE_UNAVAILABLE, "busy - retry shortly")
+    );
+    stub.release().await;
+    assert_eq!(in_flight.await.unwrap().status, StatusCode::OK);
+    let mut admitted = false;
+    for _ in 0..200 {
+        if get(addr, "/health").await.status == StatusCode::OK {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(admitted);
+    lo.close(Duration::from_secs(5)).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Graceful close.
 

@@ -28,6 +28,8 @@ use crate::audit;
 
 /// The longest one request waits for its flight; the flight itself goes on.
 pub(super) const RETIRE_WAIT: Duration = Duration::from_secs(30);
+// A retire door answers within its wait, never cut first by the loopback face's deadline.
+const _: () = assert!(RETIRE_WAIT.as_secs() < cotal_io_http::face::LOOPBACK_DEADLINE.as_secs());
 
 /// Who asked for a retirement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

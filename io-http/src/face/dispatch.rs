@@ -24,9 +24,9 @@ use super::reply::{self, Reply};
 use super::routes::{request_target, Door, Face, Route};
 use crate::bearer::JWKS_CACHE_CONTROL;
 
-/// 503 when the public face already holds its maximum of in-flight requests.
+/// 503 when a face already holds its maximum of in-flight requests.
 pub const BUSY: &str = "busy - retry shortly";
-/// 503 when a public request outlives its deadline.
+/// 503 when a request outlives its face's deadline.
 pub const DEADLINE_EXCEEDED: &str = "request deadline exceeded";
 
 /// How a face proves its callers: the loopback capability with its invalid-capability window.
@@ -36,11 +36,21 @@ pub(crate) struct CapabilityGate {
     pub(crate) bad_caps: Mutex<RollingWindow>,
 }
 
-/// The public face's admission control: in-flight slots and the per-request deadline.
+/// A face's admission control, the one both faces run with their own limits: in-flight slots
+/// and the per-request deadline.
 #[derive(Debug)]
 pub(crate) struct Admission {
-    pub(crate) slots: Arc<Semaphore>,
-    pub(crate) deadline: Duration,
+    slots: Arc<Semaphore>,
+    deadline: Duration,
+}
+
+impl Admission {
+    pub(crate) fn new(max_in_flight: usize, deadline: Duration) -> Admission {
+        Admission {
+            slots: Arc::new(Semaphore::new(max_in_flight)),
+            deadline,
+        }
+    }
 }
 
 /// Everything one face needs to answer a request. Never shared between faces.
@@ -54,8 +64,7 @@ pub(crate) struct FaceState<H> {
     pub(crate) refused: RefusedBudget,
     /// Whether the last `X-Forwarded-For` hop names the peer (public face only).
     pub(crate) trusted_proxy: bool,
-    /// `Some` on the public face.
-    pub(crate) admission: Option<Admission>,
+    pub(crate) admission: Admission,
 }
 
 /// Answers one request. Never fails: every outcome is a JSON reply.
@@ -64,10 +73,8 @@ pub(crate) async fn serve<H: FaceHandler>(
     remote: SocketAddr,
     request: Request<Incoming>,
 ) -> Result<Reply, Infallible> {
-    let Some(admission) = &state.admission else {
-        return Ok(route(&state, remote, request).await);
-    };
-    // The global admission cap: public work stays bounded whatever its source, and a full
+    let admission = &state.admission;
+    // The global admission cap: a face's work stays bounded whatever its source, and a full
     // face answers at once instead of queueing.
     let Ok(slot) = Arc::clone(&admission.slots).try_acquire_owned() else {
         tracing::warn!(face = %state.face, "refused a request: {BUSY}");

@@ -2,7 +2,8 @@
 //!
 //! * The **loopback face** ([`start_loopback`]) is always on: `/health`, `/jwks`, the token
 //!   exchange, the manager-service authority route and the three host/operator doors, the POST
-//!   routes behind the per-start [`Capability`] and the loopback refusal windows.
+//!   routes behind the per-start [`Capability`] and the loopback refusal windows, with its own
+//!   in-flight cap and per-request deadline.
 //! * The **public face** ([`start_public`]) is optional: `/health`, `/jwks`, `/exchange`,
 //!   `/manager-service-authority` and the discovery bundle, no capability, refusal budgets per
 //!   peer, an in-flight cap and a per-request deadline. Its state is never shared with loopback.
@@ -46,5 +47,5 @@ pub use peer::PeerKey;
 pub use routes::{Door, Face, Route};
 pub use server::{
     start_loopback, start_public, FaceHandle, LoopbackConfig, PublicConfig, CLOSE_GRACE,
-    PUBLIC_DEADLINE, PUBLIC_MAX_IN_FLIGHT,
+    LOOPBACK_DEADLINE, LOOPBACK_MAX_IN_FLIGHT, PUBLIC_DEADLINE, PUBLIC_MAX_IN_FLIGHT,
 };

@@ -5,8 +5,9 @@
 //! refused), asks every connection to finish its in-flight request and close, waits up to the
 //! grace period, then cuts whatever is left.
 //!
-//! hyper's own 30 s limit on reading a request's headers applies on both faces; the public
-//! face's per-request deadline starts once the headers are in.
+//! hyper's own 30 s limit on reading a request's headers applies on both faces; each face's
+//! per-request deadline starts once the headers are in, so a client that drips its body (or
+//! never finishes it) is answered and cut at the deadline instead of holding its slot.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -17,7 +18,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -31,6 +32,14 @@ use super::routes::Face;
 pub const PUBLIC_MAX_IN_FLIGHT: usize = 64;
 /// The public face's per-request deadline.
 pub const PUBLIC_DEADLINE: Duration = Duration::from_secs(10);
+/// The loopback face's cap on concurrent requests: its callers are this host's own processes,
+/// so it is wider than the public one, but a local client that opens request after request
+/// and never finishes them still cannot grow the plane's work without bound.
+pub const LOOPBACK_MAX_IN_FLIGHT: usize = 256;
+/// The loopback face's per-request deadline. Longer than the public one: a loopback door may
+/// legitimately wait that long on the plane's own work (a retire door waits up to 30 s for its
+/// retirement flight before it answers), and the deadline must cut only a stalled request.
+pub const LOOPBACK_DEADLINE: Duration = Duration::from_secs(60);
 /// How long a production close waits for in-flight requests before cutting them.
 pub const CLOSE_GRACE: Duration = Duration::from_secs(10);
 
@@ -45,16 +54,23 @@ pub struct LoopbackConfig {
     pub port: u16,
     /// This start's capability (see [`Capability::generate`]).
     pub capability: Capability,
+    /// Concurrent requests admitted before answering 503 ([`LOOPBACK_MAX_IN_FLIGHT`]).
+    pub max_in_flight: usize,
+    /// Per-request deadline ([`LOOPBACK_DEADLINE`]).
+    pub deadline: Duration,
     /// The clock of the refusal windows.
     pub clock: Arc<dyn Clock>,
 }
 
 impl LoopbackConfig {
-    /// A loopback face on `port` guarded by `capability`, on the system clock.
+    /// A loopback face on `port` guarded by `capability`, with the production limits, on the
+    /// system clock.
     pub fn new(port: u16, capability: Capability) -> LoopbackConfig {
         LoopbackConfig {
             port,
             capability,
+            max_in_flight: LOOPBACK_MAX_IN_FLIGHT,
+            deadline: LOOPBACK_DEADLINE,
             clock: Arc::new(SystemClock),
         }
     }
@@ -103,7 +119,7 @@ pub async fn start_loopback<H: FaceHandler>(
         }),
         refused: RefusedBudget::loopback(),
         trusted_proxy: false,
-        admission: None,
+        admission: Admission::new(config.max_in_flight, config.deadline),
     };
     start(config.port, state).await
 }
@@ -120,10 +136,7 @@ pub async fn start_public<H: FaceHandler>(
         gate: None,
         refused: RefusedBudget::public(),
         trusted_proxy: config.trusted_proxy,
-        admission: Some(Admission {
-            slots: Arc::new(Semaphore::new(config.max_in_flight)),
-            deadline: config.deadline,
-        }),
+        admission: Admission::new(config.max_in_flight, config.deadline),
     };
     start(config.port, state).await
 }
