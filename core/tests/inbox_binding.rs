@@ -91,9 +91,17 @@ fn inbox_nonce_bound_to_first_principal() {
         ErrorCode::PermissionDenied,
         "inbox nonce of another principal",
     );
-    assert_eq!(w.kv.history(Store::Accepted, &key()), bound, "nothing written");
+    assert_eq!(
+        w.kv.history(Store::Accepted, &key()),
+        bound,
+        "nothing written"
+    );
     run(&mut w, bind(P)).unwrap();
-    assert_eq!(w.kv.history(Store::Accepted, &key()).len(), 1, "one row, ever");
+    assert_eq!(
+        w.kv.history(Store::Accepted, &key()).len(),
+        1,
+        "one row, ever"
+    );
 }
 
 /// A reconnect of the holder (the common path) is one leader read and no write.
