@@ -2,15 +2,17 @@
 //! bearer whose signature the adapter verified, the connection's name and `now`, to the user the
 //! broker admits (or the refusal). The checks run in the reference's order: the ledger row (scope
 //! and lifecycle), the live credential row (and for a root, the head's stamp), the inbox nonce,
-//! the lifetime, then the profile of the bearer's view with that view's own re-check (the manager
-//! instance, the redeemed session). Every check fails closed: an unreadable ledger or store
-//! denies.
+//! the lifetime, the nonce's binding to the principal ([`BindInbox`]: beyond the reference, which
+//! let any principal connect under any well-formed nonce), then the profile of the bearer's view
+//! with that view's own re-check (the manager instance, the redeemed session). Every check fails
+//! closed: an unreadable ledger or store denies.
 
 use crate::actors::authorize::authorize_connect;
 use crate::actors::RowSpace;
 use crate::bearer::BearerAct;
 use crate::callout::Admit;
 use crate::error::EpError;
+use crate::inbox::BindInbox;
 use crate::issued::{IssueManagerCaller, IssuedGeneration};
 use crate::jwt::UnixSeconds;
 use crate::lifecycle::AuthorizeConnectCredential;
@@ -53,8 +55,10 @@ impl Script for DecideConnect {
     type Output = Admitted;
 
     /// Keeps the connect-time fences: a revoked or retired credential, a re-granted lifecycle
-    /// and a narrowed scope never connect (reference §8.3), and a view's authority is re-read
-    /// at the mint, never trusted from the bearer (§8.4).
+    /// and a narrowed scope never connect (reference §8.3), a view's authority is re-read at the
+    /// mint, never trusted from the bearer (§8.4), and an inbox nonce admits only the principal
+    /// it is bound to (issue 26 item 1: no connection of one principal is granted another's
+    /// inbox).
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Admitted, Halt> {
         let act = &self.act;
         let principal = Principal::new(act.owner.clone(), act.actor.clone());
@@ -81,6 +85,13 @@ impl Script for DecideConnect {
             ))
         })?;
         let ttl = ConnectTtl::until(self.now, self.expires_at)?;
+        // Last of the checks on the principal and before anything is issued for the
+        // connection: a connect refused for any other reason never binds a nonce, and no
+        // profile (nor a manager-caller's issuance) is made on a nonce another principal holds.
+        cx.call(&BindInbox {
+            nonce: conn_nonce.clone(),
+            principal: principal.clone(),
+        })?;
         let view = ViewBinding {
             space: self.space.clone(),
             principal: principal.clone(),

@@ -70,6 +70,7 @@ pub mod exchange;
 pub mod gate;
 pub mod govern;
 pub mod host;
+pub mod inbox;
 pub mod issuance;
 pub mod issued;
 pub mod journal;

@@ -6,7 +6,9 @@
 //!   HTTP, against the floor: one Ed25519 bearer sign and verify plus one leader-served KV read;
 //! * **callout-answered connects/s** — a standard client (async-nats) connecting with the
 //!   sentinel creds and a bearer, the server asking the plane over the auth callout, against
-//!   the floor: the exchange floor plus one xkey seal of an answer-sized payload;
+//!   the floor: the exchange floor plus one xkey seal of an answer-sized payload; each connect
+//!   under a fresh nonce (so each binds it), and, in the table only, reconnects under one nonce
+//!   (the binding read, no write);
 //! * the daemon's RSS idle and after the run;
 //! * for reading the ratios, what the exchange adds to its floor piece by piece (the transport
 //!   alone as `GET /health`, the IdP token's verification, the grant's ledger read, and the
@@ -302,6 +304,26 @@ fn main() -> Result<(), String> {
             drop(client);
         }
         let (c50, c99, crate_) = summary(took);
+        // The same client reconnecting under one nonce, as a client does at every bearer
+        // renewal: after the first connect bound the nonce, each connect reads that binding
+        // and writes nothing (the loop above binds a fresh nonce on every connect).
+        let mut took = Vec::with_capacity(n);
+        for _ in 0..=n {
+            let nonce = "ibxbenchreconnect";
+            let options = ConnectOptions::new()
+                .credentials(&creds)
+                .map_err(|e| e.to_string())?
+                .token(token.clone())
+                .name(nonce)
+                .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+                .max_reconnects(Some(0));
+            let start = Instant::now();
+            let client = options.connect(&server).await.map_err(|e| e.to_string())?;
+            took.push(start.elapsed());
+            drop(client);
+        }
+        took.remove(0);
+        let (r50, r99, rrate) = summary(took);
         let busy_rss = rss_kib(pid);
 
         // The floors, in this process, against the same server.
@@ -405,6 +427,10 @@ fn main() -> Result<(), String> {
         println!(
             "| callout-answered connect | {crate_:.0} | {:.2} | {:.2} | {srate:.0} | {:.2} | {:.2} |",
             ms(c50), ms(c99), ms(s50), crate_ / srate
+        );
+        println!(
+            "| callout-answered reconnect (one nonce) | {rrate:.0} | {:.2} | {:.2} | {srate:.0} | {:.2} | {:.2} |",
+            ms(r50), ms(r99), ms(s50), rrate / srate
         );
         println!(
             "| (reference) connect without callout | {drate:.0} | {:.2} | | | | |",

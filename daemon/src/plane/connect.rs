@@ -1,8 +1,9 @@
 //! The plane's answer to each auth-callout connect (reference §8.2–§8.4): a bearer the plane
 //! signed, for an actor the ledger still grants at the bearer's lifecycle, whose credential row
-//! is live on the store — then the actor's profile (its ledger row's agent profile, or its
-//! view's), in a user JWT that dies with the bearer. Every check fails closed: a plane that is
-//! not serving, an unreadable ledger or store, or a store whose shape is unproven denies.
+//! is live on the store, under an inbox nonce no other principal holds (core's `inbox`) — then
+//! the actor's profile (its ledger row's agent profile, or its view's), in a user JWT that dies
+//! with the bearer. Every check fails closed: a plane that is not serving, an unreadable ledger
+//! or store, or a store whose shape is unproven denies.
 
 use std::sync::Arc;
 
@@ -41,8 +42,9 @@ pub(super) struct ConnectAuthorizer {
 
 impl ConnectAuthorizer {
     /// Serving, then the bearer's signature (io-http), then core's [`DecideConnect`] over the
-    /// connect reader, with the sessions and issued stores on the issuing connection whose
-    /// grant alone reads them.
+    /// connect reader, with the sessions, issued and accepted stores on the issuing connection
+    /// whose grant alone reads them (and alone writes the accepted store: the inbox bindings
+    /// and the manager-caller accepted rows).
     async fn decide(&self, request: &ConnectRequest) -> Result<Admitted, EpError> {
         if *self.readiness.borrow() != Readiness::Ready {
             return Err(EpError::unavailable(NOT_SERVING));
