@@ -193,3 +193,130 @@ impl Retirement {
         body
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::actors::{ActorRow, ActorsOutcome, ActorsRequest, Held};
+    use crate::error::ErrorCode;
+
+    const OWNER: &str = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const UID: &str = "uuuuuuuuuuuuuuuuuuuuuuuuuu";
+    const OTHER: &str = "oooooooooooooooooooooooooo";
+
+    /// A ledger holding at most one row of the alias, in `space` at `uid`.
+    struct OneRow(Option<(RowSpace, &'static str)>);
+
+    impl LedgerRead for OneRow {
+        type Error = EpError;
+        fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, EpError> {
+            let ActorsRequest::Find { space, principal } = request else {
+                panic!("the door reads rows by space only");
+            };
+            Ok(ActorsOutcome::Found(
+                self.0
+                    .filter(|(s, _)| *s == space)
+                    .map(|(space, uid)| Held {
+                        space,
+                        row: ActorRow {
+                            owner: principal.owner().clone(),
+                            actor: principal.actor().clone(),
+                            scope: Vec::new(),
+                            allow_subscribe: Vec::new(),
+                            allow_publish: Vec::new(),
+                            role: None,
+                            parent: None,
+                            label: None,
+                            token_hash: None,
+                            lifecycle_uid: Some(LifecycleUid::parse(uid).unwrap()),
+                            granted_at: "2026-12-01T00:00:00.000Z".to_owned(),
+                        },
+                    }),
+            ))
+        }
+    }
+
+    fn target() -> RetireTarget {
+        RetireTarget::parse(&json!({"owner": OWNER, "actor": "cli", "lifecycleUid": UID})).unwrap()
+    }
+
+    fn admit(
+        door: RetireDoor,
+        row: Option<(RowSpace, &'static str)>,
+    ) -> Result<DoorRetirement, EpError> {
+        admit_door_retirement(&mut OneRow(row), door, &target())
+    }
+
+    fn retirement(not_started: bool) -> Retirement {
+        Retirement {
+            retired: !not_started,
+            lifecycle_uid: LifecycleUid::parse(UID).unwrap(),
+            not_started,
+            already_retired: false,
+        }
+    }
+
+    /// F49 and the other-kind rule: each door refuses an alias the other space grants, at any
+    /// uid, naming the door that retires it.
+    #[test]
+    fn each_door_refuses_the_other_kinds_alias() {
+        for uid in [UID, OTHER] {
+            let e = admit(RetireDoor::Interactive, Some((RowSpace::Managed, uid))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Conflict);
+            assert!(
+                e.message.contains("/managed-lifecycle/retire"),
+                "{}",
+                e.message
+            );
+            let e = admit(RetireDoor::Managed, Some((RowSpace::Interactive, uid))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Conflict);
+            assert!(
+                e.message.contains("/interactive-lifecycle/retire"),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    /// The interactive door admits the grant's incarnation, a superseded one and a revoked
+    /// one (F60: the operator's retirement is what frees the alias); only an ungranted alias
+    /// with nothing at the uid answers "not granted".
+    #[test]
+    fn the_interactive_door_admits_current_superseded_and_revoked_incarnations() {
+        for row in [
+            Some((RowSpace::Interactive, UID)),
+            Some((RowSpace::Interactive, OTHER)),
+            None,
+        ] {
+            let admitted = admit(RetireDoor::Interactive, row).unwrap();
+            assert_eq!(admitted.barrier.lifecycle_uid.as_str(), UID);
+            assert_eq!(
+                admitted.barrier.op_id,
+                interactive_retirement_op_id(&admitted.barrier.lifecycle_uid).unwrap()
+            );
+            assert!(admitted.answer(retirement(false)).is_ok());
+            let not_started = admitted.answer(retirement(true));
+            match row {
+                None => assert_eq!(not_started.unwrap_err().code, ErrorCode::NotFound),
+                Some(_) => assert!(not_started.unwrap().not_started),
+            }
+        }
+    }
+
+    /// The managed door refuses its grant still at the uid and admits a successor's or none,
+    /// under the one managed op id (F49).
+    #[test]
+    fn the_managed_door_refuses_its_grant_at_the_uid_only() {
+        let e = admit(RetireDoor::Managed, Some((RowSpace::Managed, UID))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Conflict);
+        for row in [Some((RowSpace::Managed, OTHER)), None] {
+            let admitted = admit(RetireDoor::Managed, row).unwrap();
+            assert_eq!(
+                admitted.barrier.op_id,
+                managed_retirement_op_id(&admitted.barrier.lifecycle_uid).unwrap()
+            );
+            assert!(admitted.answer(retirement(true)).unwrap().not_started);
+        }
+    }
+}
