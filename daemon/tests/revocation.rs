@@ -409,3 +409,88 @@ async fn revoke_then_grant_is_not_wedged() {
         );
     }
 }
+
+/// With the plane down, a revoke and a re-grant still change the ledger and say that the
+/// incarnation they end is not retired, naming the `actor retire --lifecycle-uid` to run; the
+/// exchange of the re-granted actor names it too ("takeover"), and once the plane is up that
+/// retirement kicks the live connection and frees the alias.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_plane_down_the_sentences_name_the_retirement_that_frees_the_alias() {
+    let mut space = Space::new();
+    for actor in ["rv", "rg"] {
+        space.grant(actor, HUMAN, &[]);
+    }
+    let server = space.serve_broker();
+    let d = space.up(&["--server", &server]);
+    let mut live = Vec::new();
+    for (n, actor) in ["rv", "rg"].into_iter().enumerate() {
+        let token = bearer(&space, &d, actor);
+        live.push(publisher(&space, &server, &token, &format!("ibxplanedn{n:03}")).await);
+    }
+    let (revoked, previous) = (uid(&space, "rv"), uid(&space, "rg"));
+    let mut plane = space.reaper.0.pop().unwrap();
+    signal(&plane, rustix::process::Signal::TERM);
+    assert!(exits(&mut plane, EXIT_TIMEOUT).success());
+
+    let s = said(&space, &["actor", "revoke", "rv"]);
+    assert!(
+        s.contains("its next connect and exchange are refused, but the plane of space t1")
+            && s.contains(&format!("lifecycle {revoked} is not retired"))
+            && s.contains(&format!("--lifecycle-uid {revoked}`")),
+        "{s}"
+    );
+    let s = said(&space, &["actor", "grant", "rg", "--full"]);
+    assert!(
+        s.contains(&format!("its previous lifecycle {previous} is not retired"))
+            && s.contains(&format!("--lifecycle-uid {previous}`")),
+        "{s}"
+    );
+
+    for client in &live {
+        assert_eq!(
+            client.connection_state(),
+            async_nats::connection::State::Connected,
+            "nothing kicks while the plane is down"
+        );
+    }
+
+    let d = space.up(&["--server", &server]);
+    let (status, body) = exchange(&space, &d, "rg");
+    assert_eq!(status, 401, "{body}");
+    let error = body["error"].as_str().unwrap();
+    assert!(
+        error.contains("takeover")
+            && error.contains(&format!("actor retire rg --lifecycle-uid {previous}")),
+        "{body}"
+    );
+    let s = said(
+        &space,
+        &["actor", "retire", "rg", "--lifecycle-uid", &previous],
+    );
+    assert!(
+        s.contains(&format!(
+            "retired actor rg's lifecycle {previous}: its credentials are revoked and its live \
+             connections closed and verified gone; its grant at lifecycle {} exchanges now",
+            uid(&space, "rg")
+        )),
+        "{s}"
+    );
+    let s = said(
+        &space,
+        &["actor", "retire", "rv", "--lifecycle-uid", &revoked],
+    );
+    assert!(
+        s.contains(&format!("retired actor rv's lifecycle {revoked}")),
+        "{s}"
+    );
+    for client in &live {
+        closed(client, "the retirement after the plane came back").await;
+    }
+    space.grant("rv", HUMAN, &[]);
+    for (n, actor) in ["rv", "rg"].into_iter().enumerate() {
+        let token = bearer(&space, &d, actor);
+        connect(&space, &server, &token, &format!("ibxplaneup{n:03}"))
+            .await
+            .unwrap();
+    }
+}
