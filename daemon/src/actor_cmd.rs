@@ -2,8 +2,12 @@
 //! space's actor ledger (reference §6.5), the interactive rows a signed-in human exchanges
 //! against. The ledger's rules (row grammar, no shadowing of a managed row, fail-closed reads)
 //! are `cotal_core::actors`; the files are `cotal_io_fs::FileActors` under the space's state dir;
-//! the owner an IdP subject derives is `DaemonMaterial::owner_for_idp_subject`. This module only
-//! turns flags into a row and outcomes into sentences.
+//! the owner an IdP subject derives is `DaemonMaterial::owner_for_idp_subject`. A revoke and a
+//! re-grant end the incarnation they take the grant from through the running plane's interactive
+//! retire door (core `lifecycle::admit_door_retirement`), whose barrier kicks its live
+//! connections and verifies them gone (F47 (4)); `revoke --credential` kicks them with the
+//! servers' own listing and kick. This module only turns flags into a row and outcomes into
+//! sentences.
 
 use std::path::Path;
 
@@ -80,8 +84,10 @@ pub fn owner(root: &Path, space: &SpaceName, subject: &str) -> Result<String, St
 
 /// `cotal-authd actor grant`: upserts the interactive row at a fresh lifecycle uid, so a
 /// re-grant rotates the uid and every bearer of the previous incarnation dies at its next
-/// connect.
-pub fn grant(args: GrantArgs) -> Result<String, String> {
+/// connect (F59); a re-grant then retires the previous incarnation through the running plane,
+/// closing its live connections, so the fresh uid exchanges (F60: no takeover barrier runs at
+/// the exchange). The grant stands whether or not the plane is up; the sentence says which.
+pub async fn grant(args: GrantArgs) -> Result<String, String> {
     let actor = ActorToken::parse(&args.actor)
         .map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
     let owner = resolve_owner(&args.root, &args.space, &args.owner)?;
@@ -99,19 +105,141 @@ pub fn grant(args: GrantArgs) -> Result<String, String> {
         lifecycle_uid: Some(LifecycleUid::mint(random::entropy()?)),
         granted_at: iso8601_millis(crate::clock::now_ms()),
     };
-    match ledger(&args.root, &args.space)?.execute(&ActorsRequest::GrantInteractive(row)) {
-        ActorsOutcome::Granted(row) => Ok(format!(
-            "granted actor {} to owner {} in space {} (scope {}; subscribe {}; publish {}) at \
-             lifecycle {}",
-            row.actor,
-            row.owner,
-            args.space,
-            shown(&row.scope),
-            shown(&row.allow_subscribe),
-            shown(&row.allow_publish),
-            row.lifecycle_uid.as_ref().map_or("-", LifecycleUid::as_str),
+    let actors = ledger(&args.root, &args.space)?;
+    let previous = current_uid(
+        &actors,
+        &Principal::new(owner.owner().clone(), row.actor.clone()),
+    )?;
+    let row = match actors.execute(&ActorsRequest::GrantInteractive(row)) {
+        ActorsOutcome::Granted(row) => row,
+        other => return Err(refusal(other)),
+    };
+    let granted = format!(
+        "granted actor {} to owner {} in space {} (scope {}; subscribe {}; publish {}) at \
+         lifecycle {}",
+        row.actor,
+        row.owner,
+        args.space,
+        shown(&row.scope),
+        shown(&row.allow_subscribe),
+        shown(&row.allow_publish),
+        row.lifecycle_uid.as_ref().map_or("-", LifecycleUid::as_str),
+    );
+    let Some(previous) = previous.filter(|p| Some(p) != row.lifecycle_uid.as_ref()) else {
+        return Ok(granted);
+    };
+    let retry = retire_command(&args.space, &row.actor, &owner, &previous);
+    match retire_at_plane(&args.root, &args.space, &owner, &row.actor, &previous).await {
+        PlaneRetire::Retired => Ok(format!(
+            "{granted}; its previous lifecycle {previous} is retired and its live connections \
+             closed and verified gone"
         )),
+        PlaneRetire::AlreadyRetired => Ok(format!(
+            "{granted}; its previous lifecycle {previous} was already retired"
+        )),
+        PlaneRetire::NotStarted => Ok(format!(
+            "{granted}; its previous lifecycle {previous} never started"
+        )),
+        PlaneRetire::Unreached(why) => Ok(format!(
+            "{granted}; {why}, so its previous lifecycle {previous} is not retired and its live \
+             connections stay until their bearers expire (and the exchange refuses the new \
+             lifecycle until it is): once the plane is up, run `{retry}`"
+        )),
+        PlaneRetire::Refused(why) => Err(format!(
+            "{granted}, but retiring its previous lifecycle {previous} was refused ({why}), so \
+             the exchange refuses the new lifecycle until it is retired: run `{retry}`"
+        )),
+    }
+}
+
+/// The lifecycle uid the interactive grant of `principal` is at, if it is granted.
+fn current_uid(actors: &FileActors, principal: &Principal) -> Result<Option<LifecycleUid>, String> {
+    match actors.execute(&ActorsRequest::Find {
+        space: RowSpace::Interactive,
+        principal: principal.clone(),
+    }) {
+        ActorsOutcome::Found(held) => Ok(held.and_then(|h| h.row.lifecycle_uid)),
         other => Err(refusal(other)),
+    }
+}
+
+/// The operator's command that retires `uid` of the actor.
+fn retire_command(
+    space: &SpaceName,
+    actor: &ActorToken,
+    owner: &DerivedOwner,
+    uid: &LifecycleUid,
+) -> String {
+    format!(
+        "cotal-authd actor retire {actor} --space {space} --owner {owner} --lifecycle-uid {uid}"
+    )
+}
+
+/// What the running plane's interactive retire door did with one lifecycle.
+#[derive(Debug)]
+enum PlaneRetire {
+    Retired,
+    AlreadyRetired,
+    NotStarted,
+    /// No plane of the space answered here; the sentence says why.
+    Unreached(String),
+    /// The door refused; its status and sentence.
+    Refused(String),
+}
+
+/// Asks the space's running plane (its discovery file and capability) to retire the actor's
+/// lifecycle `uid` at the interactive retire door: the gate frozen, the credentials revoked,
+/// the holders kicked and verified gone, then retired (F47).
+async fn retire_at_plane(
+    root: &Path,
+    space: &SpaceName,
+    owner: &DerivedOwner,
+    actor: &ActorToken,
+    uid: &LifecycleUid,
+) -> PlaneRetire {
+    use std::time::Duration;
+
+    let discovery = match discovery::read(&discovery::path(root, space)) {
+        Ok(Some(discovery)) => discovery,
+        Ok(None) => {
+            return PlaneRetire::Unreached(format!("the plane of space {space} is not up here"))
+        }
+        Err(why) => return PlaneRetire::Unreached(why),
+    };
+    let authorization = format!("Bearer {}", discovery.cap);
+    let asked = cotal_io_http::fetch::post_json(
+        &format!("{}/interactive-lifecycle/retire", discovery.url),
+        &[("authorization", &authorization)],
+        &json!({"owner": owner.as_str(), "actor": actor.as_str(), "lifecycleUid": uid.as_str()}),
+        Duration::from_secs(40),
+        64 * 1024,
+    )
+    .await;
+    let (status, answer) = match asked {
+        Ok(answered) => answered,
+        Err(why) => {
+            return PlaneRetire::Unreached(format!(
+                "the plane of space {space} did not answer at {} ({why})",
+                discovery.url
+            ))
+        }
+    };
+    if !status.is_success() {
+        return PlaneRetire::Refused(format!(
+            "{status}: {}",
+            answer
+                .get("error")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        ));
+    }
+    let flag = |name: &str| answer.get(name).and_then(Value::as_bool).unwrap_or(false);
+    if flag("alreadyRetired") {
+        PlaneRetire::AlreadyRetired
+    } else if flag("notStarted") {
+        PlaneRetire::NotStarted
+    } else {
+        PlaneRetire::Retired
     }
 }
 
@@ -155,9 +283,12 @@ fn lists(
     }
 }
 
-/// `cotal-authd actor revoke`: removes the interactive row. The row's bearers are denied at
-/// their next connect (the callout reads the row fresh).
-pub fn revoke(
+/// `cotal-authd actor revoke`: ends the incarnation the grant names through the running
+/// plane's interactive retire door (its live connections kicked and verified gone, F47 (4)),
+/// then removes the interactive row, so its bearers are denied at their next connect (the
+/// callout reads the row fresh, F59) and a later grant's fresh uid exchanges (F60). The row is
+/// removed whether or not the plane is up; the sentence says which.
+pub async fn revoke(
     root: &Path,
     space: &SpaceName,
     actor: &str,
@@ -166,19 +297,56 @@ pub fn revoke(
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
-    let principal = Principal::new(owner.owner().clone(), actor_token);
-    match ledger(root, space)?.execute(&ActorsRequest::RevokeInteractive {
-        principal: principal.clone(),
-    }) {
-        ActorsOutcome::Revoked(true) => Ok(format!(
-            "revoked actor {actor} of owner {owner} in space {space}: its next connect and \
-             exchange are refused"
-        )),
-        ActorsOutcome::Revoked(false) => Err(format!(
+    let principal = Principal::new(owner.owner().clone(), actor_token.clone());
+    let actors = ledger(root, space)?;
+    let not_granted = || {
+        format!(
             "actor {actor} of owner {owner} has no interactive grant in space {space}; list \
              the grants with `cotal-authd actor ls --space {space}`"
+        )
+    };
+    let uid = match actors.execute(&ActorsRequest::Find {
+        space: RowSpace::Interactive,
+        principal: principal.clone(),
+    }) {
+        ActorsOutcome::Found(Some(held)) => held.row.lifecycle_uid,
+        ActorsOutcome::Found(None) => return Err(not_granted()),
+        other => return Err(refusal(other)),
+    };
+    let retired = match &uid {
+        Some(uid) => Some(retire_at_plane(root, space, &owner, &actor_token, uid).await),
+        None => None,
+    };
+    match actors.execute(&ActorsRequest::RevokeInteractive { principal }) {
+        ActorsOutcome::Revoked(true) => {}
+        ActorsOutcome::Revoked(false) => return Err(not_granted()),
+        other => return Err(refusal(other)),
+    }
+    let revoked = format!("revoked actor {actor} of owner {owner} in space {space}");
+    let refused = "its next connect and exchange are refused";
+    let (Some(uid), Some(retired)) = (uid, retired) else {
+        return Ok(format!("{revoked}: {refused}"));
+    };
+    let retry = retire_command(space, &actor_token, &owner, &uid);
+    match retired {
+        PlaneRetire::Retired => Ok(format!(
+            "{revoked}: its lifecycle {uid} is retired and its live connections closed and \
+             verified gone, and {refused}"
         )),
-        other => Err(refusal(other)),
+        PlaneRetire::AlreadyRetired => Ok(format!(
+            "{revoked}: its lifecycle {uid} was already retired, and {refused}"
+        )),
+        PlaneRetire::NotStarted => Ok(format!(
+            "{revoked}: its lifecycle {uid} never started, and {refused}"
+        )),
+        PlaneRetire::Unreached(why) => Ok(format!(
+            "{revoked}: {refused}, but {why}, so its live connections stay until their bearers \
+             expire and its lifecycle {uid} is not retired: once the plane is up, run `{retry}`"
+        )),
+        PlaneRetire::Refused(why) => Err(format!(
+            "{revoked}: {refused}, but retiring its lifecycle {uid} was refused ({why}), so its \
+             live connections stay until their bearers expire: run `{retry}`"
+        )),
     }
 }
 
@@ -300,9 +468,11 @@ fn refusal(outcome: ActorsOutcome) -> String {
 
 /// `cotal-authd actor revoke ACTOR --credential`: revokes, on the space's server, the root
 /// credential the actor's incarnation carries (`core::lifecycle::RevokeRootCredential`). Every
-/// bearer of the incarnation names that one row, so each is refused at its next connect, and
-/// the next exchange refuses too: a revoked root is rotated only by a barrier. The grant row
-/// stays. `server` defaults to the running plane's, from its discovery file.
+/// bearer of the incarnation names that one row, so each is refused at its next connect (F59),
+/// and the next exchange refuses too: a revoked root is rotated only by a barrier (F58). Then
+/// the principal's live connections are kicked with the servers' own listing and kick, as the
+/// plane's system user, and verified gone by a complete sweep (the kill-live layer, §4.0 (3)).
+/// The grant row stays. `server` defaults to the running plane's, from its discovery file.
 pub async fn revoke_credential(
     root: &Path,
     space: &SpaceName,
@@ -318,6 +488,7 @@ pub async fn revoke_credential(
     use cotal_core::lifecycle::RevokeRootCredential;
     use cotal_core::machine::Replay;
     use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+    use cotal_io_nats::liveness::Oracle;
     use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 
     let actor_token =
@@ -356,6 +527,7 @@ pub async fn revoke_credential(
     )
     .await
     .map_err(|e| e.message.clone())?;
+    let holder = Principal::new(owner.owner().clone(), actor_token.clone());
     let revoke = RevokeRootCredential {
         owner: owner.owner().clone(),
         actor: actor_token,
@@ -365,98 +537,108 @@ pub async fn revoke_credential(
         Err(e) => Err(e),
     };
     let _ = client.close().await;
-    let principal = format!("{owner}.{actor}");
-    match outcome {
-        Ok(revoked) => {
-            let row = format!("cred.{}.{}", revoked.lifecycle_uid, revoked.credential_id);
-            crate::audit::granted(
-                "operator",
-                "revoke-credential",
-                &row,
-                crate::audit::At::default(),
-            );
-            Ok(match revoked.revocation {
-                Revocation::Revoked => format!(
-                    "revoked the root credential {row} of {principal}: every bearer of it is \
-                     refused at its next connect, and its exchange is refused until the actor \
-                     is retired and granted afresh"
-                ),
-                Revocation::AlreadyRevoked => {
-                    format!("the root credential {row} of {principal} was already revoked")
-                }
-            })
-        }
+    let principal = holder.key();
+    let revoked = match outcome {
+        Ok(revoked) => revoked,
         Err(e) => {
             crate::audit::refused("operator", "revoke-credential", &principal, &e);
-            Err(e.message)
+            return Err(e.message);
         }
+    };
+    let row = format!("cred.{}.{}", revoked.lifecycle_uid, revoked.credential_id);
+    crate::audit::granted(
+        "operator",
+        "revoke-credential",
+        &row,
+        crate::audit::At::default(),
+    );
+    let said = match revoked.revocation {
+        Revocation::Revoked => format!(
+            "revoked the root credential {row} of {principal}: every bearer of it is refused at \
+             its next connect, and its exchange is refused until the actor is granted afresh \
+             (which retires this lifecycle)"
+        ),
+        Revocation::AlreadyRevoked => {
+            format!("the root credential {row} of {principal} was already revoked")
+        }
+    };
+    let oracle = Oracle::new(
+        &server,
+        material.system_user().creds(),
+        material.data_account(),
+        PlaneConnection::PlaneSystem.label(space),
+    );
+    match oracle.evict_with_evidence(&[holder]).await.first() {
+        Some(e) if e.verified_gone => Ok(format!(
+            "{said}; {} live connection(s) of it were closed and verified gone",
+            e.kicked
+        )),
+        Some(e) => Err(format!(
+            "{said}, but closing its live connections was not verified ({}), so they stay until \
+             their bearers expire; run the revoke again to retry",
+            e.note.clone().unwrap_or_else(|| format!(
+                "{} connection(s) still listed after {} kick(s)",
+                e.remaining, e.kicked
+            ))
+        )),
+        None => Err(format!(
+            "{said}, but the eviction answered no verdict for {principal}; run the revoke again \
+             to retry"
+        )),
     }
 }
 
-/// `cotal-authd actor retire ACTOR`: retires the incarnation the actor's grant names, through
-/// the running plane's interactive retire door (its discovery file and capability): the gate
-/// frozen, the credentials revoked, the holders kicked and verified gone, then retired. Retire
-/// before re-granting: a re-grant while the incarnation lives is refused at the exchange.
+/// `cotal-authd actor retire ACTOR [--lifecycle-uid UID]`: retires the incarnation the actor's
+/// grant names, or the one `uid` names (a predecessor a revoke or re-grant left live while the
+/// plane was down), through the running plane's interactive retire door (its discovery file and
+/// capability): the gate frozen, the credentials revoked, the holders kicked and verified gone,
+/// then retired (F47). The door refuses a managed agent's alias (F49).
 pub async fn retire(
     root: &Path,
     space: &SpaceName,
     actor: &str,
     owner: &OwnerArg,
+    uid: Option<String>,
 ) -> Result<String, String> {
-    use std::time::Duration;
-
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
-    let principal = Principal::new(owner.owner().clone(), actor_token);
-    let row = match ledger(root, space)?.execute(&ActorsRequest::Find {
-        space: RowSpace::Interactive,
-        principal,
-    }) {
-        ActorsOutcome::Found(Some(held)) => held.row,
-        ActorsOutcome::Found(None) => {
-            return Err(format!(
-                "actor {actor} of owner {owner} has no interactive grant in space {space}; list \
-                 the grants with `cotal-authd actor ls --space {space}`"
-            ))
-        }
-        other => return Err(refusal(other)),
+    let principal = Principal::new(owner.owner().clone(), actor_token.clone());
+    let current = current_uid(&ledger(root, space)?, &principal)?;
+    let uid = match uid {
+        Some(uid) => LifecycleUid::parse(&uid)
+            .map_err(|e| format!("--lifecycle-uid {uid:?}: {}", e.message))?,
+        None => match &current {
+            Some(uid) => uid.clone(),
+            None => {
+                return Ok(format!(
+                    "actor {actor} of owner {owner} has no interactive grant in space {space}, \
+                     so no current lifecycle to retire (a revoked or superseded one retires \
+                     with --lifecycle-uid UID)"
+                ))
+            }
+        },
     };
-    let uid = row
-        .lifecycle_uid
-        .ok_or_else(|| format!("actor {actor} has no lifecycle uid on its grant; re-grant it"))?;
-    let discovery = discovery::read(&discovery::path(root, space))?.ok_or_else(|| {
-        format!(
-            "the plane of space {space} is not up; start it with `cotal-authd up --space {space}`"
-        )
-    })?;
-    let authorization = format!("Bearer {}", discovery.cap);
-    let (status, answer) = cotal_io_http::fetch::post_json(
-        &format!("{}/interactive-lifecycle/retire", discovery.url),
-        &[("authorization", &authorization)],
-        &json!({"owner": owner.as_str(), "actor": actor, "lifecycleUid": uid.as_str()}),
-        Duration::from_secs(40),
-        64 * 1024,
-    )
-    .await?;
-    if !status.is_success() {
-        return Err(format!(
-            "the retirement was refused ({status}): {}",
-            answer
-                .get("error")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-        ));
+    let next = match &current {
+        Some(granted) if *granted != uid => {
+            format!("its grant at lifecycle {granted} exchanges now")
+        }
+        _ => "re-grant it to sign in again".to_owned(),
+    };
+    match retire_at_plane(root, space, &owner, &actor_token, &uid).await {
+        PlaneRetire::Retired => Ok(format!(
+            "retired actor {actor}'s lifecycle {uid}: its credentials are revoked and its live \
+             connections closed and verified gone; {next}"
+        )),
+        PlaneRetire::AlreadyRetired => Ok(format!(
+            "actor {actor}'s lifecycle {uid} was already retired; {next}"
+        )),
+        PlaneRetire::NotStarted => Ok(format!(
+            "actor {actor}'s lifecycle {uid} never started: nothing to retire"
+        )),
+        PlaneRetire::Unreached(why) => Err(format!(
+            "{why}; start it with `cotal-authd up --space {space}` and retire again"
+        )),
+        PlaneRetire::Refused(why) => Err(format!("the retirement was refused ({why})")),
     }
-    let flag = |name: &str| answer.get(name).and_then(Value::as_bool).unwrap_or(false);
-    Ok(if flag("alreadyRetired") {
-        format!("actor {actor}'s lifecycle {uid} was already retired")
-    } else if flag("notStarted") {
-        format!("actor {actor}'s lifecycle {uid} never started: nothing to retire")
-    } else {
-        format!(
-            "retired actor {actor}'s lifecycle {uid}: its credentials are revoked and its \
-             connections closed; re-grant it to sign in again"
-        )
-    })
 }

@@ -186,18 +186,19 @@ struct DevIdpTokenArgs {
 
 #[derive(Debug, Subcommand)]
 enum ActorCommand {
-    /// Grant (or re-grant) an interactive actor to an owner; a re-grant rotates its lifecycle,
-    /// so the previous grant's bearers are refused at their next connect.
+    /// Grant (or re-grant) an interactive actor to an owner; a re-grant rotates its lifecycle
+    /// and retires the previous one through the running plane (its live connections closed).
     #[command(after_help = EXIT_CODES)]
     Grant(ActorGrant),
     /// List the space's grants, interactive and managed.
     #[command(after_help = EXIT_CODES)]
     Ls(ActorLs),
-    /// Revoke an interactive grant; its bearers are refused at their next connect.
+    /// Revoke an interactive grant: its incarnation is retired through the running plane (its
+    /// live connections closed), and its bearers are refused at their next connect.
     #[command(after_help = EXIT_CODES)]
     Revoke(ActorRevoke),
-    /// Retire the incarnation an interactive grant names, through the running plane: its
-    /// credentials revoked, its connections closed. Do it before re-granting the actor.
+    /// Retire the incarnation an interactive grant names (or --lifecycle-uid names), through the
+    /// running plane: its credentials revoked, its connections closed.
     #[command(after_help = EXIT_CODES)]
     Retire(ActorRetire),
 }
@@ -207,6 +208,10 @@ struct ActorRetire {
     /// The actor name.
     #[arg(value_name = "ACTOR")]
     actor: String,
+    /// Retire this lifecycle instead of the grant's: a predecessor a revoke or re-grant left
+    /// live while the plane was down (their sentences name it).
+    #[arg(long, value_name = "UID")]
+    lifecycle_uid: Option<String>,
     #[command(flatten)]
     owner: ActorOwner,
     #[command(flatten)]
@@ -929,19 +934,21 @@ fn main() -> ExitCode {
         ),
         Command::Actor(ActorCommand::Grant(g)) => printed(
             "actor grant",
-            actor_cmd::grant(actor_cmd::GrantArgs {
-                root: g.root.dir,
-                space: g.space.space,
-                actor: g.actor,
-                owner: g.owner.into_arg(),
-                lists: actor_cmd::GrantLists {
-                    scope: list(g.scope),
-                    allow_subscribe: list(g.allow_subscribe),
-                    allow_publish: list(g.allow_publish),
-                    full: g.full,
-                },
-                role: g.role,
-                label: g.label,
+            runtime().and_then(|rt| {
+                rt.block_on(actor_cmd::grant(actor_cmd::GrantArgs {
+                    root: g.root.dir,
+                    space: g.space.space,
+                    actor: g.actor,
+                    owner: g.owner.into_arg(),
+                    lists: actor_cmd::GrantLists {
+                        scope: list(g.scope),
+                        allow_subscribe: list(g.allow_subscribe),
+                        allow_publish: list(g.allow_publish),
+                        full: g.full,
+                    },
+                    role: g.role,
+                    label: g.label,
+                }))
             }),
         ),
         Command::Actor(ActorCommand::Ls(ls)) => {
@@ -964,6 +971,7 @@ fn main() -> ExitCode {
                     &r.space.space,
                     &r.actor,
                     &r.owner.into_arg(),
+                    r.lifecycle_uid,
                 ))
             }),
         ),
@@ -981,7 +989,14 @@ fn main() -> ExitCode {
         ),
         Command::Actor(ActorCommand::Revoke(r)) => printed(
             "actor revoke",
-            actor_cmd::revoke(&r.root.dir, &r.space.space, &r.actor, &r.owner.into_arg()),
+            runtime().and_then(|rt| {
+                rt.block_on(actor_cmd::revoke(
+                    &r.root.dir,
+                    &r.space.space,
+                    &r.actor,
+                    &r.owner.into_arg(),
+                ))
+            }),
         ),
         Command::Gate(gate) => {
             let name = gate.name();

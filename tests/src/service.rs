@@ -235,9 +235,9 @@ struct RetireDoorFlight(RetireTarget);
 impl Script for RetireDoorFlight {
     type Output = Retirement;
     fn run(&self, cx: &mut Ctx<'_>) -> Result<Retirement, Halt> {
-        let barrier = admit_door_retirement(cx, RetireDoor::Interactive, &self.0)?;
-        let ran = cx.call(&barrier)?;
-        Ok(Retirement::clone(&ran))
+        let admitted = admit_door_retirement(cx, RetireDoor::Interactive, &self.0)?;
+        let ran = cx.call(&admitted.barrier)?;
+        Ok(admitted.answer(Retirement::clone(&ran))?)
     }
 }
 

@@ -206,12 +206,15 @@ impl ActivateLifecycle {
             format!(
                 "lifecycle \"{}/{}\" is active at uid {}, not this grant's {}; retiring a live \
                  predecessor is the takeover barrier's job and this plane runs no takeover \
-                 barrier (F60) - retire or despawn the predecessor first, or grant a fresh actor \
-                 name",
+                 barrier (F60) - retire or despawn the predecessor first (an operator-granted \
+                 actor: `cotal-authd actor retire {} --lifecycle-uid {}`), or grant a fresh \
+                 actor name",
                 self.owner,
                 self.actor,
                 head.row.lifecycle_uid(),
-                self.lifecycle_uid
+                self.lifecycle_uid,
+                self.actor,
+                head.row.lifecycle_uid()
             ),
         )
     }

@@ -1,12 +1,21 @@
 //! The two loopback retire doors (reference §3.9) up to their barrier: the closed body, the
-//! grant-at-uid pre-check each door makes against the host's actor ledger, the barrier it then
-//! runs under the op id the reference derives from the uid, and the answer's bytes.
+//! pre-check each door makes against the host's actor ledger, the barrier it then runs under
+//! the op id the reference derives from the uid, and the answer's bytes.
 //!
-//! `/interactive-lifecycle/retire` retires an operator-granted actor's incarnation, and only
-//! while the grant is at that uid (a grant at another uid is a later incarnation). The
-//! `/managed-lifecycle/retire` door retires a managed agent whose manager is gone, refused while
-//! the managed grant is still at that uid (revoke it first); a row at another uid is a
-//! successor and does not block.
+//! `/interactive-lifecycle/retire` retires an operator-granted actor's incarnation: the one its
+//! grant names, or one the grant no longer names — a revoked or re-granted predecessor, whose
+//! bearers the connect check already refuses but whose head still holds the alias, so a fresh
+//! grant could never exchange (F60: this plane runs no takeover barrier, so the operator's
+//! retirement is the only way to free the alias). The `/managed-lifecycle/retire` door retires
+//! a managed agent whose manager is gone, refused while the managed grant is still at that uid
+//! (revoke it first); a row at another uid is a successor and does not block.
+//!
+//! Each door refuses the other kind's alias: the ledger's row space is the only durable record
+//! of an incarnation's kind (the KV rows are the reference's bytes and name none), so an alias
+//! the other space grants is never retired under this door's op id (F49: a managed lifecycle
+//! has exactly one retirement operation identity). An alias neither space grants any more is
+//! admitted by either door; the gate's op pin still lets exactly one retirement operation
+//! finish it (G10), and the other door's later ask answers `alreadyRetired`.
 
 use serde_json::{json, Value};
 
@@ -66,59 +75,104 @@ impl RetireTarget {
     }
 }
 
+/// A retirement a door admitted: the barrier to run, and how the door answers its outcome.
+#[derive(Debug, Clone)]
+pub struct DoorRetirement {
+    pub barrier: RetireLifecycle,
+    /// The interactive door admitted an alias the interactive ledger does not grant: a barrier
+    /// that found nothing to retire at the uid answers the reference's 404 "not granted".
+    ungranted: Option<String>,
+}
+
+impl DoorRetirement {
+    /// The door's answer for what the barrier did: `retirement`, or, when the interactive door
+    /// admitted an ungranted alias and nothing of it lived at the uid, `not-found`.
+    pub fn answer(&self, retirement: Retirement) -> Result<Retirement, EpError> {
+        match &self.ungranted {
+            Some(alias) if retirement.not_started => Err(EpError::new(
+                ErrorCode::NotFound,
+                format!("interactive actor \"{alias}\" is not granted"),
+            )),
+            _ => Ok(retirement),
+        }
+    }
+}
+
 /// The door's pre-check against a fresh ledger read, then the barrier it runs (F49: one op id
 /// per uid and door kind, so asking again resumes a crashed retirement).
+///
+/// * Interactive door: refuses (`conflict`) an alias the managed ledger grants; admits the
+///   incarnation at the grant's uid, a superseded one (the grant is at another uid: a re-grant
+///   rotated it) and a revoked one (no grant: its bearers are refused at connect already, F59,
+///   but its head still holds the alias, F60). An ungranted alias with nothing at the uid
+///   answers `not-found` ([`DoorRetirement::answer`]).
+/// * Managed door: refuses (`conflict`) an alias the interactive ledger grants, and a managed
+///   grant still at the uid ("revoke the grant before retiring it"); a managed row at another
+///   uid is a successor and does not block.
+///
+/// The barrier then keeps F47's order (freeze first, revoke, verified eviction of every holder,
+/// frontier, terminal), so the retired incarnation's live connections are kicked and verified
+/// gone before the alias is freed (F47 (4), F50).
 pub fn admit_door_retirement<L: LedgerRead>(
     ledger: &mut L,
     door: RetireDoor,
     t: &RetireTarget,
-) -> Result<RetireLifecycle, L::Error> {
-    let (space, op_id) = match door {
-        RetireDoor::Interactive => (RowSpace::Interactive, interactive_retirement_op_id(&t.uid)?),
-        RetireDoor::Managed => (RowSpace::Managed, managed_retirement_op_id(&t.uid)?),
+) -> Result<DoorRetirement, L::Error> {
+    let (own, other, op_id) = match door {
+        RetireDoor::Interactive => (
+            RowSpace::Interactive,
+            RowSpace::Managed,
+            interactive_retirement_op_id(&t.uid)?,
+        ),
+        RetireDoor::Managed => (
+            RowSpace::Managed,
+            RowSpace::Interactive,
+            managed_retirement_op_id(&t.uid)?,
+        ),
     };
-    let row = ledger.find_row(space, &t.principal)?.map(|h| h.row);
-    let current = row.as_ref().and_then(|r| r.lifecycle_uid.as_ref());
-    match (door, row.as_ref()) {
-        (RetireDoor::Interactive, None) => {
-            return Err(EpError::new(
-                ErrorCode::NotFound,
-                format!("interactive actor \"{}\" is not granted", t.alias()),
-            )
-            .into())
-        }
-        (RetireDoor::Interactive, Some(_)) if current != Some(&t.uid) => {
-            return Err(EpError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "interactive actor \"{}\" is current at lifecycle {}, not {}",
-                    t.alias(),
-                    current.map_or("-", LifecycleUid::as_str),
-                    t.uid
-                ),
-            )
-            .into())
-        }
-        (RetireDoor::Managed, Some(_)) if current == Some(&t.uid) => {
-            return Err(EpError::new(
-                ErrorCode::Conflict,
-                format!(
-                    "managed agent \"{}\" is still granted at lifecycle {}; revoke the grant \
-                     before retiring it",
-                    t.alias(),
-                    t.uid
-                ),
-            )
-            .into())
-        }
-        _ => {}
+    if let Some(held) = ledger.find_row(other, &t.principal)?.map(|h| h.row) {
+        let at = held
+            .lifecycle_uid
+            .as_ref()
+            .map_or("-", LifecycleUid::as_str);
+        return Err(EpError::conflict(match door {
+            RetireDoor::Interactive => format!(
+                "\"{}\" is a managed agent (granted at lifecycle {at}); its lifecycles retire \
+                 through /managed-lifecycle/retire, not the interactive door",
+                t.alias()
+            ),
+            RetireDoor::Managed => format!(
+                "\"{}\" is an interactive actor (granted at lifecycle {at}); its lifecycles \
+                 retire through /interactive-lifecycle/retire, not the managed door",
+                t.alias()
+            ),
+        })
+        .into());
     }
-    Ok(RetireLifecycle {
-        owner: t.principal.owner().clone(),
-        actor: t.principal.actor().clone(),
-        lifecycle_uid: t.uid.clone(),
-        op_id,
-        guard: None,
+    let row = ledger.find_row(own, &t.principal)?.map(|h| h.row);
+    let current = row.as_ref().and_then(|r| r.lifecycle_uid.as_ref());
+    if door == RetireDoor::Managed && current == Some(&t.uid) {
+        return Err(EpError::new(
+            ErrorCode::Conflict,
+            format!(
+                "managed agent \"{}\" is still granted at lifecycle {}; revoke the grant before \
+                 retiring it",
+                t.alias(),
+                t.uid
+            ),
+        )
+        .into());
+    }
+    let ungranted = (door == RetireDoor::Interactive && row.is_none()).then(|| t.alias());
+    Ok(DoorRetirement {
+        barrier: RetireLifecycle {
+            owner: t.principal.owner().clone(),
+            actor: t.principal.actor().clone(),
+            lifecycle_uid: t.uid.clone(),
+            op_id,
+            guard: None,
+        },
+        ungranted,
     })
 }
 
@@ -137,5 +191,132 @@ impl Retirement {
             }
         }
         body
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+    use crate::actors::{ActorRow, ActorsOutcome, ActorsRequest, Held};
+    use crate::error::ErrorCode;
+
+    const OWNER: &str = "u_aaaaaaaaaaaaaaaaaaaaaaaaaa";
+    const UID: &str = "uuuuuuuuuuuuuuuuuuuuuuuuuu";
+    const OTHER: &str = "oooooooooooooooooooooooooo";
+
+    /// A ledger holding at most one row of the alias, in `space` at `uid`.
+    struct OneRow(Option<(RowSpace, &'static str)>);
+
+    impl LedgerRead for OneRow {
+        type Error = EpError;
+        fn read(&mut self, request: ActorsRequest) -> Result<ActorsOutcome, EpError> {
+            let ActorsRequest::Find { space, principal } = request else {
+                panic!("the door reads rows by space only");
+            };
+            Ok(ActorsOutcome::Found(
+                self.0
+                    .filter(|(s, _)| *s == space)
+                    .map(|(space, uid)| Held {
+                        space,
+                        row: ActorRow {
+                            owner: principal.owner().clone(),
+                            actor: principal.actor().clone(),
+                            scope: Vec::new(),
+                            allow_subscribe: Vec::new(),
+                            allow_publish: Vec::new(),
+                            role: None,
+                            parent: None,
+                            label: None,
+                            token_hash: None,
+                            lifecycle_uid: Some(LifecycleUid::parse(uid).unwrap()),
+                            granted_at: "2026-12-01T00:00:00.000Z".to_owned(),
+                        },
+                    }),
+            ))
+        }
+    }
+
+    fn target() -> RetireTarget {
+        RetireTarget::parse(&json!({"owner": OWNER, "actor": "cli", "lifecycleUid": UID})).unwrap()
+    }
+
+    fn admit(
+        door: RetireDoor,
+        row: Option<(RowSpace, &'static str)>,
+    ) -> Result<DoorRetirement, EpError> {
+        admit_door_retirement(&mut OneRow(row), door, &target())
+    }
+
+    fn retirement(not_started: bool) -> Retirement {
+        Retirement {
+            retired: !not_started,
+            lifecycle_uid: LifecycleUid::parse(UID).unwrap(),
+            not_started,
+            already_retired: false,
+        }
+    }
+
+    /// F49 and the other-kind rule: each door refuses an alias the other space grants, at any
+    /// uid, naming the door that retires it.
+    #[test]
+    fn each_door_refuses_the_other_kinds_alias() {
+        for uid in [UID, OTHER] {
+            let e = admit(RetireDoor::Interactive, Some((RowSpace::Managed, uid))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Conflict);
+            assert!(
+                e.message.contains("/managed-lifecycle/retire"),
+                "{}",
+                e.message
+            );
+            let e = admit(RetireDoor::Managed, Some((RowSpace::Interactive, uid))).unwrap_err();
+            assert_eq!(e.code, ErrorCode::Conflict);
+            assert!(
+                e.message.contains("/interactive-lifecycle/retire"),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    /// The interactive door admits the grant's incarnation, a superseded one and a revoked
+    /// one (F60: the operator's retirement is what frees the alias); only an ungranted alias
+    /// with nothing at the uid answers "not granted".
+    #[test]
+    fn the_interactive_door_admits_current_superseded_and_revoked_incarnations() {
+        for row in [
+            Some((RowSpace::Interactive, UID)),
+            Some((RowSpace::Interactive, OTHER)),
+            None,
+        ] {
+            let admitted = admit(RetireDoor::Interactive, row).unwrap();
+            assert_eq!(admitted.barrier.lifecycle_uid.as_str(), UID);
+            assert_eq!(
+                admitted.barrier.op_id,
+                interactive_retirement_op_id(&admitted.barrier.lifecycle_uid).unwrap()
+            );
+            assert!(admitted.answer(retirement(false)).is_ok());
+            let not_started = admitted.answer(retirement(true));
+            match row {
+                None => assert_eq!(not_started.unwrap_err().code, ErrorCode::NotFound),
+                Some(_) => assert!(not_started.unwrap().not_started),
+            }
+        }
+    }
+
+    /// The managed door refuses its grant still at the uid and admits a successor's or none,
+    /// under the one managed op id (F49).
+    #[test]
+    fn the_managed_door_refuses_its_grant_at_the_uid_only() {
+        let e = admit(RetireDoor::Managed, Some((RowSpace::Managed, UID))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Conflict);
+        for row in [Some((RowSpace::Managed, OTHER)), None] {
+            let admitted = admit(RetireDoor::Managed, row).unwrap();
+            assert_eq!(
+                admitted.barrier.op_id,
+                managed_retirement_op_id(&admitted.barrier.lifecycle_uid).unwrap()
+            );
+            assert!(admitted.answer(retirement(true)).unwrap().not_started);
+        }
     }
 }

@@ -1,9 +1,11 @@
 //! The two loopback lifecycle-retirement doors (reference §3.9): `/interactive-lifecycle/retire`
-//! and `/managed-lifecycle/retire`. Core parses the body and makes the door's grant-at-uid
-//! pre-check (`lifecycle::admit_door_retirement`); the barrier it returns — freeze, revoke the
-//! family, evict and verify, frontier, retire — runs in the plane's one flight per op id on the
-//! barrier connection, so a crashed retirement is finished by asking again. Retiring the live
-//! incarnation is what lets a re-granted actor exchange again.
+//! and `/managed-lifecycle/retire`. Core parses the body and makes the door's pre-check
+//! (`lifecycle::admit_door_retirement`: each door refuses the other kind's alias, F49); the
+//! barrier it returns — freeze, revoke the family, evict and verify, frontier, retire — runs in
+//! the plane's one flight per op id on the barrier connection, so a crashed retirement is
+//! finished by asking again, and core answers its outcome (`DoorRetirement::answer`). Retiring
+//! the live incarnation — current, superseded by a re-grant, or revoked — is what lets a
+//! re-granted actor exchange again (F60).
 
 use cotal_core::error::EpError;
 use cotal_core::lifecycle::{admit_door_retirement, RetireDoor, RetireTarget, Retirement};
@@ -53,8 +55,11 @@ impl RetireDoors {
     /// plane's one flight for its op id: the managed door and the control rail share the managed
     /// op id, so they run one barrier (F49).
     async fn retire(&self, kind: RetireDoor, target: &RetireTarget) -> Result<Retirement, EpError> {
-        let barrier = admit_door_retirement(&mut &self.ledger, kind, target)?;
-        let ran = self.retirements.retire(barrier, Entry::Door).await?;
-        Ok(ran.retirement)
+        let admitted = admit_door_retirement(&mut &self.ledger, kind, target)?;
+        let ran = self
+            .retirements
+            .retire(admitted.barrier.clone(), Entry::Door)
+            .await?;
+        admitted.answer(ran.retirement)
     }
 }
