@@ -23,15 +23,6 @@ use cotal_io_fs::trust;
 use cotal_io_nats::Replicas;
 use serde_json::json;
 
-/// The secret files a hosted state dir must not keep once the store holds them.
-const SECRETS: [&str; 5] = [
-    "service-keys.json",
-    "callout.json",
-    "issuer.json",
-    "owner-secret.json",
-    "system-user.json",
-];
-
 /// This example's platform assigns no control manager (its service door refuses every call).
 #[derive(Debug)]
 struct NoAssignment;
@@ -69,7 +60,7 @@ async fn run(state_dir: &std::path::Path) -> Result<(), String> {
         .data_account()
         .to_owned();
     let secrets = trust::space_dir(state_dir, &space);
-    for file in SECRETS {
+    for file in trust::secret_files() {
         std::fs::remove_file(secrets.join(file)).map_err(|e| format!("{file}: {e}"))?;
     }
 

@@ -39,15 +39,6 @@ use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{NatsWorld, Replicas};
 use serde_json::{json, Value};
 
-/// The secret files a hosted state dir never holds.
-const SECRETS: [&str; 5] = [
-    "service-keys.json",
-    "callout.json",
-    "issuer.json",
-    "owner-secret.json",
-    "system-user.json",
-];
-
 const HOST_IID: &str = "0123456789abcdefghijklmnop";
 
 /// One assigned context: its IdP, trust root and broker (from the CLI, as a platform's
@@ -90,7 +81,7 @@ impl Context {
         let store = Arc::new(MemorySecretStore::new(Some(identity.clone())));
         trust::copy_secrets(&space.root, &space_name(), store.as_ref()).unwrap();
         let dir = trust::space_dir(&space.root, &space_name());
-        for file in SECRETS {
+        for file in trust::secret_files() {
             std::fs::remove_file(dir.join(file)).unwrap();
         }
         Context {

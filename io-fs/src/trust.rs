@@ -70,6 +70,12 @@ const SECRET_FILES: [(&str, &str); 5] = [
     (SYSTEM_USER_FILE, "plane system user"),
 ];
 
+/// The names of the daemon's secret files: what a [`SecretStore`] holds for the plane, and what
+/// a hosted state dir never keeps.
+pub fn secret_files() -> [&'static str; 5] {
+    SECRET_FILES.map(|(file, _)| file)
+}
+
 /// The daemon's one non-secret file, kept in the state dir whatever the store: the IdP pin.
 const IDP_KIND: (&str, &str) = (IDP_FILE, "IdP pin");
 

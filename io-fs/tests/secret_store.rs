@@ -22,14 +22,6 @@ use cotal_io_fs::{FileSecretStore, MemorySecretStore, SecretStore, StoreIdentity
 
 const IDP: &str = "http://127.0.0.1:9/";
 
-const SECRETS: [&str; 5] = [
-    "service-keys.json",
-    "callout.json",
-    "issuer.json",
-    "owner-secret.json",
-    "system-user.json",
-];
-
 fn space() -> SpaceName {
     SpaceName::parse("main").unwrap()
 }
@@ -70,8 +62,11 @@ fn a_store_provisioned_from_a_cli_root_reads_back_as_the_same_material() {
     let state = hosted_state(tmp.path(), &root);
     let store = injected();
     let created = copy_secrets(&root, &space(), &store).unwrap();
-    assert_eq!(created, SECRETS.map(key).to_vec());
-    for file in SECRETS {
+    assert_eq!(
+        created,
+        cotal_io_fs::trust::secret_files().map(key).to_vec()
+    );
+    for file in cotal_io_fs::trust::secret_files() {
         assert_eq!(
             store.get(&key(file)).unwrap().unwrap(),
             fs::read(space_dir(&root, &space()).join(file)).unwrap(),
@@ -199,7 +194,7 @@ fn a_file_store_provisioned_by_copy_lands_on_the_cli_paths() {
     let target = tmp.path().join("target");
     let store = FileSecretStore::new(&target);
     assert_eq!(copy_secrets(&root, &space(), &store).unwrap().len(), 5);
-    for file in SECRETS {
+    for file in cotal_io_fs::trust::secret_files() {
         let path = space_dir(&target, &space()).join(file);
         assert_eq!(
             fs::read(&path).unwrap(),

@@ -307,27 +307,6 @@ impl Start<'_> {
         &self.inputs.space
     }
 
-    pub(super) fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
-        self.dialer.options(stores, create_missing)
-    }
-
-    pub(super) async fn open(
-        &self,
-        role: PlaneConnection,
-        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
-        options: SpaceOptions,
-    ) -> Result<AuthorityClient, String> {
-        self.dialer.open(role, grants, options).await
-    }
-
-    pub(super) fn refusal(&self, why: &str) -> String {
-        self.dialer.refusal(why)
-    }
-
-    pub(super) fn not_ours(&self, why: &str) -> String {
-        self.dialer.not_ours(why)
-    }
-
     /// Acquires the plane claim over the barrier connection with the scanners' connections
     /// (reference §2.5 step 5, §2.10), the servers' own listing adjudicating a held row. A
     /// standby (`--standby`) waits on a live or unknown holder instead of refusing, re-trying

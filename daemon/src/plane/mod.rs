@@ -964,12 +964,13 @@ impl Start<'_> {
         ];
         let mint = {
             let space = space.clone();
-            self.open(
-                PlaneConnection::AuthMint,
-                move |conn| plane_grants::auth_mint(&space, conn),
-                self.options(&all, true),
-            )
-            .await?
+            self.dialer
+                .open(
+                    PlaneConnection::AuthMint,
+                    move |conn| plane_grants::auth_mint(&space, conn),
+                    self.dialer.options(&all, true),
+                )
+                .await?
         };
         let open_to_all = !mint
             .space()
@@ -979,77 +980,85 @@ impl Start<'_> {
             .auth_required;
         if open_to_all {
             let _ = mint.close().await;
-            return Err(self.not_ours("it lets clients in without credentials"));
+            return Err(self
+                .dialer
+                .not_ours("it lets clients in without credentials"));
         }
         let registered = self.register(&mint).await?;
         let reader = {
             let (space, gate) = (space.clone(), registered.gate.clone());
-            self.open(
-                PlaneConnection::AuthReader,
-                move |conn| plane_grants::auth_reader_watching(&space, conn, &gate),
-                self.options(&[Store::Auth, Store::Records], false),
-            )
-            .await?
+            self.dialer
+                .open(
+                    PlaneConnection::AuthReader,
+                    move |conn| plane_grants::auth_reader_watching(&space, conn, &gate),
+                    self.dialer.options(&[Store::Auth, Store::Records], false),
+                )
+                .await?
         };
         let issuer = {
             let space = space.clone();
-            self.open(
-                PlaneConnection::RemoteManagerIssuer,
-                move |conn| plane_grants::remote_manager_issuer(&space, conn),
-                self.options(
-                    &[
-                        Store::Auth,
-                        Store::Records,
-                        Store::Contracts,
-                        Store::Issued,
-                        Store::Accepted,
-                        Store::Admission,
-                        Store::Sessions,
-                    ],
-                    false,
-                ),
-            )
-            .await?
+            self.dialer
+                .open(
+                    PlaneConnection::RemoteManagerIssuer,
+                    move |conn| plane_grants::remote_manager_issuer(&space, conn),
+                    self.dialer.options(
+                        &[
+                            Store::Auth,
+                            Store::Records,
+                            Store::Contracts,
+                            Store::Issued,
+                            Store::Accepted,
+                            Store::Admission,
+                            Store::Sessions,
+                        ],
+                        false,
+                    ),
+                )
+                .await?
         };
         let barrier = {
             let space = space.clone();
-            self.open(
-                PlaneConnection::AuthBarrier,
-                move |conn| plane_grants::auth_barrier(&space, conn),
-                self.options(&[Store::Auth, Store::Records], false),
-            )
-            .await?
+            self.dialer
+                .open(
+                    PlaneConnection::AuthBarrier,
+                    move |conn| plane_grants::auth_barrier(&space, conn),
+                    self.dialer.options(&[Store::Auth, Store::Records], false),
+                )
+                .await?
         };
         let scanners = Scanners {
             ledger: {
                 let space = space.clone();
-                self.open(
-                    PlaneConnection::AuthScan,
-                    move |conn| plane_grants::auth_scan(&space, conn),
-                    self.options(&[Store::Auth], false),
-                )
-                .await?
+                self.dialer
+                    .open(
+                        PlaneConnection::AuthScan,
+                        move |conn| plane_grants::auth_scan(&space, conn),
+                        self.dialer.options(&[Store::Auth], false),
+                    )
+                    .await?
             },
             records: {
                 let space = space.clone();
-                self.open(
-                    PlaneConnection::RecordsScan,
-                    move |conn| plane_grants::records_scan(&space, conn),
-                    self.options(&[Store::Records], false),
-                )
-                .await?
+                self.dialer
+                    .open(
+                        PlaneConnection::RecordsScan,
+                        move |conn| plane_grants::records_scan(&space, conn),
+                        self.dialer.options(&[Store::Records], false),
+                    )
+                    .await?
             },
         };
         let (hold, serving) = self.claim(&barrier, &scanners).await?;
         let admin = {
             let space = space.clone();
             let (instance, epoch) = (registered.gate.instance.clone(), registered.process_epoch);
-            self.open(
-                PlaneConnection::AuthAdmin,
-                move |conn| plane_grants::auth_admin(&space, conn, &instance, epoch),
-                self.options(&[], false),
-            )
-            .await?
+            self.dialer
+                .open(
+                    PlaneConnection::AuthAdmin,
+                    move |conn| plane_grants::auth_admin(&space, conn, &instance, epoch),
+                    self.dialer.options(&[], false),
+                )
+                .await?
         };
         let callout = connect_with_creds(
             &self.inputs.server,
@@ -1057,7 +1066,7 @@ impl Start<'_> {
             self.inputs.material.callout_creds(),
         )
         .await
-        .map_err(|e| self.refusal(&e.message))?;
+        .map_err(|e| self.dialer.refusal(&e.message))?;
         let connections = Connections {
             mint,
             reader,

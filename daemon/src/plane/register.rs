@@ -37,12 +37,14 @@ impl Start<'_> {
         let instance = self.inputs.identity.instance.clone();
         let client = {
             let (space, instance) = (space.clone(), instance.clone());
-            self.open(
-                PlaneConnection::AuthRegistration,
-                move |conn| plane_grants::auth_registration(&space, conn, &instance),
-                self.options(&[Store::Auth, Store::Records, Store::Contracts], false),
-            )
-            .await?
+            self.dialer
+                .open(
+                    PlaneConnection::AuthRegistration,
+                    move |conn| plane_grants::auth_registration(&space, conn, &instance),
+                    self.dialer
+                        .options(&[Store::Auth, Store::Records, Store::Contracts], false),
+                )
+                .await?
         };
         // One start registers this instance at a time; the lock dies with its holder, which is
         // what lets the next start resume a recorded operation as its only executor.
