@@ -23,14 +23,16 @@ use cotal_authd::hosted::{
 };
 use cotal_core::error::ErrorCode;
 use cotal_core::host::FenceEnd;
-use cotal_core::kv::Store;
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::lifecycle::ActivationRun;
 use cotal_core::liveness::Listing;
 use cotal_core::machine::Replay;
 use cotal_core::manager::{AccountKey, AssignmentState, PlatformAssignment};
 use cotal_core::names::SpaceName;
 use cotal_core::names::{platform_control_owner, InstanceId, LifecycleUid};
+use cotal_core::plane_claim::{ClaimRow, ClaimState, PLANE_CLAIM_KEY};
 use cotal_core::plane_grants::PlaneConnection;
+use cotal_core::plane_probe::ConnTuple;
 use cotal_io_fs::secrets::{MemorySecretStore, SecretKey, SecretStore, StoreIdentity};
 use cotal_io_fs::trust;
 use cotal_io_http::face::probe;
@@ -196,10 +198,10 @@ impl Context {
         .unwrap()
     }
 
-    /// The plane claim row's state, read by an unrestricted connection of the test.
-    async fn claim_state(&self) -> String {
+    /// An unrestricted data-account connection of the test: its own view of the stores.
+    async fn admin(&self) -> cotal_io_nats::AuthorityClient {
         let material = self.material();
-        let admin = cotal_io_nats::AuthorityClient::open(
+        cotal_io_nats::AuthorityClient::open(
             &self.server,
             "test-admin".to_owned(),
             cotal_io_nats::DataAccountSigner {
@@ -216,19 +218,28 @@ impl Context {
             },
         )
         .await
-        .unwrap();
+        .unwrap()
+    }
+
+    /// The plane claim row, read by the test's own connection.
+    async fn claim_row(&self) -> ClaimRow {
+        let admin = self.admin().await;
         let bound = admin.space().unwrap();
         let read = cotal_core::machine::script(|cx| {
-            cotal_core::ledger::read(cx, Store::Auth, cotal_core::plane_claim::PLANE_CLAIM_KEY)
+            cotal_core::ledger::read(cx, Store::Auth, PLANE_CLAIM_KEY)
         });
         let entry = NatsWorld::new(&bound)
             .run(&mut Replay::new(read))
             .await
             .unwrap()
             .expect("a claim row");
-        let row: Value = serde_json::from_slice(&entry.value).unwrap();
         let _ = admin.close().await;
-        row["state"].as_str().unwrap().to_owned()
+        ClaimRow::parse(&entry.value).unwrap()
+    }
+
+    /// The plane claim row's state.
+    async fn claim_state(&self) -> String {
+        self.claim_row().await.state.as_str().to_owned()
     }
 }
 
@@ -269,8 +280,9 @@ fn refused(result: Result<HostedHandle, String>) -> String {
     }
 }
 
-/// hosted-auth-lifetime, cell 1: every validation refusal, in the reference's sentences,
-/// before anything is bound.
+/// hosted-auth-lifetime, cell 1, and hosted-auth-fence's store and broker cells: every
+/// validation refusal, in the reference's sentences, before anything is bound (a stale issuer in
+/// the store, a broker that does not trust the account).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosted_auth_lifetime_validation_refuses_in_the_reference_order() {
     let a = Context::new("store-a");
@@ -311,6 +323,32 @@ async fn hosted_auth_lifetime_validation_refuses_in_the_reference_order() {
     });
     let why = refused(hosted::start(bad_host).await);
     assert!(why.contains("reverse-DNS"), "{why}");
+
+    // hosted-auth-fence: a stale issuer in the store (another space's), and a broker that
+    // does not trust the context's account.
+    let foreign = MemorySecretStore::new(Some(a.identity.clone()));
+    for file in trust::secret_files() {
+        let key = SecretKey::of(&space_name(), file);
+        let mut bytes = a.store.get(&key).unwrap().unwrap();
+        if file == "issuer.json" {
+            let text = String::from_utf8(bytes).unwrap();
+            bytes = text
+                .replace("urn:cotal:auth:t1", "urn:cotal:auth:elsewhere")
+                .into_bytes();
+        }
+        foreign.create(&key, &bytes).unwrap();
+    }
+    let mut stale = a.inputs();
+    stale.store = Arc::new(foreign);
+    let why = refused(hosted::start(stale).await);
+    assert!(why.contains("belongs to a different space"), "{why}");
+    let mut untrusted = a.inputs();
+    untrusted.servers = b.server.clone();
+    let why = refused(hosted::start(untrusted).await);
+    assert!(
+        why.contains("is not serving space") && why.to_lowercase().contains("authorization"),
+        "{why}"
+    );
 
     // An empty store: the hosted remedy, never the CLI's.
     let mut empty = a.inputs();
@@ -448,6 +486,7 @@ async fn hosted_auth_fence_a_cut_scanner_ends_only_its_context() {
     on_busy.port = busy.local_addr().unwrap().port();
     let why = refused(hosted::start(on_busy).await);
     assert!(why.contains("cannot bind the loopback face"), "{why}");
+    assert_eq!(a.claim_state().await, "released");
     assert_eq!(second.readiness().state, "ready");
     let first = hosted::start(a.inputs()).await.unwrap();
 
@@ -686,4 +725,58 @@ async fn platform_control_prepares_the_assigned_manager_under_its_platform_owner
         ErrorCode::FailedPrecondition
     );
     without.close().await.unwrap();
+}
+
+/// hosted-bootstrap-order, as it stands here: a plane that died holding the claim (its row
+/// `held` at generation 1, its scanners gone without a release) does not block a new start of
+/// the context, which asks the servers' own listing (the system account's CONNZ, always there
+/// while the broker is: the reference's delivery-daemon precondition has no counterpart),
+/// finds the holder's scanners gone, reclaims at the next generation and serves; the sibling
+/// context serves throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_bootstrap_order_a_dead_predecessors_claim_is_reclaimed() {
+    let a = Context::new("store-a");
+    let b = Context::new("store-b");
+    let second = hosted::start(b.inputs()).await.unwrap();
+
+    // The dead predecessor's row, on A's broker, naming scanner connections no server holds.
+    let admin = a.admin().await;
+    let bound = admin.space().unwrap();
+    let server_id = bound.client().server_info().server_id;
+    let gone = |n: u8| {
+        let user = nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, [n; 32]).unwrap();
+        ConnTuple::new(&server_id, 900_000 + u64::from(n), &user.public_key()).unwrap()
+    };
+    let row = ClaimRow {
+        generation: 1,
+        claim_id: "dead-predecessor".to_owned(),
+        state: ClaimState::Held,
+        ledger: gone(1),
+        records: gone(2),
+        opened_at: "2026-12-01T00:00:00.000Z".to_owned(),
+    };
+    let staged = bound
+        .execute(&KvRequest::Create {
+            store: Store::Auth,
+            key: PLANE_CLAIM_KEY.to_owned(),
+            value: row.to_bytes(),
+        })
+        .await;
+    assert!(matches!(staged, KvOutcome::Written(_)), "{staged:?}");
+    let _ = admin.close().await;
+    b.serves(&second, "ibxbootb01").await;
+
+    let first = hosted::start(a.inputs()).await.unwrap();
+    assert_eq!(first.readiness().state, "ready");
+    let now = a.claim_row().await;
+    assert_eq!(
+        (now.state, now.generation),
+        (ClaimState::Held, 2),
+        "{now:?}"
+    );
+    a.serves(&first, "ibxboota01").await;
+    assert_eq!(second.readiness().state, "ready");
+    b.serves(&second, "ibxbootb02").await;
+    first.close().await.unwrap();
+    second.close().await.unwrap();
 }
