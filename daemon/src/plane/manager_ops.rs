@@ -188,7 +188,7 @@ impl ManagerOps {
     }
 
     /// Runs a door's script on the issuer connection, whose grant reads the manager gates and
-    /// records (the platform control door's checks).
+    /// records (the goal-index scan's door, the platform control door's checks).
     pub(super) async fn on_issuer<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound).run(&mut Replay::new(script)).await
@@ -219,14 +219,8 @@ impl ManagerOps {
             caller,
             request: request.clone(),
         };
-        let connections = self.connections.get()?;
-        let (issuer, scanner) = (
-            connections.issuer.space()?,
-            connections.scanners.records.space()?,
-        );
-        NatsWorld::new(&issuer)
-            .run(&mut Replay::new(authorize))
-            .await?;
+        self.on_issuer(authorize).await?;
+        let scanner = self.connections.get()?.scanners.records.space()?;
         let scan = NatsWorld::new(&scanner)
             .run(&mut Replay::new(ScanGoalIndex { owner, request }))
             .await?;
