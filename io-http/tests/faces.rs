@@ -3,7 +3,7 @@
 //! handler standing in for the plane. Reference §3.1–§3.4, §3.11 and the HTTP cells of §11.3.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -19,7 +19,7 @@ use hyper::{HeaderMap, Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Barrier;
 
 const CAP: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
@@ -167,6 +167,14 @@ impl Reply {
     }
 }
 
+/// A connection to `addr` from `source` (any 127.0.0.0/8 address reaches the faces over
+/// loopback, so each stands for a different peer).
+async fn connect_from(source: Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind((source, 0).into()).unwrap();
+    socket.connect(addr).await.unwrap()
+}
+
 /// One request on a fresh connection. Every reply is checked for the faces' two invariants:
 /// JSON content type, and no CORS header.
 async fn send(
@@ -176,7 +184,19 @@ async fn send(
     headers: &[(&str, &str)],
     body: impl Into<Bytes>,
 ) -> Reply {
-    let stream = TcpStream::connect(addr).await.unwrap();
+    send_from(Ipv4Addr::LOCALHOST, addr, method, path, headers, body).await
+}
+
+/// [`send`] from `source`.
+async fn send_from(
+    source: Ipv4Addr,
+    addr: SocketAddr,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Bytes>,
+) -> Reply {
+    let stream = connect_from(source, addr).await;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .unwrap();
@@ -939,12 +959,15 @@ async fn without_a_trusted_proxy_the_socket_is_the_peer() {
 #[tokio::test]
 async fn the_65th_concurrent_public_request_is_busy() {
     let stub = Stub::blocking(65);
-    let pu = public(&stub, false).await;
+    let pu = public(&stub, true).await;
     let addr = pu.local_addr();
     let mut in_flight = Vec::new();
-    for _ in 0..64 {
+    // 64 peers behind the proxy, one request each: every peer is within its own share, and
+    // together they fill the face.
+    for i in 0..64 {
         in_flight.push(tokio::spawn(async move {
-            post_as(addr, "/exchange", "p", json!({"answer": "block"})).await
+            let peer = format!("203.0.113.{i}");
+            post_as(addr, "/exchange", &peer, json!({"answer": "block"})).await
         }));
     }
     // All 64 are inside the handler, holding their slots.
@@ -1089,6 +1112,208 @@ async fn a_full_loopback_face_is_busy() {
     }
     assert!(admitted);
     lo.close(Duration::from_secs(5)).await;
+}
+
+/// Reads whatever a connection the face refused at accept was sent, to its end: the face
+/// writes one refusal and closes without reading, so the client must not write first.
+async fn refused_at_accept(mut stream: TcpStream) -> (u16, Value) {
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    parse_raw(&response)
+}
+
+#[tokio::test]
+async fn one_peer_dripping_bodies_holds_only_its_own_share_of_the_public_face() {
+    let stub = Stub::new();
+    // The production limits: 8 requests in flight and 64 connections per peer.
+    let pu = public(&stub, false).await;
+    let addr = pu.local_addr();
+    let attacker = Ipv4Addr::new(127, 0, 0, 2);
+    // 70 sockets from one peer, each sending a door's headers and a body that never ends.
+    let mut sockets = Vec::new();
+    for _ in 0..70 {
+        let mut stream = connect_from(attacker, addr).await;
+        let _ = stream
+            .write_all(
+                b"POST /exchange HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+                  content-length: 1000\r\n\r\n{\"answer\":",
+            )
+            .await;
+        sockets.push(stream);
+    }
+    // Another peer is served at once, its door and /health alike.
+    let other = Ipv4Addr::new(127, 0, 0, 3);
+    let health = send_from(other, addr, Method::GET, "/health", &[], Bytes::new()).await;
+    assert_eq!(health.status, StatusCode::OK);
+    let door = send_from(
+        other,
+        addr,
+        Method::POST,
+        "/exchange",
+        &[JSON],
+        json!({"answer": "ok"}).to_string(),
+    )
+    .await;
+    assert_eq!(
+        (door.status, &door.body["peer"]),
+        (StatusCode::OK, &json!("127.0.0.3"))
+    );
+    // The attacker's sockets: at most its share is held; every other one was answered with
+    // its own refusal (over its in-flight share, or over its connection share) and closed.
+    let mut held = 0;
+    let mut refusals = std::collections::BTreeMap::<String, usize>::new();
+    for mut stream in sockets {
+        let mut response = Vec::new();
+        match tokio::time::timeout(
+            Duration::from_millis(300),
+            stream.read_to_end(&mut response),
+        )
+        .await
+        {
+            Err(_) => held += 1,
+            Ok(_) => {
+                let (status, body) = parse_raw(&response);
+                let what = format!("{status} {}", body["error"].as_str().unwrap());
+                *refusals.entry(what).or_default() += 1;
+            }
+        }
+    }
+    assert!(held <= 8, "one peer held {held} requests in flight");
+    assert!(
+        refusals.keys().all(|what| what
+            == "429 too many requests in flight from this peer - retry shortly"
+            || what == "429 too many connections from this peer - retry shortly"),
+        "{refusals:?}"
+    );
+    assert_eq!(stub.calls(), 1, "no dripped body reached the handler");
+    pu.close(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn connections_over_a_peers_share_or_the_faces_cap_are_refused_at_accept() {
+    let stub = Stub::new();
+    let mut config = PublicConfig::new(0, false);
+    config.peer_max_connections = 2;
+    config.max_connections = 3;
+    let pu = start_public(config, Arc::clone(&stub)).await.unwrap();
+    let addr = pu.local_addr();
+    let (a, b, c) = (
+        Ipv4Addr::new(127, 0, 0, 2),
+        Ipv4Addr::new(127, 0, 0, 3),
+        Ipv4Addr::new(127, 0, 0, 4),
+    );
+    // Peer a holds its two idle connections; its third is refused with its own sentence.
+    let idle = vec![connect_from(a, addr).await, connect_from(a, addr).await];
+    assert_eq!(
+        refused_at_accept(connect_from(a, addr).await).await,
+        (
+            429,
+            json!({"error": "too many connections from this peer - retry shortly"})
+        )
+    );
+    // Peer b takes the face's last connection; peer c, accepted after it, finds the face full;
+    // b is served on its connection.
+    let mut b_stream = connect_from(b, addr).await;
+    assert_eq!(
+        refused_at_accept(connect_from(c, addr).await).await,
+        (503, json!({"error": "too many connections - retry shortly"}))
+    );
+    b_stream
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    b_stream.read_to_end(&mut response).await.unwrap();
+    assert_eq!(parse_raw(&response).0, 200);
+    // Closed connections give their shares back.
+    drop(idle);
+    let mut admitted = false;
+    for _ in 0..200 {
+        let mut stream = connect_from(c, addr).await;
+        let _ = stream
+            .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await;
+        let mut response = Vec::new();
+        let _ = stream.read_to_end(&mut response).await;
+        if response.starts_with(b"HTTP/1.1 200") {
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(admitted);
+    pu.close(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn the_loopback_face_caps_its_connections() {
+    let stub = Stub::new();
+    let mut config = LoopbackConfig::new(0, Capability::from_hex(CAP).unwrap());
+    config.max_connections = 2;
+    let lo = start_loopback(config, Arc::clone(&stub)).await.unwrap();
+    let addr = lo.local_addr();
+    let _idle = vec![
+        TcpStream::connect(addr).await.unwrap(),
+        TcpStream::connect(addr).await.unwrap(),
+    ];
+    assert_eq!(
+        refused_at_accept(TcpStream::connect(addr).await.unwrap()).await,
+        (
+            503,
+            json!({"error": "too many connections - retry shortly"})
+        )
+    );
+    lo.close(Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
+async fn behind_a_trusted_proxy_the_in_flight_share_follows_the_forwarded_peer() {
+    let stub = Stub::blocking(2);
+    let mut config = PublicConfig::new(0, true);
+    config.peer_max_in_flight = 1;
+    // Every connection comes from the proxy's socket: a per-socket cap would cap the proxy.
+    config.peer_max_connections = 1;
+    let pu = start_public(config, Arc::clone(&stub)).await.unwrap();
+    let addr = pu.local_addr();
+    let held = tokio::spawn(async move {
+        post_as(addr, "/exchange", "203.0.113.7", json!({"answer": "block"})).await
+    });
+    stub.entered().await;
+    let second = post_as(addr, "/exchange", "203.0.113.7", json!({"answer": "ok"})).await;
+    assert_eq!(
+        (second.status, second.error()),
+        (
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many requests in flight from this peer - retry shortly"
+        )
+    );
+    let other = post_as(addr, "/exchange", "198.51.100.9", json!({"answer": "ok"})).await;
+    assert_eq!(
+        (other.status, &other.body["peer"]),
+        (StatusCode::OK, &json!("198.51.100.9"))
+    );
+    stub.release().await;
+    assert_eq!(held.await.unwrap().status, StatusCode::OK);
+    pu.close(Duration::from_secs(5)).await;
+}
+
+#[test]
+fn the_faces_connection_caps_stay_under_the_descriptor_limit() {
+    use cotal_io_http::face::{connection_ceiling, RESERVED_FDS};
+    let cap = CAP;
+    let small = LoopbackConfig::new(0, Capability::from_hex(cap).unwrap()).within_fd_limit(1024);
+    let public = PublicConfig::new(0, false).within_fd_limit(1024);
+    assert_eq!(connection_ceiling(1024), 384);
+    assert_eq!((small.max_connections, public.max_connections), (384, 384));
+    assert!(small.max_connections + public.max_connections + RESERVED_FDS as usize <= 1024);
+    // A generous limit leaves the production caps as they are.
+    let roomy = PublicConfig::new(0, false).within_fd_limit(1 << 20);
+    assert_eq!(
+        (roomy.max_connections, roomy.peer_max_connections),
+        (1024, 64)
+    );
+    // A limit below the reserve still admits one connection per face.
+    assert_eq!(connection_ceiling(100), 1);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -915,7 +915,9 @@ async fn bind_faces(
     faces: &Arc<PlaneFaces>,
     guard: Capability,
 ) -> Result<(FaceHandle, Option<(FaceHandle, String)>), String> {
-    let loopback = start_loopback(LoopbackConfig::new(inputs.port, guard), Arc::clone(faces))
+    let fd_limit = raise_fd_limit();
+    let loopback = LoopbackConfig::new(inputs.port, guard).within_fd_limit(fd_limit);
+    let loopback = start_loopback(loopback, Arc::clone(faces))
         .await
         .map_err(|e| {
             format!(
@@ -926,12 +928,8 @@ async fn bind_faces(
     let Some(settings) = &inputs.public else {
         return Ok((loopback, None));
     };
-    let public = match start_public(
-        PublicConfig::new(settings.port, settings.trusted_proxy),
-        Arc::clone(faces),
-    )
-    .await
-    {
+    let public = PublicConfig::new(settings.port, settings.trusted_proxy).within_fd_limit(fd_limit);
+    let public = match start_public(public, Arc::clone(faces)).await {
         Ok(public) => public,
         Err(e) => {
             loopback.close(CLOSE_GRACE).await;
@@ -947,6 +945,29 @@ async fn bind_faces(
         .unwrap_or_else(|| format!("http://{}", public.local_addr()));
     faces.publish_bundle(&inputs.space, &inputs.server, settings, &url);
     Ok((loopback, Some((public, url))))
+}
+
+/// Raises the process's soft file-descriptor limit to its hard one (what the operator allows;
+/// the soft default of 1,024 is a historical leftover) and returns the limit the faces' caps
+/// must stay under. A limit that cannot be raised is kept as it is: the caps then follow it.
+fn raise_fd_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum) {
+        if current < maximum
+            && setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(maximum),
+                    maximum: Some(maximum),
+                },
+            )
+            .is_ok()
+        {
+            return maximum;
+        }
+    }
+    limit.current.unwrap_or(u64::MAX)
 }
 
 impl Start<'_> {

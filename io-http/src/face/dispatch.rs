@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use hyper::body::Incoming;
 use hyper::{Request, StatusCode};
-use tokio::sync::Semaphore;
 
 use super::answer::Answer;
 use super::body::read_json_body;
@@ -19,13 +18,16 @@ use super::guard::{
     is_browser, is_json_content_type, method_refusal, BROWSER_ORIGIN_REFUSED, NOT_JSON,
 };
 use super::handler::{DoorRequest, FaceHandler};
-use super::peer::peer_key;
+use super::peer::{peer_key, PeerKey};
 use super::reply::{self, Reply};
 use super::routes::{request_target, Door, Face, Route};
+use super::shares::{ShareRefusal, Shares};
 use crate::bearer::JWKS_CACHE_CONTROL;
 
 /// 503 when a face already holds its maximum of in-flight requests.
 pub const BUSY: &str = "busy - retry shortly";
+/// 429 when the requesting peer already holds its own share of the in-flight requests.
+pub const PEER_BUSY: &str = "too many requests in flight from this peer - retry shortly";
 /// 503 when a request outlives its face's deadline.
 pub const DEADLINE_EXCEEDED: &str = "request deadline exceeded";
 
@@ -36,21 +38,12 @@ pub(crate) struct CapabilityGate {
     pub(crate) bad_caps: Mutex<RollingWindow>,
 }
 
-/// A face's admission control, the one both faces run with their own limits: in-flight slots
-/// and the per-request deadline.
+/// A face's admission control, the one both faces run with their own limits: in-flight
+/// shares (per face and, on the public face, per peer) and the per-request deadline.
 #[derive(Debug)]
 pub(crate) struct Admission {
-    slots: Arc<Semaphore>,
-    deadline: Duration,
-}
-
-impl Admission {
-    pub(crate) fn new(max_in_flight: usize, deadline: Duration) -> Admission {
-        Admission {
-            slots: Arc::new(Semaphore::new(max_in_flight)),
-            deadline,
-        }
-    }
+    pub(crate) in_flight: Shares,
+    pub(crate) deadline: Duration,
 }
 
 /// Everything one face needs to answer a request. Never shared between faces.
@@ -74,16 +67,23 @@ pub(crate) async fn serve<H: FaceHandler>(
     request: Request<Incoming>,
 ) -> Result<Reply, Infallible> {
     let admission = &state.admission;
-    // The global admission cap: a face's work stays bounded whatever its source, and a full
-    // face answers at once instead of queueing.
-    let Ok(slot) = Arc::clone(&admission.slots).try_acquire_owned() else {
-        tracing::warn!(face = %state.face, "refused a request: {BUSY}");
-        return Ok(reply::error(StatusCode::SERVICE_UNAVAILABLE, BUSY));
+    let peer = peer_key(request.headers(), state.trusted_proxy, remote);
+    // The in-flight caps: a peer's work stays within its own share and the face's within its
+    // cap, whatever the source; a full share is answered at once instead of queueing.
+    let slot = match admission.in_flight.take(&peer) {
+        Ok(slot) => slot,
+        Err(ShareRefusal::Peer) => {
+            tracing::debug!(face = %state.face, peer = %peer, "refused a request: {PEER_BUSY}");
+            return Ok(reply::error(StatusCode::TOO_MANY_REQUESTS, PEER_BUSY));
+        }
+        Err(ShareRefusal::Face) => {
+            tracing::warn!(face = %state.face, "refused a request: {BUSY}");
+            return Ok(reply::error(StatusCode::SERVICE_UNAVAILABLE, BUSY));
+        }
     };
     // The hard deadline: a stalled handler or a slow-dripping body is answered and cut, never
     // held. Dropping the timed-out future cancels whatever it was waiting on.
-    let reply = match tokio::time::timeout(admission.deadline, route(&state, remote, request)).await
-    {
+    let reply = match tokio::time::timeout(admission.deadline, route(&state, peer, request)).await {
         Ok(reply) => reply,
         Err(_) => {
             tracing::warn!(face = %state.face, "cut a request: {DEADLINE_EXCEEDED}");
@@ -102,12 +102,12 @@ const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0;
 /// Answers and reports the answer to the handler's request metrics.
 async fn route<H: FaceHandler>(
     state: &FaceState<H>,
-    remote: SocketAddr,
+    peer: PeerKey,
     request: Request<Incoming>,
 ) -> Reply {
     let started = std::time::Instant::now();
     let found = state.face.lookup(&request_target(request.uri()));
-    let reply = answer(state, found, remote, request).await;
+    let reply = answer(state, found, peer, request).await;
     state.handler.observed(
         state.face,
         found.map_or("unknown", Route::path),
@@ -120,7 +120,7 @@ async fn route<H: FaceHandler>(
 async fn answer<H: FaceHandler>(
     state: &FaceState<H>,
     found: Option<Route>,
-    remote: SocketAddr,
+    peer: PeerKey,
     request: Request<Incoming>,
 ) -> Reply {
     let face = state.face;
@@ -142,7 +142,7 @@ async fn answer<H: FaceHandler>(
             state.handler.metrics(),
             METRICS_CONTENT_TYPE,
         ),
-        Route::Door(door) => through_door(state, door, remote, request).await,
+        Route::Door(door) => through_door(state, door, peer, request).await,
     }
 }
 
@@ -151,7 +151,7 @@ async fn answer<H: FaceHandler>(
 async fn through_door<H: FaceHandler>(
     state: &FaceState<H>,
     door: Door,
-    remote: SocketAddr,
+    peer: PeerKey,
     request: Request<Incoming>,
 ) -> Reply {
     let headers = request.headers();
@@ -179,7 +179,6 @@ async fn through_door<H: FaceHandler>(
             return reply::error(StatusCode::UNAUTHORIZED, missing_capability(door));
         }
     }
-    let peer = peer_key(headers, state.trusted_proxy, remote);
     // #802: evaluated now, before the body is read, but enforced only if the answer turns out
     // to be a refusal — a throttled caller with a good credential is not probing.
     let throttled = door.budgeted() && state.refused.is_throttled(&peer, state.clock.now());

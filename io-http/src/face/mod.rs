@@ -6,7 +6,7 @@
 //!   in-flight cap and per-request deadline.
 //! * The **public face** ([`start_public`]) is optional: `/health`, `/jwks`, `/exchange`,
 //!   `/manager-service-authority` and the discovery bundle, no capability, refusal budgets per
-//!   peer, an in-flight cap and a per-request deadline. Its state is never shared with loopback.
+//!   peer, in-flight and connection caps per peer and per face, and a per-request deadline. Its state is never shared with loopback.
 //!
 //! Both bind 127.0.0.1 only: TLS terminates at the operator's reverse proxy.
 //!
@@ -16,9 +16,9 @@
 //! (applying the #802 throttle rule of [`budget`]). Every reply is `application/json`, every
 //! error `{"error": "<sentence>"}`, and no CORS header is ever sent.
 //!
-//! The pure pieces — [`routes`], [`guard`], [`budget`], [`peer`], [`config`], [`capability`],
-//! [`answer`] — are plain functions and structs, testable without a socket; [`body`],
-//! `dispatch` and [`server`] are the async edge; [`probe`] reads a running plane's `/health`.
+//! The pure pieces — [`routes`], [`guard`], [`budget`], [`shares`], [`peer`], [`config`],
+//! [`capability`], [`answer`] — are plain functions and structs, testable without a socket;
+//! [`body`], `dispatch` and [`server`] are the async edge; [`probe`] reads a running plane's `/health`.
 
 pub mod answer;
 pub mod body;
@@ -34,18 +34,21 @@ pub mod probe;
 mod reply;
 pub mod routes;
 pub mod server;
+pub mod shares;
 
 pub use answer::Answer;
 pub use budget::{Clock, ManualClock, SystemClock};
 pub use capability::{Capability, CapabilityError};
 pub use config::{check_public_face, FaceConfigError, PublicFaceFlags, PublicFaceSettings};
-pub use dispatch::{BUSY, DEADLINE_EXCEEDED};
+pub use dispatch::{BUSY, DEADLINE_EXCEEDED, PEER_BUSY};
 pub use handler::{DoorRequest, FaceHandler};
 /// The status type of [`FaceHandler::observed`].
 pub use hyper::StatusCode;
 pub use peer::PeerKey;
 pub use routes::{Door, Face, Route};
 pub use server::{
-    start_loopback, start_public, FaceHandle, LoopbackConfig, PublicConfig, CLOSE_GRACE,
-    LOOPBACK_DEADLINE, LOOPBACK_MAX_IN_FLIGHT, PUBLIC_DEADLINE, PUBLIC_MAX_IN_FLIGHT,
+    connection_ceiling, start_loopback, start_public, FaceHandle, LoopbackConfig, PublicConfig,
+    CLOSE_GRACE, LOOPBACK_DEADLINE, LOOPBACK_MAX_CONNECTIONS, LOOPBACK_MAX_IN_FLIGHT,
+    PEER_TOO_MANY_CONNECTIONS, PUBLIC_DEADLINE, PUBLIC_MAX_CONNECTIONS, PUBLIC_MAX_IN_FLIGHT,
+    PUBLIC_PEER_MAX_CONNECTIONS, PUBLIC_PEER_MAX_IN_FLIGHT, RESERVED_FDS, TOO_MANY_CONNECTIONS,
 };

@@ -8,17 +8,17 @@ use hyper::body::{Body, Bytes, Frame, SizeHint};
 use hyper::header::{HeaderValue, CACHE_CONTROL, CONNECTION, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde_json::Value;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::answer::error_body;
+use super::shares::Share;
 
-/// A reply body: the serialized JSON, plus (on the public face) the in-flight slot the request
-/// holds. The slot is released when hyper drops the body — once it is written out or the
+/// A reply body: the serialized JSON, plus the in-flight share the request holds. The share
+/// is given back when hyper drops the body — once it is written out or the
 /// connection is gone — so the in-flight count falls on response completion, not earlier.
 #[derive(Debug)]
 pub(crate) struct ReplyBody {
     json: Full<Bytes>,
-    slot: Option<OwnedSemaphorePermit>,
+    slot: Option<Share>,
 }
 
 impl Body for ReplyBody {
@@ -91,8 +91,8 @@ pub(crate) fn closing(mut reply: Reply) -> Reply {
     reply
 }
 
-/// Ties the in-flight `slot` to the reply body.
-pub(crate) fn holding(mut reply: Reply, slot: OwnedSemaphorePermit) -> Reply {
+/// Ties the in-flight share to the reply body.
+pub(crate) fn holding(mut reply: Reply, slot: Share) -> Reply {
     reply.body_mut().slot = Some(slot);
     reply
 }

@@ -8,6 +8,13 @@
 //! hyper's own 30 s limit on reading a request's headers applies on both faces; each face's
 //! per-request deadline starts once the headers are in, so a client that drips its body (or
 //! never finishes it) is answered and cut at the deadline instead of holding its slot.
+//!
+//! Each face caps its open connections, and the public face caps each peer's too (see
+//! [`shares`](super::shares)): a connection over a cap is answered with one short refusal
+//! and closed at once, before hyper reads anything, so a flood of idle sockets costs the plane
+//! no more than the caps allow. [`FaceLimits::within_fd_limit`] keeps both faces' connections
+//! under the process's file-descriptor limit with room to spare for the callout, which opens
+//! the ledger on every decision.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -26,10 +33,28 @@ use super::budget::{Clock, RefusedBudget, SystemClock};
 use super::capability::Capability;
 use super::dispatch::{self, Admission, CapabilityGate, FaceState};
 use super::handler::FaceHandler;
+use super::peer::PeerKey;
 use super::routes::Face;
+use super::shares::{Share, ShareCaps, ShareRefusal, Shares};
 
 /// The public face's cap on concurrent requests.
 pub const PUBLIC_MAX_IN_FLIGHT: usize = 64;
+/// One peer's share of the public face's concurrent requests: an eighth, so a peer that holds
+/// every request it may open (slow bodies, say) leaves the face to everyone else.
+pub const PUBLIC_PEER_MAX_IN_FLIGHT: usize = 8;
+/// The public face's cap on open connections.
+pub const PUBLIC_MAX_CONNECTIONS: usize = 1024;
+/// One peer's share of the public face's open connections. Behind a trusted proxy every
+/// connection comes from the proxy, so this cap is not applied there (the proxy's own
+/// per-client limits are, and the in-flight share still follows the forwarded peer).
+pub const PUBLIC_PEER_MAX_CONNECTIONS: usize = 64;
+/// The loopback face's cap on open connections (its callers are this host's processes, all
+/// one peer, so it has no per-peer cap).
+pub const LOOPBACK_MAX_CONNECTIONS: usize = 1024;
+/// File descriptors kept out of the faces' reach whatever the limit: the NATS connections,
+/// the callout's ledger reads, the state files and the logs need them while the faces are
+/// full.
+pub const RESERVED_FDS: u64 = 256;
 /// The public face's per-request deadline.
 pub const PUBLIC_DEADLINE: Duration = Duration::from_secs(10);
 /// The loopback face's cap on concurrent requests: its callers are this host's own processes,
@@ -56,6 +81,8 @@ pub struct LoopbackConfig {
     pub capability: Capability,
     /// Concurrent requests admitted before answering 503 ([`LOOPBACK_MAX_IN_FLIGHT`]).
     pub max_in_flight: usize,
+    /// Open connections admitted before closing new ones ([`LOOPBACK_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
     /// Per-request deadline ([`LOOPBACK_DEADLINE`]).
     pub deadline: Duration,
     /// The clock of the refusal windows.
@@ -70,9 +97,28 @@ impl LoopbackConfig {
             port,
             capability,
             max_in_flight: LOOPBACK_MAX_IN_FLIGHT,
+            max_connections: LOOPBACK_MAX_CONNECTIONS,
             deadline: LOOPBACK_DEADLINE,
             clock: Arc::new(SystemClock),
         }
+    }
+}
+
+/// The most connections one face may hold under a process limit of `fd_limit` descriptors:
+/// half of what [`RESERVED_FDS`] leaves, so the two faces together stay below the limit and
+/// a process whose faces are full still has descriptors for the callout's decisions.
+pub fn connection_ceiling(fd_limit: u64) -> usize {
+    usize::try_from(fd_limit.saturating_sub(RESERVED_FDS) / 2)
+        .unwrap_or(usize::MAX)
+        .max(1)
+}
+
+impl LoopbackConfig {
+    /// This configuration with its connection cap lowered to [`connection_ceiling`] of
+    /// `fd_limit` when that is lower.
+    pub fn within_fd_limit(mut self, fd_limit: u64) -> LoopbackConfig {
+        self.max_connections = self.max_connections.min(connection_ceiling(fd_limit));
+        self
     }
 }
 
@@ -85,6 +131,13 @@ pub struct PublicConfig {
     pub trusted_proxy: bool,
     /// Concurrent requests admitted before answering 503 ([`PUBLIC_MAX_IN_FLIGHT`]).
     pub max_in_flight: usize,
+    /// One peer's concurrent requests before answering it 429 ([`PUBLIC_PEER_MAX_IN_FLIGHT`]).
+    pub peer_max_in_flight: usize,
+    /// Open connections admitted before closing new ones ([`PUBLIC_MAX_CONNECTIONS`]).
+    pub max_connections: usize,
+    /// One peer's open connections before closing its new ones
+    /// ([`PUBLIC_PEER_MAX_CONNECTIONS`]; not applied with `trusted_proxy`).
+    pub peer_max_connections: usize,
     /// Per-request deadline ([`PUBLIC_DEADLINE`]).
     pub deadline: Duration,
     /// The clock of the per-peer budgets.
@@ -98,9 +151,23 @@ impl PublicConfig {
             port,
             trusted_proxy,
             max_in_flight: PUBLIC_MAX_IN_FLIGHT,
+            peer_max_in_flight: PUBLIC_PEER_MAX_IN_FLIGHT,
+            max_connections: PUBLIC_MAX_CONNECTIONS,
+            peer_max_connections: PUBLIC_PEER_MAX_CONNECTIONS,
             deadline: PUBLIC_DEADLINE,
             clock: Arc::new(SystemClock),
         }
+    }
+}
+
+impl PublicConfig {
+    /// This configuration with its connection caps lowered to [`connection_ceiling`] of
+    /// `fd_limit` when that is lower.
+    pub fn within_fd_limit(mut self, fd_limit: u64) -> PublicConfig {
+        let ceiling = connection_ceiling(fd_limit);
+        self.max_connections = self.max_connections.min(ceiling);
+        self.peer_max_connections = self.peer_max_connections.min(ceiling);
+        self
     }
 }
 
@@ -119,9 +186,19 @@ pub async fn start_loopback<H: FaceHandler>(
         }),
         refused: RefusedBudget::loopback(),
         trusted_proxy: false,
-        admission: Admission::new(config.max_in_flight, config.deadline),
+        admission: Admission {
+            in_flight: Shares::new(ShareCaps {
+                face: config.max_in_flight,
+                peer: None,
+            }),
+            deadline: config.deadline,
+        },
     };
-    start(config.port, state).await
+    let connections = Shares::new(ShareCaps {
+        face: config.max_connections,
+        peer: None,
+    });
+    start(config.port, state, connections).await
 }
 
 /// Binds the public face on 127.0.0.1 and serves it until [`FaceHandle::close`].
@@ -136,9 +213,19 @@ pub async fn start_public<H: FaceHandler>(
         gate: None,
         refused: RefusedBudget::public(),
         trusted_proxy: config.trusted_proxy,
-        admission: Admission::new(config.max_in_flight, config.deadline),
+        admission: Admission {
+            in_flight: Shares::new(ShareCaps {
+                face: config.max_in_flight,
+                peer: Some(config.peer_max_in_flight),
+            }),
+            deadline: config.deadline,
+        },
     };
-    start(config.port, state).await
+    let connections = Shares::new(ShareCaps {
+        face: config.max_connections,
+        peer: (!config.trusted_proxy).then_some(config.peer_max_connections),
+    });
+    start(config.port, state, connections).await
 }
 
 /// A running face. Close it with [`FaceHandle::close`]; dropping the handle instead cuts every
@@ -182,13 +269,23 @@ impl FaceHandle {
     }
 }
 
-async fn start<H: FaceHandler>(port: u16, state: FaceState<H>) -> io::Result<FaceHandle> {
+async fn start<H: FaceHandler>(
+    port: u16,
+    state: FaceState<H>,
+    connections: Shares,
+) -> io::Result<FaceHandle> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await?;
     let local_addr = listener.local_addr()?;
     let face = state.face;
     let (close_tx, close_rx) = watch::channel(None);
     let (stopped_tx, stopped_rx) = watch::channel(false);
-    tokio::spawn(accept_loop(listener, Arc::new(state), close_rx, stopped_tx));
+    tokio::spawn(accept_loop(
+        listener,
+        Arc::new(state),
+        connections,
+        close_rx,
+        stopped_tx,
+    ));
     tracing::info!(face = %face, addr = %local_addr, "face listening");
     Ok(FaceHandle {
         face,
@@ -201,6 +298,7 @@ async fn start<H: FaceHandler>(port: u16, state: FaceState<H>) -> io::Result<Fac
 async fn accept_loop<H: FaceHandler>(
     listener: TcpListener,
     state: Arc<FaceState<H>>,
+    shares: Shares,
     mut close: watch::Receiver<Option<Instant>>,
     stopped: watch::Sender<bool>,
 ) {
@@ -211,14 +309,18 @@ async fn accept_loop<H: FaceHandler>(
         tokio::select! {
             cut_off = close_asked(&mut close) => break cut_off,
             accepted = listener.accept() => match accepted {
-                Ok((stream, remote)) => {
-                    connections.spawn(serve_connection(
-                        stream,
-                        remote,
-                        Arc::clone(&state),
-                        connection_close.clone(),
-                    ));
-                }
+                Ok((stream, remote)) => match shares.take(&PeerKey::from_socket(remote)) {
+                    Ok(share) => {
+                        connections.spawn(serve_connection(
+                            stream,
+                            remote,
+                            share,
+                            Arc::clone(&state),
+                            connection_close.clone(),
+                        ));
+                    }
+                    Err(refusal) => refuse_connection(state.face, stream, remote, refusal),
+                },
                 Err(e) => {
                     tracing::warn!(face = %state.face, "accept failed: {e}");
                     tokio::time::sleep(ACCEPT_BACKOFF).await;
@@ -246,9 +348,38 @@ async fn accept_loop<H: FaceHandler>(
     stopped.send_replace(true);
 }
 
+/// 503 sentence for a connection over the face's cap.
+pub const TOO_MANY_CONNECTIONS: &str = "too many connections - retry shortly";
+/// 429 sentence for a connection over its peer's cap.
+pub const PEER_TOO_MANY_CONNECTIONS: &str = "too many connections from this peer - retry shortly";
+
+/// Answers a connection over a cap with one short refusal, written only if the socket can take
+/// it at once (the accept loop never waits on a refused peer), and closes it by dropping it.
+fn refuse_connection(face: Face, stream: TcpStream, remote: SocketAddr, refusal: ShareRefusal) {
+    let (status, sentence) = match refusal {
+        ShareRefusal::Peer => ("429 Too Many Requests", PEER_TOO_MANY_CONNECTIONS),
+        ShareRefusal::Face => ("503 Service Unavailable", TOO_MANY_CONNECTIONS),
+    };
+    let body = super::answer::error_body(sentence).to_string();
+    let response = format!(
+        "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    // Best effort: the peer may already be gone, or its buffer full; either way it is closed.
+    // Written on the plain (still non-blocking) socket: tokio's own `try_write` refuses until
+    // the reactor has reported the fresh socket writable, which it has not yet.
+    if let Ok(mut stream) = stream.into_std() {
+        let _ = std::io::Write::write(&mut stream, response.as_bytes());
+    }
+    tracing::debug!(face = %face, peer = %remote.ip(), "closed a connection: {sentence}");
+}
+
 async fn serve_connection<H: FaceHandler>(
     stream: TcpStream,
     remote: SocketAddr,
+    // Held for as long as the connection is served, and given back however it ends.
+    _share: Share,
     state: Arc<FaceState<H>>,
     mut close: watch::Receiver<Option<Instant>>,
 ) {
