@@ -1203,7 +1203,7 @@ async fn connections_over_a_peers_share_or_the_faces_cap_are_refused_at_accept()
         Ipv4Addr::new(127, 0, 0, 4),
     );
     // Peer a holds its two idle connections; its third is refused with its own sentence.
-    let idle = vec![connect_from(a, addr).await, connect_from(a, addr).await];
+    let idle = [connect_from(a, addr).await, connect_from(a, addr).await];
     assert_eq!(
         refused_at_accept(connect_from(a, addr).await).await,
         (
@@ -1252,7 +1252,7 @@ async fn the_loopback_face_caps_its_connections() {
     config.max_connections = 2;
     let lo = start_loopback(config, Arc::clone(&stub)).await.unwrap();
     let addr = lo.local_addr();
-    let _idle = vec![
+    let _idle = [
         TcpStream::connect(addr).await.unwrap(),
         TcpStream::connect(addr).await.unwrap(),
     ];
