@@ -1216,7 +1216,10 @@ async fn connections_over_a_peers_share_or_the_faces_cap_are_refused_at_accept()
     let mut b_stream = connect_from(b, addr).await;
     assert_eq!(
         refused_at_accept(connect_from(c, addr).await).await,
-        (503, json!({"error": "too many connections - retry shortly"}))
+        (
+            503,
+            json!({"error": "too many connections - retry shortly"})
+        )
     );
     b_stream
         .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")

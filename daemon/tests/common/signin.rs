@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::net::TcpListener;
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::Instant;
 
@@ -286,7 +286,28 @@ impl Space {
         env: &[(&str, &str)],
         log: Option<&std::path::Path>,
     ) -> Value {
-        let mut command = command();
+        self.up_as(command(), extra, env, log)
+    }
+
+    /// [`Space::up`] under a process limit of `nofile` file descriptors (soft and hard), set
+    /// by util-linux's `prlimit` before the plane starts.
+    pub fn up_with_nofile(&mut self, nofile: u64, extra: &[&str]) -> Value {
+        let mut command = Command::new("prlimit");
+        command
+            .arg(format!("--nofile={nofile}:{nofile}"))
+            .arg("--")
+            .arg(BIN)
+            .env_remove("NATS_URL");
+        self.up_as(command, extra, &[], None)
+    }
+
+    fn up_as(
+        &mut self,
+        mut command: Command,
+        extra: &[&str],
+        env: &[(&str, &str)],
+        log: Option<&std::path::Path>,
+    ) -> Value {
         command
             .args(["up", "--space", SPACE, "--state-dir"])
             .arg(&self.root)
