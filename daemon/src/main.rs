@@ -670,32 +670,27 @@ enum GateRun {
     Reconcile(gate_cmd::ReconcileArgs),
 }
 
-/// The command words of `args` (after the program name) that name a command, for the prefix of
-/// a usage error: `up`, `gate ls`, `gate show`, or none.
-fn command_words(args: &[String]) -> Option<&'static str> {
-    match args.get(1..).unwrap_or_default() {
-        [up, ..] if up == "up" => Some("up"),
-        [init, ..] if init == "init" => Some("init"),
-        [config, ..] if config == "broker-config" => Some("broker-config"),
-        [status, ..] if status == "status" => Some("status"),
-        [gate, ls, ..] if gate == "gate" && ls == "ls" => Some("gate ls"),
-        [gate, show, ..] if gate == "gate" && show == "show" => Some("gate show"),
-        [gate, r, ..] if gate == "gate" && r == "reconcile" => Some("gate reconcile"),
-        [gate, ..] if gate == "gate" => Some("gate"),
-        [actor, grant, ..] if actor == "actor" && grant == "grant" => Some("actor grant"),
-        [actor, ls, ..] if actor == "actor" && ls == "ls" => Some("actor ls"),
-        [actor, revoke, ..] if actor == "actor" && revoke == "revoke" => Some("actor revoke"),
-        [actor, retire, ..] if actor == "actor" && retire == "retire" => Some("actor retire"),
-        [actor, ..] if actor == "actor" => Some("actor"),
-        [owner, ..] if owner == "owner" => Some("owner"),
-        [i, rotate, ..] if i == "issuer" && rotate == "rotate" => Some("issuer rotate"),
-        [i, prune, ..] if i == "issuer" && prune == "prune" => Some("issuer prune"),
-        [i, ..] if i == "issuer" => Some("issuer"),
-        [login, ..] if login == "login" => Some("login"),
-        [idp, token, ..] if idp == "dev-idp" && token == "token" => Some("dev-idp token"),
-        [idp, ..] if idp == "dev-idp" => Some("dev-idp"),
-        _ => None,
+/// The words `words` starts with, as far as they name subcommands of the CLI, and the command
+/// they name: `gate ls --json` gives `(["gate", "ls"], <gate ls>)`. Read from clap's own tree,
+/// so a new subcommand needs no second list.
+fn named_command<'a>(words: impl IntoIterator<Item = &'a str>) -> (Vec<&'a str>, clap::Command) {
+    let mut command = Cli::command();
+    let mut named = Vec::new();
+    for word in words {
+        let Some(sub) = command.find_subcommand(word).cloned() else {
+            break;
+        };
+        named.push(word);
+        command = sub;
     }
+    (named, command)
+}
+
+/// The command words of `args` (after the program name), for the prefix of a usage error:
+/// `up`, `gate ls`, `gate show`, or none.
+fn command_words(args: &[String]) -> Option<String> {
+    let (named, _) = named_command(args.get(1..).unwrap_or_default().iter().map(String::as_str));
+    (!named.is_empty()).then(|| named.join(" "))
 }
 
 /// A clap refusal as one sentence: the first paragraph of its message (clap's tips, usage and
@@ -727,14 +722,9 @@ fn one_sentence(error: &clap::Error, command: Option<&str>) -> String {
 
 /// The subcommands of `command` (the top level when `None`), `help` aside.
 fn subcommands(command: Option<&str>) -> Vec<String> {
-    let mut cmd = Cli::command();
-    for word in command.iter().flat_map(|c| c.split(' ')) {
-        match cmd.find_subcommand(word) {
-            Some(sub) => cmd = sub.clone(),
-            None => return Vec::new(),
-        }
-    }
-    cmd.get_subcommands()
+    let (_, command) = named_command(command.iter().flat_map(|c| c.split(' ')));
+    command
+        .get_subcommands()
         .map(|sub| sub.get_name().to_owned())
         .filter(|name| name != "help")
         .collect()
@@ -758,6 +748,7 @@ fn parse() -> Result<Cli, ExitCode> {
         }
         Err(e) => {
             let command = command_words(&args);
+            let command = command.as_deref();
             let help = command.map_or_else(|| "--help".to_owned(), |c| format!("{c} --help"));
             let prefix =
                 command.map_or_else(|| "cotal-authd".to_owned(), |c| format!("cotal-authd {c}"));
@@ -1035,6 +1026,26 @@ mod tests {
     #[test]
     fn the_cli_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn usage_errors_name_the_command_words_clap_knows() {
+        let words = |args: &[&str]| {
+            let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+            command_words(&args)
+        };
+        assert_eq!(
+            words(&["x", "gate", "ls", "--json"]).as_deref(),
+            Some("gate ls")
+        );
+        assert_eq!(words(&["x", "gate", "bogus"]).as_deref(), Some("gate"));
+        assert_eq!(
+            words(&["x", "dev-idp", "token"]).as_deref(),
+            Some("dev-idp token")
+        );
+        assert_eq!(words(&["x", "--state-dir", "up"]), None);
+        assert_eq!(subcommands(Some("gate")), ["ls", "show", "reconcile"]);
+        assert!(subcommands(None).contains(&"up".to_owned()));
     }
 
     #[test]
