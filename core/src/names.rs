@@ -535,6 +535,11 @@ pub fn accepted_bucket(space: &SpaceName) -> String {
     format!("cotal_accepted_{}", space.token())
 }
 
+/// The actor ledger's replicated store (`init --ledger kv`).
+pub fn actors_bucket(space: &SpaceName) -> String {
+    format!("cotal_actors_{}", space.token())
+}
+
 /// The sessions store the serving managers' redemptions write and this plane reads (SPEC §13.6).
 pub fn sessions_bucket(space: &SpaceName) -> String {
     format!("cotal_sessions_{}", space.token())

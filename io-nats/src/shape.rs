@@ -1,21 +1,21 @@
 //! The JetStream shape of each per-space store (spec-fence-rules §2.1, F7, F10): the stream
 //! config the adapter creates, and the checks every bind runs against the live `STREAM.INFO`.
 //!
-//! | setting | auth | records | admission | contracts (`EPC_`) | issued | accepted | sessions |
-//! | --- | --- | --- | --- | --- | --- | --- | --- |
-//! | subjects | `$KV.<bucket>.>` only | same | same | `cotal.<space>.epc.>` only | `$KV.<bucket>.>` only | same | same |
-//! | retention / storage | Limits / File | same | same | same | same | same | same |
-//! | `max_age` | 0 (none) | 0 | 0 | 0 | 0 | 0 | 0 |
-//! | `max_msgs` / `max_bytes` | unlimited | unlimited | unlimited | unlimited | unlimited | unlimited | unlimited |
-//! | per-subject history | [`AUTH_HISTORY`] (not verified) | 1 | 1 | 1 | unlimited (-1) | 1 | 1 |
-//! | discard | new (KV) | new (KV) | new, per subject | new, per subject | new (KV) | new, per subject | new (KV) |
-//! | `allow_direct` | **false** (F7) | true | false | true | **false** | true | **false** |
-//! | `allow_rollup_hdrs` | false | false | false | false | false | false | false |
-//! | `deny_delete` | true | true | true | true | true | true | true |
-//! | `deny_purge` | true (not verified) | true (not verified) | true | true | true | true | true |
-//! | per-message TTL | off (not verified) | off | off | off | off | off | off |
-//! | mirror / sources / transform | none | none | none | none | none | none | none |
-//! | replicas | as configured | as configured | as configured | as configured | as configured | as configured | as configured |
+//! | setting | auth | records | admission | contracts (`EPC_`) | issued | accepted | sessions | actors |
+//! | --- | --- | --- | --- | --- | --- | --- | --- | --- |
+//! | subjects | `$KV.<bucket>.>` only | same | same | `cotal.<space>.epc.>` only | `$KV.<bucket>.>` only | same | same | same |
+//! | retention / storage | Limits / File | same | same | same | same | same | same | same |
+//! | `max_age` | 0 (none) | 0 | 0 | 0 | 0 | 0 | 0 | 0 |
+//! | `max_msgs` / `max_bytes` | unlimited | unlimited | unlimited | unlimited | unlimited | unlimited | unlimited | unlimited |
+//! | per-subject history | [`AUTH_HISTORY`] (not verified) | 1 | 1 | 1 | unlimited (-1) | 1 | 1 | 1 |
+//! | discard | new (KV) | new (KV) | new, per subject | new, per subject | new (KV) | new, per subject | new (KV) | new (KV) |
+//! | `allow_direct` | **false** (F7) | true | false | true | **false** | true | **false** | **false** |
+//! | `allow_rollup_hdrs` | false | false | false | false | false | false | false | false |
+//! | `deny_delete` | true | true | true | true | true | true | true | true |
+//! | `deny_purge` | true (not verified) | true (not verified) | true | true | true | true | true | true |
+//! | per-message TTL | off (not verified) | off | off | off | off | off | off | off |
+//! | mirror / sources / transform | none | none | none | none | none | none | none | none |
+//! | replicas | as configured | as configured | as configured | as configured | as configured | as configured | as configured | as configured |
 //!
 //! Why each verified setting matters:
 //! * **subjects, transform**: the adapter addresses keys as exact subjects of one stream; a second
@@ -61,8 +61,8 @@ use async_nats::jetstream::stream::{
 };
 use cotal_core::kv::Store;
 use cotal_core::names::{
-    accepted_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket, kv_stream,
-    records_bucket, sessions_bucket, space_prefix, SpaceName,
+    accepted_bucket, actors_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket,
+    kv_stream, records_bucket, sessions_bucket, space_prefix, SpaceName,
 };
 use cotal_core::EpError;
 use serde_json::json;
@@ -129,6 +129,7 @@ impl StoreLayout {
             Store::Issued => kv(issued_bucket(space)),
             Store::Accepted => kv(accepted_bucket(space)),
             Store::Sessions => kv(sessions_bucket(space)),
+            Store::Actors => kv(actors_bucket(space)),
             Store::Contracts => StoreLayout {
                 store,
                 name: contract_stream(space),
@@ -189,6 +190,16 @@ fn profile(store: Store) -> Profile {
             verify_history: true,
             allow_direct: true,
             discard_new_per_subject: true,
+            verify_deny_purge: true,
+            verify_no_ttl: true,
+        },
+        // The actor ledger: one row per key, rewritten and deleted with revision-pinned
+        // writes, read only from the leader (a grant or revoke must be seen at once).
+        Store::Actors => Profile {
+            history: 1,
+            verify_history: true,
+            allow_direct: false,
+            discard_new_per_subject: false,
             verify_deny_purge: true,
             verify_no_ttl: true,
         },

@@ -105,7 +105,8 @@ pub enum SendPhase {
 /// crash the server at exactly these points; production drivers install none.
 pub type SendHook = Box<dyn FnMut(SendPhase, &KvRequest) -> BoxFuture<'static, ()> + Send>;
 
-/// Which of a space's seven stores a [`Space`] binds. A restricted connection binds only the
+/// Which of a space's stores a [`Space`] binds (the seven of every space, and the actor ledger's
+/// of a space whose ledger is replicated). A restricted connection binds only the
 /// stores its grant covers: a [`Bind::Verified`] bind proves each store's shape with
 /// `STREAM.INFO` (F10), which a grant without that row cannot do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,10 +118,13 @@ pub struct StoreSet {
     issued: bool,
     accepted: bool,
     sessions: bool,
+    actors: bool,
 }
 
 impl StoreSet {
-    /// All seven stores: the unrestricted plane and the mint writer's boot ensure.
+    /// The seven stores of every space: the unrestricted plane and the mint writer's boot
+    /// ensure. The actor ledger's store is not among them: only a space whose ledger is
+    /// replicated has it, bound on its own connection.
     pub const ALL: StoreSet = StoreSet {
         auth: true,
         records: true,
@@ -129,6 +133,7 @@ impl StoreSet {
         issued: true,
         accepted: true,
         sessions: true,
+        actors: false,
     };
 
     /// Exactly `stores` (repeats are harmless).
@@ -142,6 +147,7 @@ impl StoreSet {
             issued: has(Store::Issued),
             accepted: has(Store::Accepted),
             sessions: has(Store::Sessions),
+            actors: has(Store::Actors),
         }
     }
 
@@ -154,6 +160,7 @@ impl StoreSet {
             Store::Issued => self.issued,
             Store::Accepted => self.accepted,
             Store::Sessions => self.sessions,
+            Store::Actors => self.actors,
         }
     }
 }
@@ -283,6 +290,7 @@ pub struct Space {
     issued: Bound,
     accepted: Bound,
     sessions: Bound,
+    actors: Bound,
     round_trips: AtomicU64,
     /// Wakes host-fence waiters on this space's own gate writes ([`crate::host`]); shared by
     /// the successive bindings of one [`AuthorityClient`](crate::authority::AuthorityClient).
@@ -414,6 +422,7 @@ impl Space {
         let issued = bind(Store::Issued).await?;
         let accepted = bind(Store::Accepted).await?;
         let sessions = bind(Store::Sessions).await?;
+        let actors = bind(Store::Actors).await?;
         Ok(Space {
             client,
             js,
@@ -426,6 +435,7 @@ impl Space {
             issued,
             accepted,
             sessions,
+            actors,
             round_trips,
             gate_writes,
         })
@@ -505,7 +515,7 @@ impl Space {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 
-    fn all(&self) -> [&Bound; 7] {
+    fn all(&self) -> [&Bound; 8] {
         [
             &self.auth,
             &self.records,
@@ -514,6 +524,7 @@ impl Space {
             &self.issued,
             &self.accepted,
             &self.sessions,
+            &self.actors,
         ]
     }
 
@@ -526,6 +537,7 @@ impl Space {
             Store::Issued => &self.issued,
             Store::Accepted => &self.accepted,
             Store::Sessions => &self.sessions,
+            Store::Actors => &self.actors,
         }
     }
 

@@ -30,6 +30,9 @@ pub enum Store {
     /// `cotal_sessions_<space>`: redeemed session rows, written by the serving managers'
     /// `session-ledger` credentials and only read by this plane (SPEC §13.6).
     Sessions,
+    /// `cotal_actors_<space>`: the actor ledger's rows, for a space whose ledger is replicated
+    /// (`init --ledger kv`) rather than kept in the active plane's state dir.
+    Actors,
 }
 
 /// A KV revision: the stream sequence of a key's last message. Revision 0 means "no message".
