@@ -31,8 +31,8 @@ use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
 use crate::issuance::GateRef;
 use crate::jwt::Permissions;
 use crate::names::{
-    accepted_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket, records_bucket,
-    sessions_bucket, space_prefix, EndpointName, InstanceId, SpaceName,
+    accepted_bucket, actors_bucket, admission_bucket, auth_bucket, contract_stream, issued_bucket,
+    records_bucket, sessions_bucket, space_prefix, EndpointName, InstanceId, SpaceName,
 };
 use crate::profiles::{checked_permissions, inbox, registration_executor_rows, ConnId};
 use crate::run::{journal_stream, served_run_request_subjects};
@@ -81,6 +81,10 @@ pub enum PlaneConnection {
     /// A hosted plane's connection awaiting one host incarnation's fence
     /// ([`auth_reader_watching`] on the host gate).
     HostFence,
+    /// The replicated actor ledger's reader and writer ([`actor_ledger`]): a plane's, when
+    /// its space keeps the ledger in KV (so it is not among [`PlaneConnection::ALL`]), and the
+    /// operator's `actor` verbs' short one.
+    ActorLedger,
 }
 
 impl PlaneConnection {
@@ -115,6 +119,7 @@ impl PlaneConnection {
             PlaneConnection::CredentialRevoke => "credential-revoke",
             PlaneConnection::HostRegistration => "host-registration",
             PlaneConnection::HostFence => "host-fence",
+            PlaneConnection::ActorLedger => "actor-ledger",
         }
     }
 
@@ -537,6 +542,30 @@ pub fn credential_revoke(space: &SpaceName, conn: &ConnId) -> Result<Permissions
     grant(publish, conn)
 }
 
+/// `cotal:actor-ledger:<s>` — the replicated actor ledger (`cotal_actors_<s>`): its store's
+/// ensure and shape proof, leader-served reads and the listing, and its rows' writes; nothing
+/// of any other store.
+///
+/// | # | dir | row | why |
+/// |---|-----|-----|-----|
+/// | 1 | pub | `$JS.API.INFO` | account JetStream probe |
+/// | 2 | pub | `$JS.API.STREAM.CREATE.KV_cotal_actors_s` | the ledger store's ensure |
+/// | 3 | pub | `$JS.API.STREAM.INFO.KV_cotal_actors_s` | its shape proof (F10) and the listing (F98) |
+/// | 4 | pub | `$JS.API.STREAM.MSG.GET.KV_cotal_actors_s` | leader-served row reads (F7) |
+/// | 5 | pub | `$KV.cotal_actors_s.>` | the rows' revision-pinned writes and deletion markers |
+/// | 6 | sub | `inbox` | replies |
+pub fn actor_ledger(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let bucket = actors_bucket(space);
+    let stream = format!("KV_{bucket}");
+    let mut publish = vec![
+        "$JS.API.INFO".to_owned(),
+        format!("$JS.API.STREAM.CREATE.{stream}"),
+    ];
+    publish.extend(proof_and_read(&stream));
+    publish.push(format!("$KV.{bucket}.>"));
+    grant(publish, conn)
+}
+
 /// The operator's `gate reconcile` connection ([`PlaneConnection::GateReconcile`]): exactly the
 /// rows of [`auth_registration`], scoped to the one `endpoint`/`instance` whose frozen
 /// registration it finishes (F14: the reconciler executes the dead registration's own op).
@@ -647,6 +676,20 @@ mod tests {
             "$JS.API.STREAM.INFO.KV_cotal_sessions_prod",
         ]);
         rows(auth_mint(&space(), &conn()).unwrap(), &want);
+    }
+
+    #[test]
+    fn the_actor_ledger_reaches_its_own_store_and_nothing_else() {
+        rows(
+            actor_ledger(&space(), &conn()).unwrap(),
+            &[
+                "$JS.API.INFO",
+                "$JS.API.STREAM.CREATE.KV_cotal_actors_prod",
+                "$JS.API.STREAM.INFO.KV_cotal_actors_prod",
+                "$JS.API.STREAM.MSG.GET.KV_cotal_actors_prod",
+                "$KV.cotal_actors_prod.>",
+            ],
+        );
     }
 
     #[test]

@@ -10,7 +10,8 @@ use std::fmt;
 use std::sync::Arc;
 
 use cotal_core::actors::{
-    ActorLedger, ActorsOutcome, AliasScript, DurablesOutcome, DurablesPort, Serialized,
+    ActorLedger, ActorsOutcome, ActorsRequest, AliasScript, DurablesOutcome, DurablesPort,
+    Serialized,
 };
 use cotal_core::driver::MAX_STEPS;
 use cotal_core::kv::{KvRequest, Store};
@@ -185,10 +186,8 @@ impl<'s> NatsWorld<'s> {
                 tokio::time::sleep(*duration).await;
                 Observation::Slept
             }
-            // The ledger is a few small local files: executing it inline costs less than a
-            // hop to the blocking pool.
             Effect::Actors(request) => Observation::Actors(Box::new(match &self.actors {
-                Some(actors) => actors.execute(request),
+                Some(actors) => ask_ledger(actors, request).await,
                 None => ActorsOutcome::Unavailable(
                     "this plane has no host storage: no actor ledger is attached".into(),
                 ),
@@ -252,4 +251,17 @@ impl<'s> NatsWorld<'s> {
 /// Runs `machine` to completion against `space` with the fail-closed evictor and prober.
 pub async fn drive<M: Machine>(machine: &mut M, space: &Space) -> Result<M::Output, EpError> {
     NatsWorld::new(space).run(machine).await
+}
+
+/// One request to the actor ledger: inline for a few small local files (cheaper than a hop to
+/// the blocking pool), on the blocking pool for a ledger whose requests wait on this runtime
+/// ([`ActorLedger::blocks`]).
+pub async fn ask_ledger(actors: &Arc<dyn ActorLedger>, request: &ActorsRequest) -> ActorsOutcome {
+    if !actors.blocks() {
+        return actors.execute(request);
+    }
+    let (actors, request) = (Arc::clone(actors), request.clone());
+    tokio::task::spawn_blocking(move || actors.execute(&request))
+        .await
+        .unwrap_or_else(|e| ActorsOutcome::Unavailable(format!("the ledger request died: {e}")))
 }

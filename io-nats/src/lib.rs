@@ -22,6 +22,8 @@
 //! * [`liveness`] — [`liveness::Oracle`]: holder liveness from the servers' own connection
 //!   listings and verified eviction by the system account's kick, the production prober and
 //!   evictor.
+//! * [`ledger`] — [`KvActors`]: the actor ledger in the space's replicated bucket, core's one
+//!   ledger implementation over leader-served reads and revision-pinned writes.
 //! * [`observed`] — [`RunRequestObserver`]: the issuing host's one-shot observations of the
 //!   served run requests (SPEC §14.8), exact at each take by a round trip through the server.
 
@@ -33,6 +35,7 @@ pub mod flights;
 pub mod follow;
 pub mod host;
 pub mod journal;
+pub mod ledger;
 pub mod liveness;
 pub mod observed;
 pub mod rail_server;
@@ -43,6 +46,7 @@ pub mod space;
 pub use authority::{AuthorityClient, DataAccountSigner};
 pub use driver::{drive, Evictor, NatsWorld, PlaneProber, Prober};
 pub use journal::RunJournals;
+pub use ledger::KvActors;
 pub use observed::RunRequestObserver;
 pub use shape::{Replicas, StoreLayout};
 pub use space::{Bind, SendHook, SendPhase, Space, SpaceOptions, StoreSet};

@@ -164,6 +164,12 @@ pub trait ActorLedger: Send + Sync + fmt::Debug {
     fn lock_alias(&self, alias: &Principal) -> Result<AliasGuard, String>;
     /// Takes the alias lock if it is free right now.
     fn try_lock_alias(&self, alias: &Principal) -> Result<Option<AliasGuard>, String>;
+    /// Whether [`ActorLedger::execute`] waits on this process's async runtime (a replicated
+    /// ledger's KV round trips): such a ledger is asked from a blocking thread, never from an
+    /// async task, which it would stall. A few small local files answer inline.
+    fn blocks(&self) -> bool {
+        false
+    }
 }
 
 /// One request to the broker about an agent's lifecycle-keyed durables.
