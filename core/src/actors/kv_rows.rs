@@ -16,7 +16,7 @@
 //!   reading back (our exact bytes mean it landed);
 //! * a removal writes a deletion marker pinned the same way.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use super::row::RowSpace;
 use super::store::{RowStore, StoreError};
@@ -62,7 +62,7 @@ pub struct KvRows<P> {
     port: P,
     bucket: String,
     /// The revision each key was last read or written at this request (`None`: no message).
-    seen: HashMap<String, Option<Revision>>,
+    seen: BTreeMap<String, Option<Revision>>,
 }
 
 impl<P: KvPort> KvRows<P> {
@@ -71,7 +71,7 @@ impl<P: KvPort> KvRows<P> {
         KvRows {
             port,
             bucket: bucket.into(),
-            seen: HashMap::new(),
+            seen: BTreeMap::new(),
         }
     }
 
