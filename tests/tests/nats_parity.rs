@@ -26,7 +26,7 @@ use cotal_core::names::SpaceName;
 use cotal_core::ErrorCode;
 use cotal_io_nats::async_nats::{self, jetstream};
 use cotal_io_nats::shape::{desired_config, AUTH_HISTORY};
-use cotal_io_nats::{Replicas, Space, SpaceOptions, StoreLayout};
+use cotal_io_nats::{Replicas, Space, SpaceOptions, StoreLayout, StoreSet};
 use cotal_tests::nats::{NatsServer, ServerOptions};
 
 // ---- the scenario language -------------------------------------------------------------------
@@ -90,13 +90,13 @@ fn keys(store: Store, prefix: &str) -> Step {
     })
 }
 
-use Store::{Accepted, Admission, Auth, Contracts, Issued, Records, Sessions};
+use Store::{Accepted, Actors, Admission, Auth, Contracts, Issued, Records, Sessions};
 
 /// Messages per subject each real store keeps (the model of each store is built with it).
 fn history_of(store: Store) -> usize {
     match store {
         Auth => AUTH_HISTORY as usize,
-        Records | Admission | Contracts | Accepted | Sessions => 1,
+        Records | Admission | Contracts | Accepted | Sessions | Actors => 1,
         Issued => usize::MAX,
     }
 }
@@ -265,6 +265,20 @@ fn scenarios() -> Vec<(&'static str, Vec<Step>)> {
                 get(Sessions, "session.s"),
             ],
         ),
+        (
+            "an_actor_row_is_rewritten_pinned_and_revoked_by_a_marker_it_is_regranted_over",
+            vec![
+                strict(Actors, "interactive.o.a", "{\"r\":1}"),
+                update(Actors, "interactive.o.a", "{\"r\":2}", 1),
+                update(Actors, "interactive.o.a", "{\"r\":3}", 1),
+                delete(Actors, "interactive.o.a", 2),
+                get(Actors, "interactive.o.a"),
+                strict(Actors, "interactive.o.a", "{\"r\":4}"),
+                update(Actors, "interactive.o.a", "{\"r\":4}", 3),
+                keys(Actors, "interactive."),
+                keys(Actors, "managed."),
+            ],
+        ),
     ]
 }
 
@@ -275,7 +289,7 @@ impl Models {
     fn new() -> Models {
         Models(
             [
-                Auth, Records, Admission, Contracts, Issued, Accepted, Sessions,
+                Auth, Records, Admission, Contracts, Issued, Accepted, Sessions, Actors,
             ]
             .into_iter()
             .map(|s| (s, KvModel::with_history(history_of(s))))
@@ -327,6 +341,16 @@ fn options() -> SpaceOptions {
     }
 }
 
+/// Every store, the replicated actor ledger's included: the scenarios cover them all.
+fn every_store() -> SpaceOptions {
+    SpaceOptions {
+        stores: StoreSet::of(&[
+            Auth, Records, Admission, Contracts, Issued, Accepted, Sessions, Actors,
+        ]),
+        ..options()
+    }
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -355,7 +379,11 @@ fn kv_scenarios_agree_with_the_model_on_a_real_server() {
     let mut mismatches = Vec::new();
     for (name, steps) in scenarios() {
         let space = rt
-            .block_on(Space::connect(&server.url(), fresh_space("par"), options()))
+            .block_on(Space::connect(
+                &server.url(),
+                fresh_space("par"),
+                every_store(),
+            ))
             .unwrap();
         let mut models = Models::new();
         for (i, step) in steps.iter().enumerate() {
