@@ -263,7 +263,8 @@ fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
 /// | 23 | pub | `$JS.API.STREAM.INFO.KV_cotal_accepted_s` | **deviation**: its create-or-verify |
 /// | 24 | pub | `$JS.API.STREAM.CREATE.KV_cotal_sessions_s` | **deviation**: sessions store ensure |
 /// | 25 | pub | `$JS.API.STREAM.INFO.KV_cotal_sessions_s` | **deviation**: its create-or-verify |
-/// | 26 | sub | `inbox` | replies |
+/// | 26–29 | pub | [`actor_ledger`]'s rows 2–5 | **deviation**: the replicated actor ledger |
+/// | 30 | sub | `inbox` | replies |
 ///
 /// Deviation (rows 16–25): in the reference the mesh provisioning (`cotal up`) creates the
 /// admission, contract, issued-authority and sessions stores; this implementation has no
@@ -271,6 +272,10 @@ fn grant(publish: Vec<String>, conn: &ConnId) -> Result<Permissions, EpError> {
 /// writer ensures all five with the same create-or-verify it runs on its own stores (a serving
 /// manager's `session-ledger` credential writes session rows but may create no stream). It holds no read or write
 /// on any of them: the rows create with the verified shape (F10) or prove an existing one.
+///
+/// Deviation (rows 26–29): a space that keeps its actor ledger replicated (`init --ledger kv`)
+/// has the plane read and write the ledger's rows, which live on the host's files in the
+/// reference; they ride this connection, whose bind creates the store.
 pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
     let n = Names::new(space);
     let mut publish = n.writer_rows();
@@ -281,6 +286,7 @@ pub fn auth_mint(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpErro
         &n.accepted_stream,
     ]));
     publish.extend(ensure_rows(&[&n.sessions_stream]));
+    publish.extend(actor_ledger_rows(space));
     grant(publish, conn)
 }
 
@@ -555,15 +561,19 @@ pub fn credential_revoke(space: &SpaceName, conn: &ConnId) -> Result<Permissions
 /// | 5 | pub | `$KV.cotal_actors_s.>` | the rows' revision-pinned writes and deletion markers |
 /// | 6 | sub | `inbox` | replies |
 pub fn actor_ledger(space: &SpaceName, conn: &ConnId) -> Result<Permissions, EpError> {
+    let mut publish = vec!["$JS.API.INFO".to_owned()];
+    publish.extend(actor_ledger_rows(space));
+    grant(publish, conn)
+}
+
+/// The actor ledger store's rows 2–5 of [`actor_ledger`]: ensure, proof, reads, writes.
+fn actor_ledger_rows(space: &SpaceName) -> Vec<String> {
     let bucket = actors_bucket(space);
     let stream = format!("KV_{bucket}");
-    let mut publish = vec![
-        "$JS.API.INFO".to_owned(),
-        format!("$JS.API.STREAM.CREATE.{stream}"),
-    ];
-    publish.extend(proof_and_read(&stream));
-    publish.push(format!("$KV.{bucket}.>"));
-    grant(publish, conn)
+    let mut rows = vec![format!("$JS.API.STREAM.CREATE.{stream}")];
+    rows.extend(proof_and_read(&stream));
+    rows.push(format!("$KV.{bucket}.>"));
+    rows
 }
 
 /// The operator's `gate reconcile` connection ([`PlaneConnection::GateReconcile`]): exactly the
@@ -674,6 +684,10 @@ mod tests {
             "$JS.API.STREAM.INFO.KV_cotal_accepted_prod",
             "$JS.API.STREAM.CREATE.KV_cotal_sessions_prod",
             "$JS.API.STREAM.INFO.KV_cotal_sessions_prod",
+            "$JS.API.STREAM.CREATE.KV_cotal_actors_prod",
+            "$JS.API.STREAM.INFO.KV_cotal_actors_prod",
+            "$JS.API.STREAM.MSG.GET.KV_cotal_actors_prod",
+            "$KV.cotal_actors_prod.>",
         ]);
         rows(auth_mint(&space(), &conn()).unwrap(), &want);
     }

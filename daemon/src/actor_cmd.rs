@@ -12,12 +12,14 @@
 use std::path::Path;
 
 use cotal_core::actors::row::iso8601_millis;
-use cotal_core::actors::{ActorLedger, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
+use cotal_core::actors::{ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
-use cotal_io_fs::{discovery, random, trust, FileActors};
+use cotal_io_fs::{discovery, random, trust};
 use serde_json::{json, Value};
 
-use cotal_io_fs::ledger_home;
+use cotal_io_fs::ledger_home::{self, LedgerHome};
+
+use crate::ledger::{Ledger, VerbConnection};
 
 /// Who a grant is for: an owner token as it is, or the subject the space's pinned IdP
 /// authenticates, derived with the space's owner secret.
@@ -43,6 +45,8 @@ const EVERY_SUBJECT: &str = ">";
 #[derive(Debug)]
 pub struct GrantArgs {
     pub root: std::path::PathBuf,
+    /// The server a replicated ledger is reached on.
+    pub server: Option<String>,
     pub space: SpaceName,
     pub actor: String,
     pub owner: OwnerArg,
@@ -51,10 +55,58 @@ pub struct GrantArgs {
     pub label: Option<String>,
 }
 
-/// The ledger of `space` under the state root (the directory its trust root lives in), refused
-/// when that root's plane serves another state root's ledger ([`ledger_home::for_verbs`]).
-pub fn ledger(root: &Path, space: &SpaceName) -> Result<FileActors, String> {
-    ledger_home::for_verbs(root, space)
+/// The ledger one verb writes, open for the verb's length.
+#[derive(Debug)]
+pub struct VerbLedger {
+    ledger: Ledger,
+    /// The replicated ledger's short connection, held while the verb runs.
+    _connection: Option<VerbConnection>,
+}
+
+impl VerbLedger {
+    /// The ledger of `space` under the state root (the directory its trust root lives in):
+    /// its files, refused when that root's plane serves another state root's
+    /// ([`ledger_home::for_verbs`]); or the replicated bucket, over a short operator connection
+    /// to `server` (default: the running plane's, from its discovery file).
+    pub async fn open(
+        root: &Path,
+        space: &SpaceName,
+        server: Option<String>,
+    ) -> Result<VerbLedger, String> {
+        match ledger_home::for_verbs(root, space)? {
+            LedgerHome::Files(files) => Ok(VerbLedger {
+                ledger: Ledger::Files(files),
+                _connection: None,
+            }),
+            LedgerHome::Replicated => {
+                let server = plane_server(root, space, server)?;
+                let material = trust::load_daemon(root, space)?;
+                let (connection, ledger) = VerbConnection::open(&server, space, &material).await?;
+                Ok(VerbLedger {
+                    ledger,
+                    _connection: Some(connection),
+                })
+            }
+        }
+    }
+
+    async fn ask(&self, request: ActorsRequest) -> ActorsOutcome {
+        self.ledger.ask(request).await
+    }
+}
+
+/// The server a verb connects to: `server`, else the running plane's from its discovery file.
+fn plane_server(root: &Path, space: &SpaceName, server: Option<String>) -> Result<String, String> {
+    match server {
+        Some(server) => Ok(server),
+        None => discovery::read(&discovery::path(root, space))?
+            .map(|d| d.server)
+            .ok_or_else(|| {
+                format!(
+                    "the plane of space {space} is not up here to name its server; pass                      --server URL"
+                )
+            }),
+    }
 }
 
 /// The derived owner `owner` names, refusing any owner a human cannot sign in as.
@@ -105,12 +157,13 @@ pub async fn grant(args: GrantArgs) -> Result<String, String> {
         lifecycle_uid: Some(LifecycleUid::mint(random::entropy()?)),
         granted_at: iso8601_millis(crate::clock::now_ms()),
     };
-    let actors = ledger(&args.root, &args.space)?;
+    let actors = VerbLedger::open(&args.root, &args.space, args.server).await?;
     let previous = current_uid(
         &actors,
         &Principal::new(owner.owner().clone(), row.actor.clone()),
-    )?;
-    let row = match actors.execute(&ActorsRequest::GrantInteractive(row)) {
+    )
+    .await?;
+    let row = match actors.ask(ActorsRequest::GrantInteractive(row)).await {
         ActorsOutcome::Granted(row) => row,
         other => return Err(refusal(other)),
     };
@@ -153,11 +206,17 @@ pub async fn grant(args: GrantArgs) -> Result<String, String> {
 }
 
 /// The lifecycle uid the interactive grant of `principal` is at, if it is granted.
-fn current_uid(actors: &FileActors, principal: &Principal) -> Result<Option<LifecycleUid>, String> {
-    match actors.execute(&ActorsRequest::Find {
-        space: RowSpace::Interactive,
-        principal: principal.clone(),
-    }) {
+async fn current_uid(
+    actors: &VerbLedger,
+    principal: &Principal,
+) -> Result<Option<LifecycleUid>, String> {
+    match actors
+        .ask(ActorsRequest::Find {
+            space: RowSpace::Interactive,
+            principal: principal.clone(),
+        })
+        .await
+    {
         ActorsOutcome::Found(held) => Ok(held.and_then(|h| h.row.lifecycle_uid)),
         other => Err(refusal(other)),
     }
@@ -293,22 +352,26 @@ pub async fn revoke(
     space: &SpaceName,
     actor: &str,
     owner: &OwnerArg,
+    server: Option<String>,
 ) -> Result<String, String> {
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let principal = Principal::new(owner.owner().clone(), actor_token.clone());
-    let actors = ledger(root, space)?;
+    let actors = VerbLedger::open(root, space, server).await?;
     let not_granted = || {
         format!(
             "actor {actor} of owner {owner} has no interactive grant in space {space}; list \
              the grants with `cotal-authd actor ls --space {space}`"
         )
     };
-    let uid = match actors.execute(&ActorsRequest::Find {
-        space: RowSpace::Interactive,
-        principal: principal.clone(),
-    }) {
+    let uid = match actors
+        .ask(ActorsRequest::Find {
+            space: RowSpace::Interactive,
+            principal: principal.clone(),
+        })
+        .await
+    {
         ActorsOutcome::Found(Some(held)) => held.row.lifecycle_uid,
         ActorsOutcome::Found(None) => return Err(not_granted()),
         other => return Err(refusal(other)),
@@ -317,7 +380,10 @@ pub async fn revoke(
         Some(uid) => Some(retire_at_plane(root, space, &owner, &actor_token, uid).await),
         None => None,
     };
-    match actors.execute(&ActorsRequest::RevokeInteractive { principal }) {
+    match actors
+        .ask(ActorsRequest::RevokeInteractive { principal })
+        .await
+    {
         ActorsOutcome::Revoked(true) => {}
         ActorsOutcome::Revoked(false) => return Err(not_granted()),
         other => return Err(refusal(other)),
@@ -359,12 +425,17 @@ pub struct Listing {
 }
 
 /// `cotal-authd actor ls`: every row of both spaces, a table or JSON.
-pub fn ls(root: &Path, space: &SpaceName, as_json: bool) -> Result<Listing, String> {
-    let actors = ledger(root, space)?;
+pub async fn ls(
+    root: &Path,
+    space: &SpaceName,
+    as_json: bool,
+    server: Option<String>,
+) -> Result<Listing, String> {
+    let actors = VerbLedger::open(root, space, server).await?;
     let mut rows = Vec::new();
     let mut broken = Vec::new();
     for kind in [RowSpace::Interactive, RowSpace::Managed] {
-        match actors.execute(&ActorsRequest::List { space: kind }) {
+        match actors.ask(ActorsRequest::List { space: kind }).await {
             ActorsOutcome::Listed(listed) => {
                 for entry in listed {
                     match entry {
@@ -480,7 +551,6 @@ pub async fn revoke_credential(
     owner: &OwnerArg,
     server: Option<String>,
 ) -> Result<String, String> {
-    use std::sync::Arc;
     use std::time::Duration;
 
     use cotal_core::kv::Store;
@@ -489,22 +559,12 @@ pub async fn revoke_credential(
     use cotal_core::machine::Replay;
     use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
     use cotal_io_nats::liveness::Oracle;
-    use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
+    use cotal_io_nats::{AuthorityClient, NatsWorld, SpaceOptions, StoreSet};
 
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
-    let server = match server {
-        Some(server) => server,
-        None => discovery::read(&discovery::path(root, space))?
-            .map(|d| d.server)
-            .ok_or_else(|| {
-                format!(
-                    "the plane of space {space} is not up here to name its server; pass \
-                     --server URL"
-                )
-            })?,
-    };
+    let server = plane_server(root, space, server)?;
     let material = trust::load_daemon(root, space)?;
     let options = SpaceOptions {
         create_missing: false,
@@ -516,10 +576,7 @@ pub async fn revoke_credential(
     let client = AuthorityClient::open(
         &server,
         PlaneConnection::CredentialRevoke.label(space),
-        DataAccountSigner {
-            account: material.data_account().to_owned(),
-            signer: Arc::new(material.data_signing_key().clone()),
-        },
+        crate::ledger::operator_signer(&material),
         move |conn| plane_grants::credential_revoke(&grant_space, conn).map(Into::into),
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         space.clone(),
@@ -599,12 +656,13 @@ pub async fn retire(
     actor: &str,
     owner: &OwnerArg,
     uid: Option<String>,
+    server: Option<String>,
 ) -> Result<String, String> {
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let principal = Principal::new(owner.owner().clone(), actor_token.clone());
-    let current = current_uid(&ledger(root, space)?, &principal)?;
+    let current = current_uid(&VerbLedger::open(root, space, server).await?, &principal).await?;
     let uid = match uid {
         Some(uid) => LifecycleUid::parse(&uid)
             .map_err(|e| format!("--lifecycle-uid {uid:?}: {}", e.message))?,

@@ -11,6 +11,7 @@ pub mod embedded;
 pub mod gate_cmd;
 pub mod hosted;
 pub mod issuer_cmd;
+pub mod ledger;
 pub mod login_cmd;
 pub mod plane;
 pub mod status;

@@ -218,6 +218,8 @@ struct ActorRetire {
     space: ViewSpace,
     #[command(flatten)]
     root: StateRoot,
+    #[command(flatten)]
+    server: VerbServer,
 }
 
 /// Whose actor: an owner token, or the IdP subject that derives it.
@@ -270,6 +272,8 @@ struct ActorGrant {
     /// A free-form label kept on the row.
     #[arg(long, value_name = "TEXT")]
     label: Option<String>,
+    #[command(flatten)]
+    server: VerbServer,
 }
 
 #[derive(Debug, Args)]
@@ -281,6 +285,8 @@ struct ActorLs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    server: VerbServer,
 }
 
 #[derive(Debug, Args)]
@@ -298,7 +304,15 @@ struct ActorRevoke {
     /// bearer of it is refused at its next connect.
     #[arg(long)]
     credential: bool,
-    /// The server (with --credential) [default: the running plane's, from its discovery file].
+    #[command(flatten)]
+    server: VerbServer,
+}
+
+/// The server an `actor` verb reaches the space on.
+#[derive(Debug, Args)]
+struct VerbServer {
+    /// The server a replicated actor ledger (`init --ledger kv`) and `revoke --credential`
+    /// reach [default: the running plane's, from its discovery file].
     #[arg(
         short = 's',
         long,
@@ -463,8 +477,20 @@ struct InitCommand {
     /// for good (re-pointing it would re-key every owner).
     #[arg(long, value_name = "URL")]
     idp: String,
+    /// Where the space's actor ledger lives: the files of the active plane's state dir, or a
+    /// replicated JetStream KV bucket every plane of the space serves (a standby on another
+    /// host takes over with every grant and revoke). Chosen once.
+    #[arg(long, value_enum, default_value = "files")]
+    ledger: LedgerKind,
     #[command(flatten)]
     root: StateRoot,
+}
+
+/// `init --ledger`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LedgerKind {
+    Files,
+    Kv,
 }
 
 #[derive(Debug, Args)]
@@ -837,7 +863,12 @@ fn main() -> ExitCode {
         },
         Command::Init(init) => printed(
             "init",
-            trust_cmd::init(&init.root.dir, &init.space, &init.idp),
+            trust_cmd::init(
+                &init.root.dir,
+                &init.space,
+                &init.idp,
+                init.ledger == LedgerKind::Kv,
+            ),
         ),
         Command::BrokerConfig(config) => printed(
             "broker-config",
@@ -928,6 +959,7 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| {
                 rt.block_on(actor_cmd::grant(actor_cmd::GrantArgs {
                     root: g.root.dir,
+                    server: g.server.server,
                     space: g.space.space,
                     actor: g.actor,
                     owner: g.owner.into_arg(),
@@ -943,7 +975,15 @@ fn main() -> ExitCode {
             }),
         ),
         Command::Actor(ActorCommand::Ls(ls)) => {
-            match actor_cmd::ls(&ls.root.dir, &ls.space.space, ls.json) {
+            let listed = runtime().and_then(|rt| {
+                rt.block_on(actor_cmd::ls(
+                    &ls.root.dir,
+                    &ls.space.space,
+                    ls.json,
+                    ls.server.server,
+                ))
+            });
+            match listed {
                 Ok(listing) => {
                     println!("{}", listing.out);
                     match listing.unreadable {
@@ -963,6 +1003,7 @@ fn main() -> ExitCode {
                     &r.actor,
                     &r.owner.into_arg(),
                     r.lifecycle_uid,
+                    r.server.server,
                 ))
             }),
         ),
@@ -974,7 +1015,7 @@ fn main() -> ExitCode {
                     &r.space.space,
                     &r.actor,
                     &r.owner.into_arg(),
-                    r.server,
+                    r.server.server,
                 ))
             }),
         ),
@@ -986,6 +1027,7 @@ fn main() -> ExitCode {
                     &r.space.space,
                     &r.actor,
                     &r.owner.into_arg(),
+                    r.server.server,
                 ))
             }),
         ),

@@ -3,11 +3,25 @@
 
 use std::path::Path;
 
-use cotal_core::names::SpaceName;
+use cotal_core::names::{actors_bucket, SpaceName};
+use cotal_io_fs::ledger_home;
 use cotal_io_fs::trust::{self, InitOutcome};
 
-/// Creates the trust root of `space` (or keeps the one there) and says which.
-pub fn init(root: &Path, space: &SpaceName, idp: &str) -> Result<String, String> {
+/// Creates the trust root of `space` (or keeps the one there) and says which; with
+/// `replicated`, records that the space keeps its actor ledger in its replicated bucket.
+pub fn init(root: &Path, space: &SpaceName, idp: &str, replicated: bool) -> Result<String, String> {
+    let said = trust_root(root, space, idp)?;
+    if !replicated {
+        return Ok(said);
+    }
+    ledger_home::record_replicated(root, space)?;
+    Ok(format!(
+        "{said}; its actor ledger is replicated in bucket {} on the space's servers",
+        actors_bucket(space)
+    ))
+}
+
+fn trust_root(root: &Path, space: &SpaceName, idp: &str) -> Result<String, String> {
     Ok(match trust::init(root, space, idp)? {
         InitOutcome::Created { dir } => format!(
             "created the trust root of space {space} under {} (IdP {idp})",

@@ -24,7 +24,7 @@ use tracing::{error, info, info_span, Instrument};
 use crate::embedded::Embedded;
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
-use cotal_io_fs::ledger_home;
+use cotal_io_fs::ledger_home::{self, LedgerHome};
 
 /// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
 /// a failure (1) so a supervisor can leave it stopped (systemd `RestartPreventExitStatus=3`)
@@ -150,9 +150,11 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // (`actor retire`, `actor revoke --credential`) then reach the plane that serves it.
     let own_discovery = discovery::path(&inputs.root, &inputs.space);
     let mut discoveries = vec![own_discovery.clone()];
-    let beside_ledger = discovery::in_dir(inputs.ledger.root());
-    if beside_ledger != own_discovery {
-        discoveries.push(beside_ledger);
+    if let LedgerHome::Files(files) = &inputs.ledger {
+        let beside_ledger = discovery::in_dir(files.root());
+        if beside_ledger != own_discovery {
+            discoveries.push(beside_ledger);
+        }
     }
     // A discovery file left by a plane that died without cleaning up names nothing that
     // serves: it goes before this start, so nobody finds it meanwhile.

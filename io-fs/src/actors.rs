@@ -65,7 +65,7 @@ impl FileActors {
     pub fn serve(&self) -> Result<Option<ServingLock>, String> {
         let file = self.open_lock(SERVED_LOCK)?;
         match file.try_lock() {
-            Ok(()) => Ok(Some(ServingLock { _held: file })),
+            Ok(()) => Ok(Some(ServingLock { _held: Some(file) })),
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(format!(
                 "{}: cannot take the serving lock: {e}",
@@ -115,7 +115,16 @@ impl FileActors {
 /// The serving lock of a ledger, held while this value lives.
 #[derive(Debug)]
 pub struct ServingLock {
-    _held: File,
+    /// `None` for a replicated ledger, which no host lock can guard: every plane of the space
+    /// serves the same rows, and the plane claim alone says which one writes.
+    _held: Option<File>,
+}
+
+impl ServingLock {
+    /// The serving "lock" of a replicated ledger: nothing to hold.
+    pub fn replicated() -> ServingLock {
+        ServingLock { _held: None }
+    }
 }
 
 /// Creates `dir` `0700` if missing; refuses a symlink or non-directory in its place.

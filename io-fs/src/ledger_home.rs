@@ -11,18 +11,106 @@
 //! that an `actor` verb aimed at that state root is refused with the one to use (its rows would
 //! land in a ledger nobody serves), and a later `up` of it without the flag is refused rather
 //! than quietly serving the stale rows beside it.
+//!
+//! A space created with `init --ledger kv` keeps its ledger in the replicated
+//! `cotal_actors_<space>` bucket instead ([`LedgerHome::Replicated`]): every plane of the space,
+//! on any host, serves the same rows. The trust root says so (`space.<hex>/ledger-kind.json`),
+//! so a copy of it on a standby's host says so too.
 
 use std::fs;
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
-use crate::{files, trust, FileActors};
+use crate::{files, trust, FileActors, ServingLock};
+use cotal_core::actors::RowSpace;
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
 use serde_json::{json, Map, Value};
 
 /// The record's file, beside the instance identity.
 const RECORD_FILE: &str = "actor-ledger.json";
+/// The trust root's record of a replicated ledger; absent for the files of a state dir.
+const KIND_FILE: &str = "ledger-kind.json";
+/// Its one content.
+const KIND_REPLICATED: &[u8] = b"{\"v\":1,\"ledger\":\"kv\"}\n";
+
+/// Where a plane's actor ledger lives.
+#[derive(Debug, Clone)]
+pub enum LedgerHome {
+    /// The files of a state dir on this host.
+    Files(FileActors),
+    /// The space's replicated `cotal_actors_<space>` bucket.
+    Replicated,
+}
+
+impl LedgerHome {
+    /// Takes the serving lock: the files' (`None` while another process on this host holds
+    /// it), or nothing to hold for the replicated ledger.
+    pub fn serve(&self) -> Result<Option<ServingLock>, String> {
+        match self {
+            LedgerHome::Files(files) => files.serve(),
+            LedgerHome::Replicated => Ok(Some(ServingLock::replicated())),
+        }
+    }
+
+    /// Whether a plane serves this ledger now, as a standby may trust it: the files' serving
+    /// lock; for the replicated ledger always, since every plane serves the same rows.
+    pub fn is_served(&self) -> Result<bool, String> {
+        match self {
+            LedgerHome::Files(files) => files.is_served(),
+            LedgerHome::Replicated => Ok(true),
+        }
+    }
+
+    /// Where the ledger is, for the operator.
+    pub fn describe(&self) -> String {
+        match self {
+            LedgerHome::Files(files) => files.root().display().to_string(),
+            LedgerHome::Replicated => "the space's replicated bucket".to_owned(),
+        }
+    }
+}
+
+/// Records in the trust root of `space` under `root` that its ledger is replicated
+/// (`init --ledger kv`). Create-only: a space's ledger kind is chosen once, and a root whose
+/// files already hold rows is refused (they would be left behind, unserved).
+pub fn record_replicated(root: &Path, space: &SpaceName) -> Result<(), String> {
+    if replicated(root, space)? {
+        return Ok(());
+    }
+    let rows = own(root, space);
+    let held = [RowSpace::Interactive, RowSpace::Managed]
+        .into_iter()
+        .any(|kind| {
+            fs::read_dir(rows.root().join(kind.dir())).is_ok_and(|mut d| d.next().is_some())
+        });
+    if held {
+        return Err(format!(
+            "state dir {} already holds actor rows in files; a replicated ledger would leave              them unserved - grant them again after starting from a fresh state dir",
+            root.display()
+        ));
+    }
+    files::create_private(&kind_path(root, space), KIND_REPLICATED).map(|_| ())
+}
+
+/// Whether the trust root of `space` under `root` keeps the ledger replicated. A record that
+/// is not the one this build writes is refused, naming the file.
+pub fn replicated(root: &Path, space: &SpaceName) -> Result<bool, String> {
+    let path = kind_path(root, space);
+    match files::read_regular(&path)? {
+        None => Ok(false),
+        Some(bytes) if bytes == KIND_REPLICATED => Ok(true),
+        Some(_) => Err(format!(
+            "{} is not a ledger kind record (expected {}); fix it or delete it",
+            path.display(),
+            String::from_utf8_lossy(KIND_REPLICATED).trim_end()
+        )),
+    }
+}
+
+fn kind_path(root: &Path, space: &SpaceName) -> PathBuf {
+    trust::space_dir(root, space).join(KIND_FILE)
+}
 /// The one version of the record this build writes and reads.
 const VERSION: u64 = 1;
 
@@ -37,6 +125,24 @@ pub fn record_path(root: &Path, space: &SpaceName) -> PathBuf {
 /// nothing, on a root that never named another) serves `root`'s own ledger. Errors are one
 /// sentence.
 pub fn for_plane(
+    root: &Path,
+    space: &SpaceName,
+    ledger_dir: Option<&Path>,
+    material: &DaemonMaterial,
+) -> Result<LedgerHome, String> {
+    if replicated(root, space)? {
+        return match ledger_dir {
+            None => Ok(LedgerHome::Replicated),
+            Some(_) => Err(format!(
+                "space {space} keeps its actor ledger replicated ({}): every plane of it serves                  the same rows, so a standby needs no --ledger-dir",
+                kind_path(root, space).display()
+            )),
+        };
+    }
+    files_for_plane(root, space, ledger_dir, material).map(LedgerHome::Files)
+}
+
+fn files_for_plane(
     root: &Path,
     space: &SpaceName,
     ledger_dir: Option<&Path>,
@@ -101,9 +207,17 @@ pub fn for_plane(
     Ok(own(&dir, space))
 }
 
-/// The ledger the operator's `actor` verbs on `root` write: its own, unless its plane serves
-/// another state root's, which is refused naming that one.
-pub fn for_verbs(root: &Path, space: &SpaceName) -> Result<FileActors, String> {
+/// The ledger the operator's `actor` verbs on `root` write: the replicated one when the trust
+/// root says so, else its own files, unless its plane serves another state root's, which is
+/// refused naming that one.
+pub fn for_verbs(root: &Path, space: &SpaceName) -> Result<LedgerHome, String> {
+    if replicated(root, space)? {
+        return Ok(LedgerHome::Replicated);
+    }
+    files_for_verbs(root, space).map(LedgerHome::Files)
+}
+
+fn files_for_verbs(root: &Path, space: &SpaceName) -> Result<FileActors, String> {
     let record = record_path(root, space);
     match read_record(&record)? {
         None => Ok(own(root, space)),
@@ -178,7 +292,7 @@ mod tests {
     #[test]
     fn verbs_write_the_own_ledger_until_the_root_serves_another() {
         let dir = tempfile::tempdir().unwrap();
-        let ledger = for_verbs(dir.path(), &space()).unwrap();
+        let ledger = files_for_verbs(dir.path(), &space()).unwrap();
         assert_eq!(ledger.root(), trust::space_dir(dir.path(), &space()));
 
         record(dir.path(), br#"{"v":1,"ledgerDir":"/srv/cotal/a"}"#);
@@ -220,9 +334,56 @@ mod tests {
             "{refused}"
         );
         // Naming the root itself serves its own ledger again and forgets the other.
-        let own = for_plane(dir.path(), &space(), Some(dir.path()), &material).unwrap();
+        let own = files_for_plane(dir.path(), &space(), Some(dir.path()), &material).unwrap();
         assert_eq!(own.root(), trust::space_dir(dir.path(), &space()));
         assert!(!record_path(dir.path(), &space()).exists());
         for_verbs(dir.path(), &space()).unwrap();
+    }
+
+    #[test]
+    fn a_replicated_ledger_is_recorded_once_in_the_trust_root_and_needs_no_ledger_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        trust::init(dir.path(), &space(), "http://127.0.0.1:4190").unwrap();
+        let material = trust::load_daemon(dir.path(), &space()).unwrap();
+        assert!(!replicated(dir.path(), &space()).unwrap());
+        record_replicated(dir.path(), &space()).unwrap();
+        record_replicated(dir.path(), &space()).unwrap();
+        assert!(replicated(dir.path(), &space()).unwrap());
+        assert!(matches!(
+            for_verbs(dir.path(), &space()).unwrap(),
+            LedgerHome::Replicated
+        ));
+        assert!(matches!(
+            for_plane(dir.path(), &space(), None, &material).unwrap(),
+            LedgerHome::Replicated
+        ));
+        let refused = for_plane(dir.path(), &space(), Some(dir.path()), &material).unwrap_err();
+        assert!(
+            refused.ends_with("so a standby needs no --ledger-dir"),
+            "{refused}"
+        );
+        files::write_private(
+            &kind_path(dir.path(), &space()),
+            b"{\"v\":1,\"ledger\":\"files\"}",
+        )
+        .unwrap();
+        assert!(replicated(dir.path(), &space())
+            .unwrap_err()
+            .contains("is not a ledger kind record"));
+    }
+
+    #[test]
+    fn a_state_dir_whose_files_hold_rows_is_not_made_replicated() {
+        let dir = tempfile::tempdir().unwrap();
+        trust::init(dir.path(), &space(), "http://127.0.0.1:4190").unwrap();
+        let rows = trust::space_dir(dir.path(), &space()).join("actors");
+        files::ensure_private_dir(&rows).unwrap();
+        files::write_private(&rows.join("u_a.b.json"), b"{}").unwrap();
+        let refused = record_replicated(dir.path(), &space()).unwrap_err();
+        assert!(
+            refused.contains("already holds actor rows in files"),
+            "{refused}"
+        );
+        assert!(!replicated(dir.path(), &space()).unwrap());
     }
 }

@@ -5,8 +5,7 @@
 //! with the bearer. Every check fails closed: a plane that is not serving, an unreadable ledger
 //! or store, or a store whose shape is unproven denies.
 
-use std::sync::Arc;
-
+use crate::ledger::Ledger;
 use cotal_core::callout::ConnectRequest;
 use cotal_core::connect::{Admitted, DecideConnect};
 use cotal_core::error::EpError;
@@ -15,7 +14,6 @@ use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::view::View;
-use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_nats::callout::{Authorize, AuthorizeFuture};
 use cotal_io_nats::NatsWorld;
@@ -33,7 +31,7 @@ const NOT_SERVING: &str = "the auth service is momentarily unavailable; retry sh
 pub(super) struct ConnectAuthorizer {
     pub(super) space: SpaceName,
     pub(super) bearers: BearerIssuer,
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     pub(super) local: LocalManagerFile,
     pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
@@ -78,7 +76,7 @@ impl ConnectAuthorizer {
             .route(Store::Sessions, &issuer)
             .route(Store::Issued, &issuer)
             .route(Store::Accepted, &issuer)
-            .with_actors(Arc::new(self.ledger.clone()))
+            .with_actors(self.ledger.port())
             .run(&mut Replay::new(decide))
             .await
     }

@@ -404,13 +404,11 @@ impl Start<'_> {
             )?;
             match looked {
                 Witnessed::Now => info!(
-                    ledger = %ledger.root().display(),
+                    ledger = %ledger.describe(),
                     "standby: the active plane serves this standby's actor ledger"
                 ),
                 Witnessed::Waiting => {}
-                Witnessed::Refused => {
-                    return Err(standby::refusal(&ledger.root().display().to_string()))
-                }
+                Witnessed::Refused => return Err(standby::refusal(&ledger.describe())),
             }
             if !waiting {
                 info!("standby: {}; waiting to take over", refusal.message);
@@ -439,7 +437,7 @@ impl Start<'_> {
                     break format!(
                         "another process on this host still serves the actor ledger under {} \
                          {}s after this plane took the claim; stop it and start again",
-                        ledger.root().display(),
+                        ledger.describe(),
                         PREDECESSOR_WAIT.as_secs()
                     )
                 }

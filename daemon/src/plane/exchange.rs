@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use crate::ledger::Ledger;
 use cotal_core::error::EpError;
 use cotal_core::exchange::{BearerPlan, ExchangeRefusal, PlanExchange};
 use cotal_core::jwt::UnixSeconds;
@@ -13,7 +14,6 @@ use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::FileActors;
 use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_http::face::exchange::{self, ExchangeRequest, ExchangeShape};
 use cotal_io_http::face::{Answer, DoorRequest, StatusCode};
@@ -30,7 +30,7 @@ pub(super) struct Exchange {
     pub(super) space: SpaceName,
     pub(super) material: DaemonMaterial,
     pub(super) idp: Arc<IdpKeys>,
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     pub(super) bearers: BearerIssuer,
     pub(super) roots: RootHints,
     pub(super) local: LocalManagerFile,
@@ -137,7 +137,7 @@ impl Exchange {
         );
         let mut world = NatsWorld::new(&mint)
             .route(Store::Sessions, &issuer)
-            .with_actors(Arc::new(self.ledger.clone()));
+            .with_actors(self.ledger.port());
         world.set_scanner(Store::Auth, &scanner);
         world.run(&mut Replay::new(planner)).await
     }

@@ -22,7 +22,9 @@ use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::{random, FileActors};
+use cotal_io_fs::random;
+
+use crate::ledger::Ledger;
 use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::NatsWorld;
@@ -34,7 +36,7 @@ use super::runs::Runs;
 /// What the operations need, built once per plane.
 pub(super) struct ManagerOps {
     pub(super) material: DaemonMaterial,
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     pub(super) host: ManagerHost,
     /// The public face's exchange URL, set once it is bound.
     pub(super) public_exchange: Arc<std::sync::OnceLock<String>>,
@@ -200,7 +202,7 @@ impl ManagerOps {
     async fn with_ledger<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
-            .with_actors(Arc::new(self.ledger.clone()))
+            .with_actors(self.ledger.port())
             .run(&mut Replay::new(script))
             .await
     }
@@ -232,7 +234,7 @@ impl ManagerOps {
     async fn serialized<S: AliasScript>(&self, script: S) -> Result<S::Output, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
-            .with_actors(Arc::new(self.ledger.clone()))
+            .with_actors(self.ledger.port())
             .with_nats_durables(Arc::clone(&self.durables))
             .run_serialized(script)
             .await

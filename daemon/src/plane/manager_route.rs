@@ -17,6 +17,7 @@
 
 use std::sync::Arc;
 
+use crate::ledger::Ledger;
 use cotal_core::actors::authorize::authorize_human_grant;
 use cotal_core::error::EpError;
 use cotal_core::jwt::UnixSeconds;
@@ -24,7 +25,6 @@ use cotal_core::manager::Supervisor;
 use cotal_core::manager_route::{kind, ManagerServiceRequest};
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, DoorRequest};
 use cotal_io_http::idp_keys::IdpKeys;
 use serde_json::Value;
@@ -39,7 +39,7 @@ pub(super) struct ManagerRoute {
     pub(super) space: SpaceName,
     pub(super) material: DaemonMaterial,
     pub(super) idp: Arc<IdpKeys>,
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     /// Each kind's operation on the connections its grants need.
     pub(super) ops: Arc<ManagerOps>,
     pub(super) recorder: Recorder,
@@ -94,7 +94,15 @@ impl ManagerRoute {
         let caller = owner.to_string();
         let refuse = |e| (caller.clone(), e);
         let actor = ManagerServiceRequest::actor(request).map_err(refuse)?;
-        let grant = authorize_human_grant(&mut &self.ledger, &self.space, &owner, &actor, None)
+        let (space, granted_owner, granted_actor) =
+            (self.space.clone(), owner.clone(), actor.clone());
+        let grant = self
+            .ledger
+            .run(move |ledger| {
+                authorize_human_grant(&mut &*ledger, &space, &granted_owner, &granted_actor, None)
+            })
+            .await
+            .and_then(|grant| grant)
             .map_err(refuse)?;
         let caller = format!("{owner}.{actor}");
         let refuse = |e| (caller.clone(), e);

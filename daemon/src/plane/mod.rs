@@ -61,8 +61,9 @@ use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::{DaemonMaterial, IssuerKeys, ISSUER_FILE};
 use cotal_io_fs::instance::Identity;
+use cotal_io_fs::ledger_home::LedgerHome;
+use cotal_io_fs::marks;
 use cotal_io_fs::secrets::{SecretKey, SecretStore};
-use cotal_io_fs::{marks, FileActors};
 use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
@@ -77,6 +78,7 @@ use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
+use crate::ledger::Ledger;
 use connections::{Connections, Scanners};
 use cotal_io_http::face::{
     start_loopback, start_public, Capability, FaceHandle, LoopbackConfig, PublicConfig,
@@ -115,10 +117,11 @@ pub struct PlaneInputs {
     pub replicas: Replicas,
     /// Wait on a live plane's claim instead of refusing, and take over when it dies.
     pub standby: bool,
-    /// The actor ledger the plane serves: its own state root's, or the one of the active plane
-    /// a standby stands by ([`cotal_io_fs::ledger_home`]). Held under its serving lock while the
-    /// plane holds the claim; a standby waits only on a plane that holds it.
-    pub ledger: FileActors,
+    /// The actor ledger the plane serves ([`cotal_io_fs::ledger_home`]): its own state root's
+    /// files, the ones of the active plane a standby stands by on this host (held under their
+    /// serving lock while the plane holds the claim; a standby waits only on a plane that holds
+    /// it), or the space's replicated bucket, which every plane of the space serves alike.
+    pub ledger: LedgerHome,
     pub material: DaemonMaterial,
     pub identity: Identity,
     /// The loopback face's port on 127.0.0.1; 0 picks a free one.
@@ -347,12 +350,11 @@ impl Plane {
                 return Err(why);
             }
         };
-        let ledger = || inputs.ledger.clone();
         let callout = serve_callout(
             inputs,
             &bearers,
             &connections,
-            ledger(),
+            served_ledger(inputs, &connections),
             watched.clone(),
             Arc::clone(&metrics),
         )
@@ -799,7 +801,7 @@ fn doors(
     public_exchange: &Arc<std::sync::OnceLock<String>>,
     observed: Arc<RunRequestObserver>,
 ) -> Result<faces::PlaneDoors, String> {
-    let ledger = inputs.ledger.clone();
+    let ledger = served_ledger(inputs, connections);
     let material = &inputs.material;
     let pin = material.idp();
     let idp = Arc::new(IdpKeys::new(IdpSource {
@@ -883,13 +885,25 @@ fn doors(
     })
 }
 
+/// The ledger the doors and the callout ask: the files, or the replicated bucket over the
+/// mint connection's current binding (its grant covers the ledger's store).
+fn served_ledger(inputs: &PlaneInputs, connections: &Arc<Connections>) -> Ledger {
+    match &inputs.ledger {
+        LedgerHome::Files(files) => Ledger::Files(files.clone()),
+        LedgerHome::Replicated => {
+            let link = connections::PlaneLink::to(connections);
+            Ledger::replicated(&inputs.space, Arc::new(move || link.get()?.mint.space()))
+        }
+    }
+}
+
 /// Subscribes the auth callout on the callout connection, flushed, before anything reports
 /// ready (reference §2.4): connects are decided by [`connect::ConnectAuthorizer`].
 async fn serve_callout(
     inputs: &PlaneInputs,
     bearers: &BearerIssuer,
     connections: &Arc<Connections>,
-    ledger: FileActors,
+    ledger: Ledger,
     readiness: watch::Receiver<Readiness>,
     metrics: Arc<PlaneMetrics>,
 ) -> Result<CalloutService, String> {
@@ -974,7 +988,7 @@ impl Start<'_> {
     /// Opens every connection in order, registers, and takes the claim.
     async fn open_all(&self) -> Result<(Connections, Registered), String> {
         let space = self.space().clone();
-        let all = [
+        let mut all = vec![
             Store::Auth,
             Store::Records,
             Store::Admission,
@@ -983,6 +997,10 @@ impl Start<'_> {
             Store::Accepted,
             Store::Sessions,
         ];
+        // A replicated ledger's store rides the mint connection, which creates it if missing.
+        if matches!(self.inputs.ledger, LedgerHome::Replicated) {
+            all.push(Store::Actors);
+        }
         let mint = {
             let space = space.clone();
             self.dialer

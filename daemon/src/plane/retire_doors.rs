@@ -7,9 +7,9 @@
 //! the live incarnation — current, superseded by a re-grant, or revoked — is what lets a
 //! re-granted actor exchange again (F60).
 
+use crate::ledger::Ledger;
 use cotal_core::error::EpError;
 use cotal_core::lifecycle::{admit_door_retirement, RetireDoor, RetireTarget, Retirement};
-use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, Door, DoorRequest};
 
 use super::decision::{Decided, Recorder};
@@ -17,7 +17,7 @@ use super::retirement::{Entry, Retirements};
 
 /// The retirement doors' dependencies.
 pub(super) struct RetireDoors {
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     pub(super) retirements: std::sync::Arc<Retirements>,
     pub(super) recorder: Recorder,
 }
@@ -55,7 +55,11 @@ impl RetireDoors {
     /// plane's one flight for its op id: the managed door and the control rail share the managed
     /// op id, so they run one barrier (F49).
     async fn retire(&self, kind: RetireDoor, target: &RetireTarget) -> Result<Retirement, EpError> {
-        let admitted = admit_door_retirement(&mut &self.ledger, kind, target)?;
+        let target_of_read = target.clone();
+        let admitted = self
+            .ledger
+            .run(move |ledger| admit_door_retirement(&mut &*ledger, kind, &target_of_read))
+            .await??;
         let ran = self
             .retirements
             .retire(admitted.barrier.clone(), Entry::Door)

@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use crate::ledger::Ledger;
 use cotal_core::error::EpError;
 use cotal_core::issued::{IssuedEvidence, IssuedRef, ResolveIssued};
 use cotal_core::jwt::UnixSeconds;
@@ -19,7 +20,6 @@ use cotal_core::run::{
     RunAttemptRequest, ServedInputs,
 };
 use cotal_core::trust::DaemonMaterial;
-use cotal_io_fs::FileActors;
 use cotal_io_nats::async_nats::jetstream;
 use cotal_io_nats::journal::read_journal_checkpoint;
 use cotal_io_nats::observed::RunRequestObserver;
@@ -35,7 +35,7 @@ const RUN_ENDPOINT: &str = "manager";
 pub(super) struct Runs {
     pub(super) space: SpaceName,
     pub(super) material: DaemonMaterial,
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     pub(super) connections: PlaneLink,
     /// What callers published on the served run request subjects (SPEC 14.8).
     pub(super) observed: Arc<RunRequestObserver>,
@@ -72,7 +72,7 @@ impl Runs {
         };
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
-            .with_actors(Arc::new(self.ledger.clone()))
+            .with_actors(self.ledger.port())
             .run(&mut Replay::new(ResolveIssued {
                 reference,
                 now_secs: crate::clock::now_secs(),

@@ -5,14 +5,12 @@
 //! never from the body. Statuses: `permission-denied` 403, `conflict` 409,
 //! `failed-precondition` 412, `bad-request` 400, anything else 403.
 
-use std::sync::Arc;
-
+use crate::ledger::Ledger;
 use cotal_core::enrollment::{VerifyAsked, VerifyAtDoor};
 use cotal_core::error::EpError;
 use cotal_core::machine::Replay;
 use cotal_core::manager::ManagerHost;
 use cotal_core::names::SpaceName;
-use cotal_io_fs::FileActors;
 use cotal_io_http::face::{Answer, DoorRequest};
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
@@ -23,7 +21,7 @@ use super::decision::{Decided, Recorder};
 /// The door's dependencies.
 pub(super) struct VerifyDoor {
     pub(super) space: SpaceName,
-    pub(super) ledger: FileActors,
+    pub(super) ledger: Ledger,
     pub(super) host: ManagerHost,
     pub(super) connections: PlaneLink,
     pub(super) recorder: Recorder,
@@ -55,7 +53,7 @@ impl VerifyDoor {
     async fn decide(&self, asked: VerifyAsked) -> Result<Value, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
-            .with_actors(Arc::new(self.ledger.clone()))
+            .with_actors(self.ledger.port())
             .run(&mut Replay::new(VerifyAtDoor {
                 space: self.space.clone(),
                 host: self.host.clone(),

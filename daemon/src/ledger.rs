@@ -1,0 +1,128 @@
+//! The actor ledger a plane serves and the operator's verbs write: the files of a state dir,
+//! or the space's replicated `cotal_actors_<space>` bucket ([`cotal_io_fs::ledger_home`]).
+//! One type for both, so a door, the callout and a verb ask the ledger the same way whichever
+//! it is, and a replicated ledger's blocking round trips never run on an async task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest};
+use cotal_core::kv::Store;
+use cotal_core::names::SpaceName;
+use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::trust::DaemonMaterial;
+use cotal_core::EpError;
+use cotal_io_fs::FileActors;
+use cotal_io_nats::driver::ask_ledger;
+use cotal_io_nats::ledger::CurrentSpace;
+use cotal_io_nats::{AuthorityClient, DataAccountSigner, KvActors, SpaceOptions, StoreSet};
+
+/// The actor ledger, on this host's files or replicated.
+#[derive(Debug, Clone)]
+pub enum Ledger {
+    Files(FileActors),
+    Replicated(KvActors),
+}
+
+impl Ledger {
+    /// The replicated ledger of `space` on the bindings `current` returns, its round trips on
+    /// this runtime.
+    pub fn replicated(space: &SpaceName, current: CurrentSpace) -> Ledger {
+        Ledger::Replicated(KvActors::new(
+            space,
+            current,
+            tokio::runtime::Handle::current(),
+        ))
+    }
+
+    /// The ledger as the core drivers take it.
+    pub fn port(&self) -> Arc<dyn ActorLedger> {
+        match self {
+            Ledger::Files(files) => Arc::new(files.clone()),
+            Ledger::Replicated(kv) => Arc::new(kv.clone()),
+        }
+    }
+
+    /// One request, from an async task.
+    pub async fn ask(&self, request: ActorsRequest) -> ActorsOutcome {
+        ask_ledger(&self.port(), &request).await
+    }
+
+    /// Runs `question` against the ledger from an async task: inline on files, on the blocking
+    /// pool for the replicated ledger (whose requests wait on this runtime).
+    pub async fn run<T: Send + 'static>(
+        &self,
+        question: impl FnOnce(&dyn ActorLedger) -> T + Send + 'static,
+    ) -> Result<T, EpError> {
+        let port = self.port();
+        if !port.blocks() {
+            return Ok(question(&*port));
+        }
+        tokio::task::spawn_blocking(move || question(&*port))
+            .await
+            .map_err(|e| EpError::internal(format!("a ledger request died: {e}")))
+    }
+
+    /// Where the ledger is, for the operator: a directory or a bucket.
+    pub fn describe(&self) -> String {
+        match self {
+            Ledger::Files(files) => files.root().display().to_string(),
+            Ledger::Replicated(kv) => format!("bucket {}", kv.bucket()),
+        }
+    }
+}
+
+/// The short connection the operator's verbs reach a replicated ledger over; dropping it ends
+/// the connection (a verb's process ends right after).
+#[derive(Debug)]
+pub struct VerbConnection {
+    _client: Arc<AuthorityClient>,
+}
+
+impl VerbConnection {
+    /// Opens `cotal:actor-ledger:<space>` to `server`, minted from the trust root's data
+    /// account for a minute (the verbs need seconds), over the ledger's store as it was
+    /// created (its replicas as found; a missing store is the plane's to create).
+    pub async fn open(
+        server: &str,
+        space: &SpaceName,
+        material: &DaemonMaterial,
+    ) -> Result<(VerbConnection, Ledger), String> {
+        let grant_space = space.clone();
+        let client = AuthorityClient::open(
+            server,
+            PlaneConnection::ActorLedger.label(space),
+            operator_signer(material),
+            move |conn| plane_grants::actor_ledger(&grant_space, conn).map(Into::into),
+            Duration::from_secs(60),
+            space.clone(),
+            SpaceOptions {
+                create_missing: false,
+                replicas_as_found: true,
+                stores: StoreSet::of(&[Store::Actors]),
+                ..SpaceOptions::default()
+            },
+        )
+        .await
+        .map_err(|e| e.message)?;
+        let client = Arc::new(client);
+        let weak = Arc::downgrade(&client);
+        let current: CurrentSpace = Arc::new(move || {
+            weak.upgrade()
+                .ok_or_else(|| EpError::unavailable("the verb's ledger connection is closed"))?
+                .space()
+        });
+        Ok((
+            VerbConnection { _client: client },
+            Ledger::replicated(space, current),
+        ))
+    }
+}
+
+/// The trust root's data account as the signer of an operator's short connection.
+pub fn operator_signer(material: &DaemonMaterial) -> DataAccountSigner {
+    DataAccountSigner {
+        account: material.data_account().to_owned(),
+        signer: Arc::new(material.data_signing_key().clone()),
+    }
+}
