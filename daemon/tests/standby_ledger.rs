@@ -275,3 +275,152 @@ async fn a_standby_over_a_copied_unreadable_or_foreign_ledger_is_refused() {
     let err = refused_on(&b, &["actor", "ls", "--space", SPACE]);
     assert!(err.contains("run this verb with --state-dir"), "{err}");
 }
+
+/// The space's ledger replicated (`init --ledger kv`, issue 27): the standby, on a state dir
+/// holding only a copy of the trust root, serves the same bucket as the active (no
+/// `--ledger-dir`, nothing read from the active's files), so after a `kill -9` of the active
+/// it refuses every actor the active revoked or retired and admits every one it granted or
+/// re-granted; and the operator's verbs reach the ledger from either state dir.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_of_a_replicated_ledger_takes_over_with_every_change_from_its_own_state_dir() {
+    let mut space = Space::new();
+    let said = space.authd(&[
+        "init",
+        "--space",
+        SPACE,
+        "--idp",
+        &space.idp_url(),
+        "--ledger",
+        "kv",
+    ]);
+    assert!(
+        said.contains("its actor ledger is replicated in bucket cotal_actors_t1"),
+        "{said}"
+    );
+    let server = space.serve_broker();
+    let a = active(&mut space, &server);
+    // The verbs reach the replicated ledger through the running plane's server.
+    for actor in ["keep", "gone", "retiree", "again"] {
+        space.grant(actor, HUMAN, &[]);
+    }
+    assert!(
+        !space_dir(&space.root).join("actors").exists(),
+        "a replicated grant was written to the host's files"
+    );
+    let before: Vec<String> = ["keep", "gone", "retiree", "again"]
+        .iter()
+        .map(|actor| bearer(&space, &a, actor))
+        .collect();
+
+    let peers = tempfile::tempdir().unwrap();
+    let b = peer(&space, &peers, "b");
+    let log = b.with_extension("log");
+    space
+        .reaper
+        .0
+        .push(up_on(&b, &server, &["--standby"], &log));
+    wait_for_line(&log, WITNESSED);
+    change_the_ledger(&space, &a);
+    // The standby's own state dir names the same ledger: a verb there needs only the server.
+    let listed = command()
+        .args([
+            "actor",
+            "ls",
+            "--space",
+            SPACE,
+            "--json",
+            "--server",
+            &server,
+            "--state-dir",
+        ])
+        .arg(&b)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let mut actors: Vec<&str> = listed["actors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["actor"].as_str().unwrap())
+        .collect();
+    actors.sort_unstable();
+    assert_eq!(actors, ["again", "fresh", "keep", "retiree"]);
+
+    let active_plane = space.reaper.0.len() - 2;
+    space.reaper.0[active_plane].kill().unwrap();
+    space.reaper.0[active_plane].wait().unwrap();
+    let d = ready(&b, space.reaper.0.last_mut().unwrap());
+    let taken = takeover_checks(&space, &server, &d, &before).await;
+
+    // After the takeover a revoke from the standby's state dir reaches the plane serving it.
+    let said = command()
+        .args([
+            "actor",
+            "revoke",
+            "keep",
+            "--space",
+            SPACE,
+            "--idp-subject",
+            HUMAN,
+        ])
+        .arg("--state-dir")
+        .arg(&b)
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&said.stdout);
+    assert!(
+        said.status.success(),
+        "{}",
+        String::from_utf8_lossy(&said.stderr)
+    );
+    assert!(
+        text.contains("its live connections closed and verified gone"),
+        "{text}"
+    );
+    refused_exchange(&space, &d, "keep");
+    refused(connect(&space, &server, &taken, "ibxstandby0010").await);
+}
+
+/// A state dir whose files already hold grants is not made replicated, and a replicated
+/// space's standby refuses `--ledger-dir`, each in one sentence.
+#[test]
+fn a_replicated_ledger_is_chosen_once_and_needs_no_ledger_dir() {
+    let space = Space::new();
+    space.grant("keep", HUMAN, &[]);
+    let err = refused_on(
+        &space.root,
+        &[
+            "init",
+            "--space",
+            SPACE,
+            "--idp",
+            &space.idp_url(),
+            "--ledger",
+            "kv",
+        ],
+    );
+    assert!(err.contains("already holds actor rows in files"), "{err}");
+
+    let fresh = Space::new();
+    fresh.authd(&[
+        "init",
+        "--space",
+        SPACE,
+        "--idp",
+        &fresh.idp_url(),
+        "--ledger",
+        "kv",
+    ]);
+    let err = refusal(
+        &fresh.root,
+        &["--standby", "--ledger-dir", fresh.root.to_str().unwrap()],
+    );
+    assert!(err.contains("so a standby needs no --ledger-dir"), "{err}");
+}
