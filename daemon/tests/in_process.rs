@@ -56,7 +56,9 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
         root: root.to_path_buf(),
         replicas: Replicas::One,
         standby: false,
-        ledger: cotal_io_fs::FileActors::new(trust::space_dir(root, &space)),
+        ledger: cotal_io_fs::ledger_home::LedgerHome::Files(cotal_io_fs::FileActors::new(
+            trust::space_dir(root, &space),
+        )),
         material: trust::load_daemon(root, &space).unwrap(),
         identity: instance::load_or_create(root, &space).unwrap(),
         port: 0,
