@@ -472,13 +472,15 @@ fn refusal(outcome: ActorsOutcome) -> String {
 /// and the next exchange refuses too: a revoked root is rotated only by a barrier (F58). Then
 /// the principal's live connections are kicked with the servers' own listing and kick, as the
 /// plane's system user, and verified gone by a complete sweep (the kill-live layer, §4.0 (3)).
-/// The grant row stays. `server` defaults to the running plane's, from its discovery file.
+/// The grant row stays. `server` defaults to the running plane's, from its discovery file;
+/// both connections dial it with `tls`.
 pub async fn revoke_credential(
     root: &Path,
     space: &SpaceName,
     actor: &str,
     owner: &OwnerArg,
     server: Option<String>,
+    tls: cotal_io_nats::TlsSettings,
 ) -> Result<String, String> {
     use std::sync::Arc;
     use std::time::Duration;
@@ -505,6 +507,7 @@ pub async fn revoke_credential(
                 )
             })?,
     };
+    let server = cotal_io_nats::Dial::new(&server, tls)?;
     let material = trust::load_daemon(root, space)?;
     let options = SpaceOptions {
         create_missing: false,

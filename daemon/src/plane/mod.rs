@@ -108,8 +108,8 @@ pub const STANDBY_POLL: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub struct PlaneInputs {
     pub space: SpaceName,
-    /// The NATS server URL(s) of the space (comma-separated).
-    pub server: String,
+    /// The NATS server URL(s) of the space and the TLS every connection dials them with.
+    pub server: cotal_io_nats::Dial,
     /// The state root: the registration record and lock live under it.
     pub root: PathBuf,
     pub replicas: Replicas,
