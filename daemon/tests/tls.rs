@@ -390,3 +390,110 @@ async fn the_plane_serves_a_three_node_tls_cluster() {
     let by_flag = gate_over_tls(&space, &servers, &["--tlsca", s(&pki.ca)], &[]);
     assert_eq!(by_flag["state"], "open", "{by_flag}");
 }
+
+/// A server that verifies its clients (`broker-config --tlsverify`): the plane presents its
+/// client certificate on every connection (the callout's included, or nothing would be
+/// admitted), a client without one is refused at the handshake, and `login` records the TLS
+/// files in its bundle for the client that uses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_verifies_clients_admits_the_plane_with_its_client_certificate() {
+    let mut space = Space::new();
+    space.grant_lists("cli", "alice", "", "team", "team");
+    let pki = make(&space.root, "ca1");
+    let port = space.serve_broker_with(
+        "verifying",
+        &[
+            "--tlscert",
+            s(&pki.server_cert),
+            "--tlskey",
+            s(&pki.server_key),
+            "--tlscacert",
+            s(&pki.ca),
+            "--tlsverify",
+        ],
+        "",
+    );
+    let server = format!("tls://127.0.0.1:{port}");
+    // By the nats CLI's variables alone.
+    let env = [
+        ("NATS_CA", s(&pki.ca)),
+        ("NATS_CERT", s(&pki.client_cert)),
+        ("NATS_KEY", s(&pki.client_key)),
+    ];
+    let d = space.up_with(&["--server", &server], &env, None);
+    let token = exchange(&space, &d);
+
+    let without_cert = ConnectOptions::new()
+        .credentials(&sentinel(&space))
+        .unwrap()
+        .token(token.clone())
+        .add_root_certificates(pki.ca.clone())
+        .max_reconnects(Some(0))
+        .connection_timeout(Duration::from_secs(5))
+        .connect(server.as_str())
+        .await;
+    assert!(without_cert.is_err(), "a client without a certificate");
+
+    let nonce = "ibxtls0000002";
+    let client = ConnectOptions::new()
+        .credentials(&sentinel(&space))
+        .unwrap()
+        .token(token)
+        .name(nonce)
+        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+        .add_root_certificates(pki.ca.clone())
+        .add_client_certificate(pki.client_cert.clone(), pki.client_key.clone())
+        .max_reconnects(Some(0))
+        .connection_timeout(Duration::from_secs(5))
+        .connect(server.as_str())
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    client.drain().await.unwrap();
+
+    // Views present the certificate too.
+    let tls = [
+        "--tlsca",
+        s(&pki.ca),
+        "--tlscert",
+        s(&pki.client_cert),
+        "--tlskey",
+        s(&pki.client_key),
+    ];
+    assert_eq!(gate_over_tls(&space, &server, &tls, &[])["state"], "open");
+
+    let out = command()
+        .args([
+            "login",
+            "--space",
+            SPACE,
+            "--actor",
+            "cli",
+            "--dev-subject",
+            "alice",
+        ])
+        .args(["--state-dir", s(&space.root)])
+        .args(tls)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record: Value = serde_json::from_slice(
+        &std::fs::read(
+            space
+                .root
+                .join("login")
+                .join(SEGMENT)
+                .join("cli/login.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["server"], server.as_str());
+    assert_eq!(record["tls"]["ca"], s(&pki.ca));
+    assert_eq!(record["tls"]["cert"], s(&pki.client_cert));
+    assert_eq!(record["tls"]["key"], s(&pki.client_key));
+}
