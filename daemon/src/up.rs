@@ -110,10 +110,11 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
                 cotal_core::trust::broker_config_with(&broker, listen, store, &serving)
                     .map_err(|e| e.message)
             })?;
-            // The plane verifies its own server as any client would: against --tlsca, with no
-            // client certificate (the embedded server does not ask for one).
+            // The plane verifies its own TLS server as any client would: against --tlsca, with
+            // no client certificate (the embedded server does not ask for one). A plaintext
+            // embedded server is dialed plainly, whatever NATS_CA the environment carries.
             let client = TlsSettings {
-                ca: args.tls.ca.clone(),
+                ca: args.tls.ca.clone().filter(|_| serving.tls.is_some()),
                 ..TlsSettings::default()
             };
             (Dial::new(&embedded.url, client)?, Some(embedded))

@@ -227,7 +227,7 @@ async fn a_server_whose_certificate_does_not_chain_to_the_ca_is_refused_before_r
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_embedded_server_serves_tls_and_the_bundle_says_so_only_then() {
+async fn the_embedded_server_serves_tls_with_ups_certificate_verified_against_tlsca() {
     let mut space = Space::new();
     space.grant_lists("cli", "alice", "", "team", "team");
     let pki = make(&space.root, "ca1");
@@ -271,7 +271,14 @@ fn a_plaintext_plane_does_not_claim_tls_in_its_bundle() {
         .unwrap()
         .port()
         .to_string();
-    space.up(&["--exchange-public-port", &public]);
+    // A CA in the environment (for the nats CLI) does not turn the plaintext embedded server's
+    // dial into TLS.
+    let pki = make(&space.root, "ca1");
+    space.up_with(
+        &["--exchange-public-port", &public],
+        &[("NATS_CA", s(&pki.ca))],
+        None,
+    );
     let (status, _, body) = http(
         &format!("http://127.0.0.1:{public}"),
         "GET",
