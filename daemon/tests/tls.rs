@@ -157,7 +157,12 @@ async fn the_plane_serves_a_tls_broker_end_to_end() {
         .args(["--state-dir", s(&space.root)])
         .output()
         .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("its TLS certificate does not verify against the system's roots"),
+        "{said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
