@@ -102,7 +102,8 @@ impl Embedded {
         if let Some(adopted) = Self::adopt(&record, &config) {
             if !adopted.url.starts_with(scheme) {
                 return Err(format!(
-                    "the embedded nats-server under {} is running {} TLS, started by an earlier                      plane; stop that plane (or its server, pid {}) before starting {} TLS",
+                    "the embedded nats-server under {} is running {} TLS, started by an earlier \
+                     plane; stop that plane (or its server, pid {}) before starting {} TLS",
                     dir.display(),
                     if tls { "without" } else { "with" },
                     adopted.pid,

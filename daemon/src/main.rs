@@ -731,8 +731,11 @@ impl UpCommand {
             key: self.tls.tlskey,
         };
         if self.server.is_none() && tls.cert.is_some() && tls.ca.is_none() {
-            return Err("up without --server serves the embedded server's TLS with --tlscert and                  --tlskey, and needs --tlsca (NATS_CA), the CA the plane verifies it against"
-                .to_owned());
+            return Err(
+                "up without --server serves the embedded server's TLS with --tlscert and \
+                 --tlskey, and needs --tlsca (NATS_CA), the CA the plane verifies it against"
+                    .to_owned(),
+            );
         }
         Ok(up::UpArgs {
             server: self.server,

@@ -250,7 +250,10 @@ async fn the_embedded_server_serves_tls_with_ups_certificate_verified_against_tl
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("needs --tlsca"), "{err}");
+    assert!(
+        err.contains("with --tlscert and --tlskey, and needs --tlsca (NATS_CA)"),
+        "{err}"
+    );
 
     let d = space.up(&[
         "--tlscert",
@@ -265,6 +268,21 @@ async fn the_embedded_server_serves_tls_with_ups_certificate_verified_against_tl
     assert_eq!(d["server"], server.as_str());
     let token = exchange(&space, &d);
     signed_in_round_trip(&space, &server, &pki.ca, &token).await;
+
+    // A start without TLS finds the live TLS server of the state root and refuses to adopt it,
+    // before it registers anything (the running plane keeps its gate).
+    let out = command()
+        .args(["up", "--space", SPACE, "--state-dir", s(&space.root)])
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is running with TLS, started by an earlier plane; stop that plane"),
+        "{err}"
+    );
+    assert_eq!(discovery(&space.root).unwrap()["pid"], d["pid"]);
 }
 
 #[test]
