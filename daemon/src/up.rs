@@ -165,16 +165,15 @@ fn embedded_tls(tls: &TlsSettings) -> Result<Option<ServerTls>, String> {
             .map(|p| p.to_string_lossy().into_owned())
             .map_err(|e| format!("{flag} {} cannot be read: {e}", path.display()))
     };
+    tls.check()?;
     match (&tls.cert, &tls.key) {
-        (None, None) => Ok(None),
         (Some(cert), Some(key)) => Ok(Some(ServerTls {
             cert: absolute("--tlscert", cert)?,
             key: absolute("--tlskey", key)?,
             ca: None,
             verify: false,
         })),
-        (Some(_), None) => Err("--tlscert needs --tlskey".to_owned()),
-        (None, Some(_)) => Err("--tlskey needs --tlscert".to_owned()),
+        _ => Ok(None),
     }
 }
 
