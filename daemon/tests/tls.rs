@@ -526,4 +526,34 @@ async fn a_server_that_verifies_clients_admits_the_plane_with_its_client_certifi
     assert_eq!(record["tls"]["ca"], s(&pki.ca));
     assert_eq!(record["tls"]["cert"], s(&pki.client_cert));
     assert_eq!(record["tls"]["key"], s(&pki.client_key));
+
+    // The operator's credential revoke dials TLS with its certificate too, for the store and
+    // for the system user's listing and kick.
+    let out = command()
+        .args([
+            "actor",
+            "revoke",
+            "cli",
+            "--space",
+            SPACE,
+            "--idp-subject",
+            "alice",
+        ])
+        .args([
+            "--credential",
+            "--server",
+            &server,
+            "--state-dir",
+            s(&space.root),
+        ])
+        .args(tls)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(said.contains("verified gone"), "{said}");
 }
