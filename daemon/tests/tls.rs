@@ -481,6 +481,36 @@ async fn a_server_that_verifies_clients_admits_the_plane_with_its_client_certifi
     client.flush().await.unwrap();
     client.drain().await.unwrap();
 
+    let uncertified = command()
+        .args(["gate", "ls", "--space", SPACE, "--server", &server])
+        .args(["--state-dir", s(&space.root), "--tlsca", s(&pki.ca)])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&uncertified.stderr);
+    assert_eq!(uncertified.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("the server requires a client certificate: pass --tlscert and --tlskey"),
+        "{said}"
+    );
+
+    let stranger = make(&space.root, "ca2");
+    let foreign = command()
+        .args(["gate", "ls", "--space", SPACE, "--server", &server])
+        .args(["--state-dir", s(&space.root), "--tlsca", s(&pki.ca)])
+        .args(["--tlscert", s(&stranger.client_cert)])
+        .args(["--tlskey", s(&stranger.client_key)])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&foreign.stderr);
+    assert_eq!(foreign.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains(&format!(
+            "the server refused this client's TLS certificate {}",
+            stranger.client_cert.display()
+        )),
+        "{said}"
+    );
+
     // Views present the certificate too.
     let tls = [
         "--tlsca",

@@ -144,12 +144,25 @@ impl Dial {
         options
     }
 
-    /// What a failed connect says: a server certificate that does not verify is named as such
-    /// (against which CA), anything else as the client reported it.
+    /// What a failed connect says: a server that refused this client's certificate (or its
+    /// lack of one), and a server certificate that does not verify (against which CA), are
+    /// named as such; anything else is said as the client reported it.
     pub fn describe(&self, error: &ConnectError) -> String {
         let said = error.to_string();
         let lower = said.to_ascii_lowercase();
-        if lower.contains("certificate") || lower.contains("unknownissuer") {
+        if lower.contains("received fatal alert") {
+            // The alert comes from the server: it is our side it refused.
+            match &self.tls.cert {
+                Some(cert) => format!(
+                    "the server refused this client's TLS certificate {} ({said})",
+                    cert.display()
+                ),
+                None => format!(
+                    "the server requires a client certificate: pass --tlscert and --tlskey \
+                     (NATS_CERT, NATS_KEY) ({said})"
+                ),
+            }
+        } else if lower.contains("certificate") || lower.contains("unknownissuer") {
             let against = match &self.tls.ca {
                 Some(ca) => format!("the CA in {}", ca.display()),
                 None => "the system's roots (pass --tlsca or NATS_CA)".to_owned(),
