@@ -130,13 +130,13 @@ impl PlaneFaces {
     /// Builds the discovery bundle (reference §3.3) from the plane's own configuration once the
     /// public face is bound at `url`: the space, the server clients connect to (the advertised
     /// one, else the plane's own, never with userinfo), whether TLS is required (the advertised
-    /// URL is `tls://` or `wss://`, or the plane itself dials its server over TLS), the pinned
-    /// IdP, the face's endpoints and the deny-all sentinel creds clients present with their
-    /// bearer.
+    /// URL is `tls://` or `wss://`, or the server requires it: `server_tls`), the pinned IdP,
+    /// the face's endpoints and the deny-all sentinel creds clients present with their bearer.
     pub(super) fn publish_bundle(
         &self,
         space: &SpaceName,
-        server: &cotal_io_nats::Dial,
+        server: &str,
+        server_tls: bool,
         settings: &PublicFaceSettings,
         url: &str,
     ) {
@@ -153,7 +153,7 @@ impl PlaneFaces {
         let advertised = settings
             .advertised_server
             .clone()
-            .unwrap_or_else(|| discovery::redacted(server.servers()));
+            .unwrap_or_else(|| discovery::redacted(server));
         let tls_scheme = ["tls://", "wss://"].iter().any(|scheme| {
             advertised
                 .get(..scheme.len())
@@ -162,7 +162,7 @@ impl PlaneFaces {
         let bundle = json!({
             "space": space.as_str(),
             "server": advertised,
-            "tlsRequired": tls_scheme || server.requires_tls(),
+            "tlsRequired": tls_scheme || server_tls,
             "userAuth": {"provider": "cotal", "idp": self.idp, "endpoints": endpoints},
             "sentinelCreds": self.sentinel_creds,
         });

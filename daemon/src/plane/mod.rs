@@ -404,7 +404,11 @@ impl Plane {
             }
         };
         let (faces, manager_ops) = faces;
-        let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
+        // TLS is required when the plane dials TLS, or when the server it reached says so in
+        // its INFO (a nats:// URL the client upgraded).
+        let server_tls =
+            inputs.server.requires_tls() || connections.callout.server_info().tls_required;
+        let (loopback, public) = match bind_faces(inputs, &faces, guard, server_tls).await {
             Ok(bound) => {
                 if let Some((_, url)) = &bound.1 {
                     let _ = public_exchange.set(url.clone());
@@ -909,11 +913,13 @@ async fn serve_callout(
 }
 
 /// Binds the loopback face and, when asked, the public one, whose discovery bundle names where
-/// it was bound. A public face that cannot bind closes the loopback one first.
+/// it was bound and whether the server requires TLS (`server_tls`). A public face that cannot
+/// bind closes the loopback one first.
 async fn bind_faces(
     inputs: &PlaneInputs,
     faces: &Arc<PlaneFaces>,
     guard: Capability,
+    server_tls: bool,
 ) -> Result<(FaceHandle, Option<(FaceHandle, String)>), String> {
     let loopback = start_loopback(LoopbackConfig::new(inputs.port, guard), Arc::clone(faces))
         .await
@@ -945,7 +951,13 @@ async fn bind_faces(
         .url
         .clone()
         .unwrap_or_else(|| format!("http://{}", public.local_addr()));
-    faces.publish_bundle(&inputs.space, &inputs.server, settings, &url);
+    faces.publish_bundle(
+        &inputs.space,
+        inputs.server.servers(),
+        server_tls,
+        settings,
+        &url,
+    );
     Ok((loopback, Some((public, url))))
 }
 
