@@ -64,7 +64,9 @@ pub struct ClusterRoutes {
 /// How the broker serves beyond the space's own material: its TLS and its cluster routes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Serving {
+    /// Serve clients over TLS only (and the routes too, with `cluster`).
     pub tls: Option<ServerTls>,
+    /// Route to the other nodes of a cluster.
     pub cluster: Option<ClusterRoutes>,
 }
 
