@@ -50,7 +50,7 @@ async fn run(state_dir: &std::path::Path) -> Result<(), String> {
     // The platform's provisioning: a trust root, its broker, and the store it injects.
     trust::init(state_dir, &space, "http://127.0.0.1:4190")?;
     let broker = trust::load_broker(state_dir, &space)?;
-    let server = Embedded::start(&embedded_dir(state_dir, &space), |listen, store| {
+    let server = Embedded::start(&embedded_dir(state_dir, &space), false, |listen, store| {
         cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
     })?;
     let identity = StoreIdentity::injected("example-platform/store-1")?;
@@ -88,6 +88,7 @@ async fn host(
         lifecycle_uid: "examplelifecycle0000000001".to_owned(),
         space: space.as_str().to_owned(),
         servers: server.to_owned(),
+        tls: cotal_io_nats::TlsSettings::default(),
         state_dir: state_dir.to_path_buf(),
         store,
         store_identity: identity,

@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 
 use cotal_io_fs::ledger_home::{self, LedgerHome};
 
+use cotal_io_nats::{Dial, TlsSettings};
+
 use crate::ledger::{Ledger, VerbConnection};
 
 /// Who a grant is for: an owner token as it is, or the subject the space's pinned IdP
@@ -45,8 +47,9 @@ const EVERY_SUBJECT: &str = ">";
 #[derive(Debug)]
 pub struct GrantArgs {
     pub root: std::path::PathBuf,
-    /// The server a replicated ledger is reached on.
+    /// The server a replicated ledger is reached on, and its TLS.
     pub server: Option<String>,
+    pub tls: TlsSettings,
     pub space: SpaceName,
     pub actor: String,
     pub owner: OwnerArg,
@@ -72,6 +75,7 @@ impl VerbLedger {
         root: &Path,
         space: &SpaceName,
         server: Option<String>,
+        tls: TlsSettings,
     ) -> Result<VerbLedger, String> {
         match ledger_home::for_verbs(root, space)? {
             LedgerHome::Files(files) => Ok(VerbLedger {
@@ -79,9 +83,9 @@ impl VerbLedger {
                 _connection: None,
             }),
             LedgerHome::Replicated => {
-                let server = plane_server(root, space, server)?;
+                let server = Dial::new(&plane_server(root, space, server)?, tls)?;
                 let material = trust::load_daemon(root, space)?;
-                let (connection, ledger) = VerbConnection::open(&server, space, &material).await?;
+                let (connection, ledger) = VerbConnection::open(server, space, &material).await?;
                 Ok(VerbLedger {
                     ledger,
                     _connection: Some(connection),
@@ -157,7 +161,7 @@ pub async fn grant(args: GrantArgs) -> Result<String, String> {
         lifecycle_uid: Some(LifecycleUid::mint(random::entropy()?)),
         granted_at: iso8601_millis(crate::clock::now_ms()),
     };
-    let actors = VerbLedger::open(&args.root, &args.space, args.server).await?;
+    let actors = VerbLedger::open(&args.root, &args.space, args.server, args.tls).await?;
     let previous = current_uid(
         &actors,
         &Principal::new(owner.owner().clone(), row.actor.clone()),
@@ -353,12 +357,13 @@ pub async fn revoke(
     actor: &str,
     owner: &OwnerArg,
     server: Option<String>,
+    tls: TlsSettings,
 ) -> Result<String, String> {
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let principal = Principal::new(owner.owner().clone(), actor_token.clone());
-    let actors = VerbLedger::open(root, space, server).await?;
+    let actors = VerbLedger::open(root, space, server, tls).await?;
     let not_granted = || {
         format!(
             "actor {actor} of owner {owner} has no interactive grant in space {space}; list \
@@ -430,8 +435,9 @@ pub async fn ls(
     space: &SpaceName,
     as_json: bool,
     server: Option<String>,
+    tls: TlsSettings,
 ) -> Result<Listing, String> {
-    let actors = VerbLedger::open(root, space, server).await?;
+    let actors = VerbLedger::open(root, space, server, tls).await?;
     let mut rows = Vec::new();
     let mut broken = Vec::new();
     for kind in [RowSpace::Interactive, RowSpace::Managed] {
@@ -543,13 +549,15 @@ fn refusal(outcome: ActorsOutcome) -> String {
 /// and the next exchange refuses too: a revoked root is rotated only by a barrier (F58). Then
 /// the principal's live connections are kicked with the servers' own listing and kick, as the
 /// plane's system user, and verified gone by a complete sweep (the kill-live layer, §4.0 (3)).
-/// The grant row stays. `server` defaults to the running plane's, from its discovery file.
+/// The grant row stays. `server` defaults to the running plane's, from its discovery file;
+/// both connections dial it with `tls`.
 pub async fn revoke_credential(
     root: &Path,
     space: &SpaceName,
     actor: &str,
     owner: &OwnerArg,
     server: Option<String>,
+    tls: cotal_io_nats::TlsSettings,
 ) -> Result<String, String> {
     use std::time::Duration;
 
@@ -565,6 +573,7 @@ pub async fn revoke_credential(
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let server = plane_server(root, space, server)?;
+    let server = cotal_io_nats::Dial::new(&server, tls)?;
     let material = trust::load_daemon(root, space)?;
     let options = SpaceOptions {
         create_missing: false,
@@ -657,12 +666,17 @@ pub async fn retire(
     owner: &OwnerArg,
     uid: Option<String>,
     server: Option<String>,
+    tls: TlsSettings,
 ) -> Result<String, String> {
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
     let owner = resolve_owner(root, space, owner)?;
     let principal = Principal::new(owner.owner().clone(), actor_token.clone());
-    let current = current_uid(&VerbLedger::open(root, space, server).await?, &principal).await?;
+    let current = current_uid(
+        &VerbLedger::open(root, space, server, tls).await?,
+        &principal,
+    )
+    .await?;
     let uid = match uid {
         Some(uid) => LifecycleUid::parse(&uid)
             .map_err(|e| format!("--lifecycle-uid {uid:?}: {}", e.message))?,

@@ -69,6 +69,7 @@ fn alive(pid: i32) -> bool {
 
 fn answers(url: &str) -> bool {
     url.strip_prefix("nats://")
+        .or_else(|| url.strip_prefix("tls://"))
         .and_then(|a| a.parse::<SocketAddr>().ok())
         .is_some_and(|a| TcpStream::connect_timeout(&a, Duration::from_millis(500)).is_ok())
 }
@@ -84,9 +85,12 @@ fn runs_config(pid: i32, config: &Path) -> bool {
 impl Embedded {
     /// Adopts the live server recorded under `dir` or starts a new one from the configuration
     /// `config_for(listen, store_dir)` renders (the space's `broker-config`), and returns once
-    /// its client port answers.
+    /// its client port answers. With `tls` the configuration serves TLS and the URL is
+    /// `tls://`; a live server recorded with the other scheme is refused rather than adopted
+    /// (one store, one server: a second one cannot start beside it).
     pub fn start(
         dir: &Path,
+        tls: bool,
         config_for: impl FnOnce(&str, &str) -> Result<String, String>,
     ) -> Result<Embedded, String> {
         files::ensure_private_dir(dir)?;
@@ -94,7 +98,18 @@ impl Embedded {
             .map_err(|e| format!("cannot resolve {}: {e}", dir.display()))?
             .join("nats.conf");
         let record = dir.join("server.json");
+        let scheme = if tls { "tls://" } else { "nats://" };
         if let Some(adopted) = Self::adopt(&record, &config) {
+            if !adopted.url.starts_with(scheme) {
+                return Err(format!(
+                    "the embedded nats-server under {} is running {} TLS, started by an earlier \
+                     plane; stop that plane (or its server, pid {}) before starting {} TLS",
+                    dir.display(),
+                    if tls { "without" } else { "with" },
+                    adopted.pid,
+                    if tls { "with" } else { "without" }
+                ));
+            }
             return Ok(adopted);
         }
         let binary = locate()?;
@@ -128,7 +143,7 @@ impl Embedded {
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", binary.display()))?;
         let pid = i32::try_from(child.id()).unwrap_or(0);
-        let url = format!("nats://127.0.0.1:{port}");
+        let url = format!("{scheme}127.0.0.1:{port}");
         let deadline = Instant::now() + START_TIMEOUT;
         while !answers(&url) {
             if let Ok(Some(status)) = child.try_wait() {

@@ -15,7 +15,7 @@ use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS}
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
-    drive, AuthorityClient, DataAccountSigner, NatsWorld, Space, SpaceOptions, StoreSet,
+    drive, AuthorityClient, DataAccountSigner, Dial, NatsWorld, Space, SpaceOptions, StoreSet,
 };
 use serde_json::{json, Value};
 
@@ -25,7 +25,7 @@ use crate::audit;
 #[derive(Debug)]
 pub struct GateArgs {
     pub space: SpaceName,
-    pub server: String,
+    pub server: Dial,
     /// The state root holding the space's trust root (the view signs its own read-only JWT).
     pub root: PathBuf,
     pub json: bool,
@@ -190,7 +190,7 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
 #[derive(Debug)]
 pub struct ReconcileArgs {
     pub space: SpaceName,
-    pub server: String,
+    pub server: Dial,
     pub root: PathBuf,
     pub endpoint: EndpointName,
     pub instance: InstanceId,
@@ -211,7 +211,7 @@ pub enum Reconciled {
 /// exactly that instance (`plane_grants::gate_reconcile`), self-minted from the trust root.
 /// Shared by `gate reconcile` and the manager maintenance door's `reconcile-registration`.
 pub async fn open_reconciler(
-    server: &str,
+    server: &Dial,
     material: &cotal_core::trust::DaemonMaterial,
     gate: &GateRef,
 ) -> Result<AuthorityClient, String> {

@@ -47,6 +47,9 @@ pub struct HostedInputs {
     pub space: String,
     /// The NATS server URL(s) of the space (comma-separated).
     pub servers: String,
+    /// The TLS every connection of the context dials `servers` with (empty: none beyond what a
+    /// `tls://` URL asks).
+    pub tls: cotal_io_nats::TlsSettings,
     /// Where the non-secret state lives (the IdP pin, the actor ledger, the registration
     /// record); laid out as a CLI state root is.
     pub state_dir: PathBuf,
@@ -172,7 +175,7 @@ pub async fn start(inputs: HostedInputs) -> Result<HostedHandle, String> {
     let ledger = ledger_home::for_plane(&inputs.state_dir, &space, None, &material)?;
     let plane_inputs = PlaneInputs {
         space,
-        server: inputs.servers.clone(),
+        server: cotal_io_nats::Dial::new(&inputs.servers, inputs.tls.clone())?,
         root: inputs.state_dir.clone(),
         replicas: inputs.replicas,
         standby: false,

@@ -15,7 +15,7 @@ use cotal_core::EpError;
 use cotal_io_fs::FileActors;
 use cotal_io_nats::driver::ask_ledger;
 use cotal_io_nats::ledger::CurrentSpace;
-use cotal_io_nats::{AuthorityClient, DataAccountSigner, KvActors, SpaceOptions, StoreSet};
+use cotal_io_nats::{AuthorityClient, DataAccountSigner, Dial, KvActors, SpaceOptions, StoreSet};
 
 /// The actor ledger, on this host's files or replicated.
 #[derive(Debug, Clone)]
@@ -84,7 +84,7 @@ impl VerbConnection {
     /// account for a minute (the verbs need seconds), over the ledger's store as it was
     /// created (its replicas as found; a missing store is the plane's to create).
     pub async fn open(
-        server: &str,
+        server: Dial,
         space: &SpaceName,
         material: &DaemonMaterial,
     ) -> Result<(VerbConnection, Ledger), String> {

@@ -44,6 +44,8 @@ pub struct LoginArgs {
     pub actor: String,
     pub proof: Proof,
     pub ttl_secs: Option<u64>,
+    /// The TLS a client of the bundle dials the server with, recorded in `login.json`.
+    pub tls: cotal_io_nats::TlsSettings,
 }
 
 /// Performs the exchange and writes the bundle; returns what to tell the user.
@@ -51,6 +53,7 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
     let space = &args.space;
     // The actor names a directory below: only a plain token may.
     ActorToken::parse(&args.actor).map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
+    args.tls.check()?;
     let discovery = discovery::read(&discovery::path(&args.root, space))?.ok_or_else(|| {
         format!(
             "the plane of space {space} is not up under {}; start it with `cotal-authd up \
@@ -107,6 +110,7 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         "creds": absolute(&creds),
         "bearer": absolute(&bearer),
     });
+    let record = with_tls(record, &args.tls);
     files::write_private(&record_path, format!("{record:#}\n").as_bytes())?;
     Ok(format!(
         "signed in as actor {} (owner {owner}) in space {space} until unix time {exp}; connect \
@@ -141,6 +145,19 @@ fn bundle_dir(root: &Path, space: &SpaceName, actor: &str) -> PathBuf {
     root.join("login")
         .join(trust::space_segment(space))
         .join(actor)
+}
+
+/// The record with a `tls` member naming the bundle's TLS files (absolute), when any is given.
+fn with_tls(mut record: Value, tls: &cotal_io_nats::TlsSettings) -> Value {
+    let files: serde_json::Map<String, Value> =
+        [("ca", &tls.ca), ("cert", &tls.cert), ("key", &tls.key)]
+            .into_iter()
+            .filter_map(|(name, path)| Some((name.to_owned(), absolute(path.as_ref()?).into())))
+            .collect();
+    if let (false, Some(map)) = (files.is_empty(), record.as_object_mut()) {
+        map.insert("tls".into(), files.into());
+    }
+    record
 }
 
 fn absolute(path: &Path) -> String {

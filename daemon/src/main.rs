@@ -27,7 +27,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_io_http::face::{check_public_face, PublicFaceFlags};
-use cotal_io_nats::Replicas;
+use cotal_io_nats::{Dial, Replicas, TlsSettings};
 use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::EnvFilter;
 
@@ -51,6 +51,9 @@ Exit status:
 Environment:
   NATS_URL           default for --server
   NATS_CREDS         default for --creds (gate ls, gate show)
+  NATS_CA            default for --tlsca
+  NATS_CERT          default for --tlscert
+  NATS_KEY           default for --tlskey
   COTAL_IDP_TOKEN    default for --idp-token (login)
   RUST_LOG           log filter for stderr (default: info for up, warn for gate)
   COTAL_NATS_SERVER  the nats-server binary the embedded server runs (up without --server)";
@@ -134,6 +137,8 @@ struct LoginCommand {
     space: ViewSpace,
     #[command(flatten)]
     root: StateRoot,
+    #[command(flatten)]
+    tls: ClientTls,
 }
 
 /// How the human proves who they are.
@@ -318,9 +323,12 @@ struct VerbServer {
         long,
         env = "NATS_URL",
         hide_env_values = true,
-        value_name = "URL"
+        value_name = "URL",
+        value_parser = parse_server
     )]
     server: Option<String>,
+    #[command(flatten)]
+    tls: ClientTls,
 }
 
 #[derive(Debug, Subcommand)]
@@ -427,6 +435,8 @@ struct UpCommand {
     )]
     server: Option<String>,
     #[command(flatten)]
+    tls: UpTls,
+    #[command(flatten)]
     root: StateRoot,
     /// Stand by while another plane serves the space: wait on its plane claim and take over
     /// when it dies or stops (instead of refusing a live peer).
@@ -504,8 +514,63 @@ struct BrokerConfigCommand {
     /// The server's JetStream store dir [default: DIR/nats/space.<hex>/store].
     #[arg(long, value_name = "DIR")]
     store_dir: Option<PathBuf>,
+    /// Serve clients over TLS with this PEM certificate (with --tlskey).
+    #[arg(long, value_name = "FILE", requires = "tlskey")]
+    tlscert: Option<PathBuf>,
+    /// The PEM private key of --tlscert.
+    #[arg(long, value_name = "FILE", requires = "tlscert")]
+    tlskey: Option<PathBuf>,
+    /// The PEM CA client certificates (and, in a cluster, the other nodes) are verified
+    /// against.
+    #[arg(long, value_name = "FILE", requires = "tlscert")]
+    tlscacert: Option<PathBuf>,
+    /// Require and verify client certificates (against --tlscacert).
+    #[arg(long, requires = "tlscacert")]
+    tlsverify: bool,
+    /// The cluster route listener, HOST:PORT (with --cluster_name and --routes); routes use
+    /// TLS too when --tlscert is given, verified against --tlscacert.
+    #[arg(long, value_name = "HOST:PORT", requires_all = ["cluster_name", "routes"])]
+    cluster: Option<String>,
+    /// The cluster's name, the same on every node.
+    #[arg(long = "cluster_name", value_name = "NAME", requires = "cluster")]
+    cluster_name: Option<String>,
+    /// The other nodes' route URLs, comma-separated (nats-route://HOST:PORT).
+    #[arg(long, value_name = "URLS", value_delimiter = ',', requires = "cluster")]
+    routes: Vec<String>,
     #[command(flatten)]
     root: StateRoot,
+}
+
+impl BrokerConfigCommand {
+    /// The TLS and routes the configuration serves; paths as given, made absolute, since the
+    /// server reads them from wherever its config is.
+    fn serving(&self) -> cotal_core::trust::Serving {
+        let path = |p: &PathBuf| {
+            std::path::absolute(p)
+                .unwrap_or_else(|_| p.clone())
+                .to_string_lossy()
+                .into_owned()
+        };
+        cotal_core::trust::Serving {
+            tls: match (&self.tlscert, &self.tlskey) {
+                (Some(cert), Some(key)) => Some(cotal_core::trust::ServerTls {
+                    cert: path(cert),
+                    key: path(key),
+                    ca: self.tlscacert.as_ref().map(path),
+                    verify: self.tlsverify,
+                }),
+                _ => None,
+            },
+            cluster: self
+                .cluster
+                .as_ref()
+                .map(|listen| cotal_core::trust::ClusterRoutes {
+                    name: self.cluster_name.clone().unwrap_or_default(),
+                    listen: listen.clone(),
+                    routes: self.routes.iter().map(|r| r.trim().to_owned()).collect(),
+                }),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -533,6 +598,57 @@ struct ViewServer {
         value_parser = parse_server
     )]
     server: String,
+    #[command(flatten)]
+    tls: ClientTls,
+}
+
+impl ViewServer {
+    /// The server and its TLS, checked.
+    fn dial(&self) -> Result<Dial, String> {
+        Dial::new(&self.server, self.tls.settings())
+    }
+}
+
+/// The TLS a client dials with: the nats CLI's flags and variables. Any of them makes TLS
+/// required.
+#[derive(Debug, Args)]
+struct ClientTls {
+    /// The PEM CA the server's certificate must chain to (makes TLS required).
+    #[arg(long, env = "NATS_CA", value_name = "FILE")]
+    tlsca: Option<PathBuf>,
+    /// A PEM client certificate, for a server that verifies its clients (with --tlskey).
+    #[arg(long, env = "NATS_CERT", value_name = "FILE")]
+    tlscert: Option<PathBuf>,
+    /// The PEM private key of --tlscert.
+    #[arg(long, env = "NATS_KEY", value_name = "FILE")]
+    tlskey: Option<PathBuf>,
+}
+
+impl ClientTls {
+    fn settings(&self) -> TlsSettings {
+        TlsSettings {
+            ca: self.tlsca.clone(),
+            cert: self.tlscert.clone(),
+            key: self.tlskey.clone(),
+        }
+    }
+}
+
+/// `up`'s TLS: with --server, the client's (as [`ClientTls`]); without it, --tlscert/--tlskey
+/// are the embedded server's own certificate (nats-server's flag names) and --tlsca the CA the
+/// plane verifies it against.
+#[derive(Debug, Args)]
+struct UpTls {
+    /// The PEM CA the server's certificate must chain to (makes TLS required).
+    #[arg(long, env = "NATS_CA", value_name = "FILE")]
+    tlsca: Option<PathBuf>,
+    /// With --server: a PEM client certificate (with --tlskey). Without it: the embedded
+    /// server's certificate, served to clients over TLS (needs --tlsca).
+    #[arg(long, env = "NATS_CERT", value_name = "FILE")]
+    tlscert: Option<PathBuf>,
+    /// The PEM private key of --tlscert.
+    #[arg(long, env = "NATS_KEY", value_name = "FILE")]
+    tlskey: Option<PathBuf>,
 }
 
 /// How a read-only view authenticates.
@@ -619,12 +735,9 @@ fn parse_replicas(s: &str) -> Result<Replicas, String> {
     }
 }
 
+/// A server list the clients dial: nats:// or tls:// URLs (or bare HOST:PORT), comma-separated.
 fn parse_server(s: &str) -> Result<String, String> {
-    if s.trim().is_empty() {
-        Err("must not be empty".to_owned())
-    } else {
-        Ok(s.to_owned())
-    }
+    Dial::new(s, TlsSettings::default()).map(|_| s.to_owned())
 }
 
 impl UpCommand {
@@ -638,8 +751,21 @@ impl UpCommand {
             agent_provisioning_url: self.agent_provisioning_url,
         })
         .map_err(|e| e.message().to_owned())?;
+        let tls = TlsSettings {
+            ca: self.tls.tlsca,
+            cert: self.tls.tlscert,
+            key: self.tls.tlskey,
+        };
+        if self.server.is_none() && tls.cert.is_some() && tls.ca.is_none() {
+            return Err(
+                "up without --server serves the embedded server's TLS with --tlscert and \
+                 --tlskey, and needs --tlsca (NATS_CA), the CA the plane verifies it against"
+                    .to_owned(),
+            );
+        }
         Ok(up::UpArgs {
             server: self.server,
+            tls,
             replicas: self.space.replicas,
             root: self.root.dir,
             space: self.space.space,
@@ -660,11 +786,11 @@ impl GateCommand {
         }
     }
 
-    fn into_run(self) -> GateRun {
-        match self {
+    fn into_run(self) -> Result<GateRun, String> {
+        Ok(match self {
             GateCommand::Ls(ls) => GateRun::View(gate_cmd::GateArgs {
                 space: ls.space.space,
-                server: ls.server.server,
+                server: ls.server.dial()?,
                 root: ls.root.dir,
                 json: ls.json,
                 one: None,
@@ -672,7 +798,7 @@ impl GateCommand {
             }),
             GateCommand::Show(show) => GateRun::View(gate_cmd::GateArgs {
                 space: show.space.space,
-                server: show.server.server,
+                server: show.server.dial()?,
                 root: show.root.dir,
                 json: show.json,
                 one: Some((show.endpoint, show.instance)),
@@ -680,13 +806,13 @@ impl GateCommand {
             }),
             GateCommand::Reconcile(r) => GateRun::Reconcile(gate_cmd::ReconcileArgs {
                 space: r.space.space,
-                server: r.server.server,
+                server: r.server.dial()?,
                 root: r.root.dir,
                 endpoint: r.endpoint,
                 instance: r.instance,
                 json: r.json,
             }),
-        }
+        })
     }
 }
 
@@ -877,6 +1003,7 @@ fn main() -> ExitCode {
                 &config.space,
                 &config.listen,
                 config.store_dir.as_deref(),
+                &config.serving(),
             ),
         ),
         Command::Status(status) => match runtime().and_then(|rt| {
@@ -931,6 +1058,7 @@ fn main() -> ExitCode {
                 actor: l.actor,
                 proof,
                 ttl_secs: l.ttl,
+                tls: l.tls.settings(),
             };
             printed(
                 "login",
@@ -960,6 +1088,7 @@ fn main() -> ExitCode {
                 rt.block_on(actor_cmd::grant(actor_cmd::GrantArgs {
                     root: g.root.dir,
                     server: g.server.server,
+                    tls: g.server.tls.settings(),
                     space: g.space.space,
                     actor: g.actor,
                     owner: g.owner.into_arg(),
@@ -981,6 +1110,7 @@ fn main() -> ExitCode {
                     &ls.space.space,
                     ls.json,
                     ls.server.server,
+                    ls.server.tls.settings(),
                 ))
             });
             match listed {
@@ -1004,6 +1134,7 @@ fn main() -> ExitCode {
                     &r.owner.into_arg(),
                     r.lifecycle_uid,
                     r.server.server,
+                    r.server.tls.settings(),
                 ))
             }),
         ),
@@ -1016,6 +1147,7 @@ fn main() -> ExitCode {
                     &r.actor,
                     &r.owner.into_arg(),
                     r.server.server,
+                    r.server.tls.settings(),
                 ))
             }),
         ),
@@ -1028,12 +1160,17 @@ fn main() -> ExitCode {
                     &r.actor,
                     &r.owner.into_arg(),
                     r.server.server,
+                    r.server.tls.settings(),
                 ))
             }),
         ),
         Command::Gate(gate) => {
             let name = gate.name();
-            match gate.into_run() {
+            let run = match gate.into_run() {
+                Ok(run) => run,
+                Err(why) => return fail(name, &why, EXIT_USAGE),
+            };
+            match run {
                 GateRun::View(args) => {
                     match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
                         Ok(out) => {

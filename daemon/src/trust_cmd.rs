@@ -44,13 +44,14 @@ fn trust_root(root: &Path, space: &SpaceName, idp: &str) -> Result<String, Strin
 }
 
 /// The space's nats-server configuration: listening on `listen`, its JetStream store at
-/// `store_dir` (default: the root's `nats/space.<hex>/store`), from a trust root `up` would
-/// start on.
+/// `store_dir` (default: the root's `nats/space.<hex>/store`), serving TLS and routes as
+/// `serving` says, from a trust root `up` would start on.
 pub fn broker_config(
     root: &Path,
     space: &SpaceName,
     listen: &str,
     store_dir: Option<&Path>,
+    serving: &cotal_core::trust::Serving,
 ) -> Result<String, String> {
     // The trust root is read as `up` reads it, through the same fail-closed reader: a root `up`
     // would refuse (a symlinked `idp.json`, a widened `callout.json`) is refused here in the
@@ -61,7 +62,7 @@ pub fn broker_config(
         Some(dir) => dir.to_path_buf(),
         None => embedded_dir(root, space).join("store"),
     };
-    cotal_core::trust::broker_config(&broker, listen, &store.to_string_lossy())
+    cotal_core::trust::broker_config_with(&broker, listen, &store.to_string_lossy(), serving)
         .map_err(|e| e.message)
 }
 

@@ -16,7 +16,7 @@ use cotal_core::names::SpaceName;
 use cotal_io_fs::discovery::{self, Discovery};
 use cotal_io_fs::{files, instance, trust};
 use cotal_io_http::face::PublicFaceSettings;
-use cotal_io_nats::Replicas;
+use cotal_io_nats::{Dial, Replicas, TlsSettings};
 use std::path::PathBuf;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{error, info, info_span, Instrument};
@@ -24,6 +24,7 @@ use tracing::{error, info, info_span, Instrument};
 use crate::embedded::Embedded;
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
+use cotal_core::trust::{ServerTls, Serving};
 use cotal_io_fs::ledger_home::{self, LedgerHome};
 
 /// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
@@ -36,6 +37,9 @@ pub const EXIT_FENCED: u8 = 3;
 pub struct UpArgs {
     pub space: SpaceName,
     pub server: Option<String>,
+    /// The client TLS material every connection applies; with the embedded server, its
+    /// `cert`/`key` are the embedded server's own certificate instead (see [`Embedded`]).
+    pub tls: TlsSettings,
     pub root: PathBuf,
     pub replicas: Replicas,
     /// Wait on a live plane's claim instead of refusing, and take over when it dies.
@@ -93,21 +97,33 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
         &material,
     )?;
     let identity = instance::load_or_create(&args.root, &args.space)?;
-    let (url, embedded) = match &args.server {
-        Some(url) => (url.clone(), None),
+    let (dial, embedded) = match &args.server {
+        Some(url) => (Dial::new(url, args.tls.clone())?, None),
         None => {
             let broker = trust::load_broker(&args.root, &args.space)?;
             let dir = embedded_dir(&args.root, &args.space);
-            let embedded = Embedded::start(&dir, |listen, store| {
-                cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
+            let serving = Serving {
+                tls: embedded_tls(&args.tls)?,
+                cluster: None,
+            };
+            let embedded = Embedded::start(&dir, serving.tls.is_some(), |listen, store| {
+                cotal_core::trust::broker_config_with(&broker, listen, store, &serving)
+                    .map_err(|e| e.message)
             })?;
-            (embedded.url.clone(), Some(embedded))
+            // The plane verifies its own TLS server as any client would: against --tlsca, with
+            // no client certificate (the embedded server does not ask for one). A plaintext
+            // embedded server is dialed plainly, whatever NATS_CA the environment carries.
+            let client = TlsSettings {
+                ca: args.tls.ca.clone().filter(|_| serving.tls.is_some()),
+                ..TlsSettings::default()
+            };
+            (Dial::new(&embedded.url, client)?, Some(embedded))
         }
     };
     let span = info_span!("up", space = %args.space, instance = %identity.instance);
     let inputs = PlaneInputs {
         space: args.space.clone(),
-        server: url,
+        server: dial,
         root: args.root.clone(),
         replicas: args.replicas,
         standby: args.standby,
@@ -141,6 +157,26 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
     }
 }
 
+/// The embedded server's own TLS: `up --tlscert F --tlskey F` without `--server` (nats-server's
+/// flag names), as absolute paths, since the server reads them from its own directory.
+fn embedded_tls(tls: &TlsSettings) -> Result<Option<ServerTls>, String> {
+    let absolute = |flag: &str, path: &std::path::Path| {
+        std::fs::canonicalize(path)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| format!("{flag} {} cannot be read: {e}", path.display()))
+    };
+    tls.check()?;
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Ok(Some(ServerTls {
+            cert: absolute("--tlscert", cert)?,
+            key: absolute("--tlskey", key)?,
+            ca: None,
+            verify: false,
+        })),
+        _ => Ok(None),
+    }
+}
+
 async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // Handlers go in before the start: a standby stops on a signal, and whoever finds the
     // discovery file may signal at once.
@@ -167,7 +203,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     };
     let registered = plane.registered().clone();
     let space = &inputs.space;
-    let server = discovery::redacted(&inputs.server);
+    let server = discovery::redacted(inputs.server.servers());
     let found = Discovery {
         pid: std::process::id(),
         url: plane.loopback_url(),

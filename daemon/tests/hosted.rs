@@ -102,6 +102,7 @@ impl Context {
             lifecycle_uid: "life00000000000000000000a1".to_owned(),
             space: SPACE.to_owned(),
             servers: self.server.clone(),
+            tls: cotal_io_nats::TlsSettings::default(),
             state_dir: self.space.root.clone(),
             store: self.store.clone(),
             store_identity: self.identity.clone(),

@@ -46,13 +46,13 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
     let space = SpaceName::parse(name).unwrap();
     trust::init(root, &space, IDP).unwrap();
     let broker = trust::load_broker(root, &space).unwrap();
-    let server = Embedded::start(&embedded_dir(root, &space), |listen, store| {
+    let server = Embedded::start(&embedded_dir(root, &space), false, |listen, store| {
         cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
     })
     .unwrap();
     let inputs = PlaneInputs {
         space: space.clone(),
-        server: server.url.clone(),
+        server: server.url.as_str().into(),
         root: root.to_path_buf(),
         replicas: Replicas::One,
         standby: false,

@@ -40,6 +40,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{error, info, warn};
 
+use crate::dial::Dial;
 use crate::host::{FenceReads, GateWrites};
 use crate::space::{Space, SpaceOptions};
 
@@ -87,7 +88,7 @@ struct Binding {
 /// What every binding of one client is made from.
 struct Config {
     label: String,
-    servers: String,
+    dial: Dial,
     conn: ConnId,
     user: Arc<KeyPair>,
     signer: DataAccountSigner,
@@ -135,10 +136,6 @@ pub(crate) fn unix_now() -> Result<u64, EpError> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .map_err(|_| EpError::internal("the system clock is before 1970"))
-}
-
-pub(crate) fn servers_of(servers: &str) -> Vec<String> {
-    servers.split(',').map(|s| s.trim().to_owned()).collect()
 }
 
 /// Logs what the client reports about a connection, under its label: a refused publish is a
@@ -207,22 +204,26 @@ impl Config {
             }
             futures::future::ready(())
         };
-        let client = ConnectOptions::with_jwt(jwt, move |nonce| {
-            let key = Arc::clone(&key);
-            async move { key.sign(&nonce).map_err(AuthError::new) }
-        })
-        .name(&self.label)
-        .custom_inbox_prefix(format!("_INBOX_{}", self.conn))
-        .connection_timeout(self.options.request_timeout)
-        .event_callback(events)
-        .connect(servers_of(&self.servers))
-        .await
-        .map_err(|e| {
-            EpError::unavailable(format!(
-                "connection {} cannot connect to the NATS server at {}: {e}",
-                self.label, self.servers
-            ))
-        })?;
+        let client = self
+            .dial
+            .apply(ConnectOptions::with_jwt(jwt, move |nonce| {
+                let key = Arc::clone(&key);
+                async move { key.sign(&nonce).map_err(AuthError::new) }
+            }))
+            .name(&self.label)
+            .custom_inbox_prefix(format!("_INBOX_{}", self.conn))
+            .connection_timeout(self.options.request_timeout)
+            .event_callback(events)
+            .connect(self.dial.urls())
+            .await
+            .map_err(|e| {
+                EpError::unavailable(format!(
+                    "connection {} cannot connect to the NATS server at {}: {}",
+                    self.label,
+                    self.dial.servers(),
+                    self.dial.describe(&e)
+                ))
+            })?;
         let space = match Space::bind_sharing(
             client.clone(),
             self.space.clone(),
@@ -366,7 +367,7 @@ impl AuthorityClient {
     /// `exp` = now + `ttl`, signed by `signer`; binds `space` on it with `options`; and starts
     /// the half-life renewal. `ttl` is whole seconds, at least [`MIN_TTL`].
     pub async fn open(
-        servers: &str,
+        servers: impl Into<Dial>,
         label: String,
         signer: DataAccountSigner,
         grant: impl FnOnce(&ConnId) -> Result<UserNats, EpError>,
@@ -385,7 +386,7 @@ impl AuthorityClient {
         let nats = grant(&conn)?;
         let cfg = Config {
             label,
-            servers: servers.to_owned(),
+            dial: servers.into(),
             conn,
             user,
             signer,
@@ -550,23 +551,26 @@ impl FenceReads for AuthorityClient {
 /// Connects the callout connection with its stored creds text (JWT and seed), named `label`.
 /// The creds are never quoted in an error.
 pub async fn connect_with_creds(
-    servers: &str,
+    servers: impl Into<Dial>,
     label: &str,
     creds: &str,
 ) -> Result<Client, EpError> {
+    let dial: Dial = servers.into();
     let options = ConnectOptions::new().credentials(creds).map_err(|_| {
         EpError::bad_request(format!(
             "the stored credentials of connection {label} are not a valid creds file"
         ))
     })?;
-    options
+    dial.apply(options)
         .name(label)
         .event_callback(event_logger(label.to_owned()))
-        .connect(servers_of(servers))
+        .connect(dial.urls())
         .await
         .map_err(|e| {
             EpError::unavailable(format!(
-                "connection {label} cannot connect to the NATS server at {servers}: {e}"
+                "connection {label} cannot connect to the NATS server at {}: {}",
+                dial.servers(),
+                dial.describe(&e)
             ))
         })
 }

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 
 use crate::authority::DataAccountSigner;
+use crate::dial::Dial;
 
 /// The JetStream API's "consumer not found".
 const CONSUMER_NOT_FOUND: u64 = 10014;
@@ -31,7 +32,7 @@ const CONSUMER_NOT_FOUND: u64 = 10014;
 /// The broker-durables adapter of one space.
 #[derive(Debug, Clone)]
 pub struct NatsDurables {
-    servers: String,
+    dial: Dial,
     space: SpaceName,
     signer: DataAccountSigner,
     /// The minting authority the short credentials are issued to (the plane's principal).
@@ -41,13 +42,13 @@ pub struct NatsDurables {
 
 impl NatsDurables {
     pub fn new(
-        servers: &str,
+        servers: impl Into<Dial>,
         space: SpaceName,
         signer: DataAccountSigner,
         holder: Principal,
     ) -> NatsDurables {
         NatsDurables {
-            servers: servers.to_owned(),
+            dial: servers.into(),
             space,
             signer,
             holder,
@@ -250,17 +251,25 @@ impl NatsDurables {
             })
             .map_err(|e| e.message)?
             .jwt;
-        let client = ConnectOptions::with_jwt(jwt, move |nonce| {
-            let user = Arc::clone(&user);
-            async move { user.sign(&nonce).map_err(AuthError::new) }
-        })
-        .name(format!("{label}:{}", self.space.token()))
-        .custom_inbox_prefix(format!("_INBOX_{conn}"))
-        .connection_timeout(self.timeout)
-        .max_reconnects(Some(0))
-        .connect(crate::authority::servers_of(&self.servers))
-        .await
-        .map_err(|e| format!("{label} cannot connect to {}: {e}", self.servers))?;
+        let client = self
+            .dial
+            .apply(ConnectOptions::with_jwt(jwt, move |nonce| {
+                let user = Arc::clone(&user);
+                async move { user.sign(&nonce).map_err(AuthError::new) }
+            }))
+            .name(format!("{label}:{}", self.space.token()))
+            .custom_inbox_prefix(format!("_INBOX_{conn}"))
+            .connection_timeout(self.timeout)
+            .max_reconnects(Some(0))
+            .connect(self.dial.urls())
+            .await
+            .map_err(|e| {
+                format!(
+                    "{label} cannot connect to {}: {}",
+                    self.dial.servers(),
+                    self.dial.describe(&e)
+                )
+            })?;
         let mut js = jetstream::new(client);
         js.set_timeout(self.timeout);
         Ok(js)

@@ -12,6 +12,7 @@
 //! * [`authority`] — [`AuthorityClient`]: the plane's self-minted, labelled connections, renewed
 //!   at half-life on a fresh connection without dropping in-flight work, and
 //!   [`authority::connect_with_creds`] for the callout connection.
+//! * [`dial`] — [`Dial`]: the server URLs and the TLS material every connection applies.
 //! * [`callout`] — the auth callout service: [`callout::serve`] answers the broker's sealed
 //!   authorization requests through an [`callout::Authorize`] implementation.
 //! * [`journal`] — [`RunJournals`]: a run's journal walked leader-served off its one subject,
@@ -29,6 +30,7 @@
 
 pub mod authority;
 pub mod callout;
+pub mod dial;
 pub mod driver;
 pub mod durables;
 pub mod flights;
@@ -44,6 +46,7 @@ pub mod shape;
 pub mod space;
 
 pub use authority::{AuthorityClient, DataAccountSigner};
+pub use dial::{Dial, TlsSettings};
 pub use driver::{drive, Evictor, NatsWorld, PlaneProber, Prober};
 pub use journal::RunJournals;
 pub use ledger::KvActors;

@@ -24,6 +24,7 @@ use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use tracing::{info, warn};
 
+use crate::dial::Dial;
 use crate::driver::{Evictor, PlaneProber, Prober};
 
 /// How long a ping waits for every expected server, and a single request for its reply.
@@ -35,7 +36,7 @@ const VERIFY_PAUSE: Duration = Duration::from_millis(100);
 
 /// Where and as whom the oracle connects, and what it has found so far.
 pub struct Oracle {
-    servers: String,
+    dial: Dial,
     creds: String,
     /// The data account whose connections are listed.
     account: String,
@@ -68,9 +69,9 @@ pub struct Probe {
 impl Oracle {
     /// An oracle over the servers at `servers` (comma-separated URLs), connecting with the
     /// system user's `creds` as `label`, listing `account`'s connections.
-    pub fn new(servers: &str, creds: &str, account: &str, label: String) -> Oracle {
+    pub fn new(servers: impl Into<Dial>, creds: &str, account: &str, label: String) -> Oracle {
         Oracle {
-            servers: servers.to_owned(),
+            dial: servers.into(),
             creds: creds.to_owned(),
             account: account.to_owned(),
             label,
@@ -116,7 +117,8 @@ impl Oracle {
         let options = ConnectOptions::new()
             .credentials(&self.creds)
             .map_err(|_| "the plane's system user is not a valid creds file".to_owned())?;
-        options
+        self.dial
+            .apply(options)
             .name(&self.label)
             .custom_inbox_prefix(SYSTEM_INBOX_PREFIX)
             // One attempt at most after a drop: a sweep is short and is simply incomplete
@@ -124,14 +126,15 @@ impl Oracle {
             .max_reconnects(1)
             .connection_timeout(self.wait)
             .request_timeout(Some(self.wait))
-            .connect(
-                self.servers
-                    .split(',')
-                    .map(|s| s.trim().to_owned())
-                    .collect::<Vec<_>>(),
-            )
+            .connect(self.dial.urls())
             .await
-            .map_err(|e| format!("the system user cannot connect to {}: {e}", self.servers))
+            .map_err(|e| {
+                format!(
+                    "the system user cannot connect to {}: {}",
+                    self.dial.servers(),
+                    self.dial.describe(&e)
+                )
+            })
     }
 
     /// Publishes one ping and gathers replies until `enough` says so or the wait ends.

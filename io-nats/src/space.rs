@@ -372,18 +372,23 @@ impl Space {
     /// of which the client may fail over to) and binds `space` (see [`Space::bind`]). An
     /// unreachable server is `unavailable`.
     pub async fn connect(
-        url: &str,
+        url: impl Into<crate::Dial>,
         space: SpaceName,
         options: SpaceOptions,
     ) -> Result<Space, EpError> {
-        let servers: Vec<&str> = url.split(',').map(str::trim).collect();
-        let client = async_nats::ConnectOptions::new()
+        let dial: crate::Dial = url.into();
+        let client = dial
+            .apply(async_nats::ConnectOptions::new())
             .name("cotal-authd")
             .connection_timeout(options.request_timeout)
-            .connect(servers)
+            .connect(dial.urls())
             .await
             .map_err(|e| {
-                EpError::unavailable(format!("cannot connect to the NATS server at {url}: {e}"))
+                EpError::unavailable(format!(
+                    "cannot connect to the NATS server at {}: {}",
+                    dial.servers(),
+                    dial.describe(&e)
+                ))
             })?;
         Space::bind(client, space, options).await
     }

@@ -32,7 +32,9 @@ use base64::Engine as _;
 use nkeys::{KeyPair, KeyPairType, XKey};
 use sha2::{Digest as _, Sha256};
 
-pub use broker::{broker_config, MAX_CONTROL_LINE};
+pub use broker::{
+    broker_config, broker_config_with, ClusterRoutes, ServerTls, Serving, MAX_CONTROL_LINE,
+};
 pub use files::{
     AccountJwt, BrokerMaterial, CalloutMaterial, DaemonMaterial, IssuerKey, IssuerKeys,
     OperatorMaterial, OwnerSecret, ServiceKeys, SystemUser, BROKER_FILE, CALLOUT_FILE, ISSUER_FILE,

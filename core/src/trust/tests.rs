@@ -558,3 +558,58 @@ fn max_control_line_covers_the_largest_connect() {
     assert!(direct < MAX_CONTROL_LINE / 2 + 1024, "{direct}");
     assert!(sentinel < 1024, "{sentinel}");
 }
+
+#[test]
+fn broker_config_renders_client_and_route_tls() {
+    let r = root();
+    let tls = ServerTls {
+        cert: "/pki/server.pem".into(),
+        key: "/pki/server-key.pem".into(),
+        ca: Some("/pki/ca.pem".into()),
+        verify: false,
+    };
+    let serving = Serving {
+        tls: Some(tls.clone()),
+        cluster: Some(ClusterRoutes {
+            name: "c1".into(),
+            listen: "127.0.0.1:6222".into(),
+            routes: vec!["nats-route://127.0.0.1:6223".into()],
+        }),
+    };
+    let conf = broker_config_with(&r.broker, "127.0.0.1:4222", "/s", &serving).unwrap();
+    assert!(
+        conf.ends_with(
+            "tls {\n  cert_file: \"/pki/server.pem\"\n  key_file: \"/pki/server-key.pem\"\n  \
+             ca_file: \"/pki/ca.pem\"\n}\n\
+             cluster {\n  name: \"c1\"\n  listen: \"127.0.0.1:6222\"\n  \
+             routes: [\"nats-route://127.0.0.1:6223\"]\n  tls {\n    \
+             cert_file: \"/pki/server.pem\"\n    key_file: \"/pki/server-key.pem\"\n    \
+             ca_file: \"/pki/ca.pem\"\n    verify: true\n  }\n}\n"
+        ),
+        "{conf}"
+    );
+    // Plain is what it was: no TLS, no cluster.
+    let plain = broker_config(&r.broker, "127.0.0.1:4222", "/s").unwrap();
+    assert!(!plain.contains("tls {") && !plain.contains("cluster {"));
+    // Routes verify each other, so they need the CA; so does client verification.
+    let no_ca = ServerTls { ca: None, ..tls };
+    let routed = Serving {
+        tls: Some(no_ca.clone()),
+        ..serving
+    };
+    assert!(
+        message(broker_config_with(&r.broker, "127.0.0.1:1", "/s", &routed))
+            .starts_with("TLS routes need --tlscacert")
+    );
+    let verify = Serving {
+        tls: Some(ServerTls {
+            verify: true,
+            ..no_ca
+        }),
+        cluster: None,
+    };
+    assert!(
+        message(broker_config_with(&r.broker, "127.0.0.1:1", "/s", &verify))
+            .starts_with("--tlsverify needs --tlscacert")
+    );
+}

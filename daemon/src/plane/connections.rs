@@ -219,7 +219,7 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
 /// account, labelled by role and tagged with the gate principal.
 #[derive(Clone, Debug)]
 pub(super) struct Dialer {
-    server: String,
+    server: cotal_io_nats::Dial,
     space: SpaceName,
     signer: DataAccountSigner,
     replicas: Replicas,
@@ -295,7 +295,7 @@ impl Dialer {
         format!(
             "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
              from `cotal-authd broker-config --space {}`, or start `up` without --server",
-            discovery::redacted(&self.server),
+            discovery::redacted(self.server.servers()),
             self.space,
             self.space
         )

@@ -129,12 +129,14 @@ impl PlaneFaces {
 
     /// Builds the discovery bundle (reference §3.3) from the plane's own configuration once the
     /// public face is bound at `url`: the space, the server clients connect to (the advertised
-    /// one, else the plane's own, never with userinfo), TLS required, the pinned IdP, the
-    /// face's endpoints and the deny-all sentinel creds clients present with their bearer.
+    /// one, else the plane's own, never with userinfo), whether TLS is required (the advertised
+    /// URL is `tls://` or `wss://`, or the server requires it: `server_tls`), the pinned IdP,
+    /// the face's endpoints and the deny-all sentinel creds clients present with their bearer.
     pub(super) fn publish_bundle(
         &self,
         space: &SpaceName,
         server: &str,
+        server_tls: bool,
         settings: &PublicFaceSettings,
         url: &str,
     ) {
@@ -148,13 +150,19 @@ impl PlaneFaces {
         {
             map.insert("agentProvisioningUrl".into(), provisioning.clone().into());
         }
+        let advertised = settings
+            .advertised_server
+            .clone()
+            .unwrap_or_else(|| discovery::redacted(server));
+        let tls_scheme = ["tls://", "wss://"].iter().any(|scheme| {
+            advertised
+                .get(..scheme.len())
+                .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+        });
         let bundle = json!({
             "space": space.as_str(),
-            "server": settings
-                .advertised_server
-                .clone()
-                .unwrap_or_else(|| discovery::redacted(server)),
-            "tlsRequired": true,
+            "server": advertised,
+            "tlsRequired": tls_scheme || server_tls,
             "userAuth": {"provider": "cotal", "idp": self.idp, "endpoints": endpoints},
             "sentinelCreds": self.sentinel_creds,
         });

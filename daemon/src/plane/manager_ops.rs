@@ -45,7 +45,7 @@ pub(super) struct ManagerOps {
     /// door's verified eviction.
     pub(super) oracle: Arc<Oracle>,
     /// The servers, for the reconciler's own connection.
-    pub(super) server: String,
+    pub(super) server: cotal_io_nats::Dial,
     /// Agents' mailboxes, created and removed as real JetStream consumers.
     pub(super) durables: Arc<NatsDurables>,
     /// Run admission and attempts.

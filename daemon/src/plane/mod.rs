@@ -110,8 +110,8 @@ pub const STANDBY_POLL: Duration = Duration::from_millis(250);
 #[derive(Debug)]
 pub struct PlaneInputs {
     pub space: SpaceName,
-    /// The NATS server URL(s) of the space (comma-separated).
-    pub server: String,
+    /// The NATS server URL(s) of the space and the TLS every connection dials them with.
+    pub server: cotal_io_nats::Dial,
     /// The state root: the registration record and lock live under it.
     pub root: PathBuf,
     pub replicas: Replicas,
@@ -406,7 +406,11 @@ impl Plane {
             }
         };
         let (faces, manager_ops) = faces;
-        let (loopback, public) = match bind_faces(inputs, &faces, guard).await {
+        // TLS is required when the plane dials TLS, or when the server it reached says so in
+        // its INFO (a nats:// URL the client upgraded).
+        let server_tls =
+            inputs.server.requires_tls() || connections.callout.server_info().tls_required;
+        let (loopback, public) = match bind_faces(inputs, &faces, guard, server_tls).await {
             Ok(bound) => {
                 if let Some((_, url)) = &bound.1 {
                     let _ = public_exchange.set(url.clone());
@@ -923,11 +927,13 @@ async fn serve_callout(
 }
 
 /// Binds the loopback face and, when asked, the public one, whose discovery bundle names where
-/// it was bound. A public face that cannot bind closes the loopback one first.
+/// it was bound and whether the server requires TLS (`server_tls`). A public face that cannot
+/// bind closes the loopback one first.
 async fn bind_faces(
     inputs: &PlaneInputs,
     faces: &Arc<PlaneFaces>,
     guard: Capability,
+    server_tls: bool,
 ) -> Result<(FaceHandle, Option<(FaceHandle, String)>), String> {
     let fd_limit = raise_fd_limit();
     let loopback = LoopbackConfig::new(inputs.port, guard).within_fd_limit(fd_limit);
@@ -957,7 +963,13 @@ async fn bind_faces(
         .url
         .clone()
         .unwrap_or_else(|| format!("http://{}", public.local_addr()));
-    faces.publish_bundle(&inputs.space, &inputs.server, settings, &url);
+    faces.publish_bundle(
+        &inputs.space,
+        inputs.server.servers(),
+        server_tls,
+        settings,
+        &url,
+    );
     Ok((loopback, Some((public, url))))
 }
 

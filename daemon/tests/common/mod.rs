@@ -15,6 +15,7 @@ use rustix::process::{kill_process, Pid, Signal};
 pub mod manager;
 pub mod reference_client;
 pub mod signin;
+pub mod tls;
 use serde_json::Value;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_cotal-authd");
@@ -31,11 +32,13 @@ pub fn require_server() {
     );
 }
 
-/// The binary with no `NATS_URL` from the caller's environment: `--server` defaults to it, and
-/// these tests choose the server themselves.
+/// The binary with no `NATS_URL` (nor TLS variables) from the caller's environment: `--server`
+/// and the TLS flags default to them, and these tests choose the server themselves.
 pub fn command() -> Command {
     let mut command = Command::new(BIN);
-    command.env_remove("NATS_URL");
+    for chosen in ["NATS_URL", "NATS_CA", "NATS_CERT", "NATS_KEY"] {
+        command.env_remove(chosen);
+    }
     command
 }
 

@@ -150,17 +150,24 @@ impl Space {
     /// Runs the space's own nats-server from `broker-config` (so it outlives any plane of the
     /// test) and returns its URL once it accepts connections.
     pub fn serve_broker(&mut self) -> String {
+        let port = self.serve_broker_with("", &[], "");
+        format!("nats://127.0.0.1:{port}")
+    }
+
+    /// Runs a nats-server of the space from `broker-config` with `flags` (TLS, routes), the
+    /// config text `extra` appended, its config (`server.conf`) and store under `<root>/<name>`
+    /// (the root itself for `""`), and returns its client port once it accepts connections.
+    pub fn serve_broker_with(&mut self, name: &str, flags: &[&str], extra: &str) -> u16 {
         let port = free_port();
-        let config = self.authd(&[
-            "broker-config",
-            "--space",
-            SPACE,
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--store-dir",
-            self.root.join("store").to_str().unwrap(),
-        ]);
-        let config_path = self.root.join("server.conf");
+        let dir = self.root.join(name);
+        fs::create_dir_all(&dir).unwrap();
+        let mut args = vec!["broker-config", "--space", SPACE, "--listen"];
+        let listen = format!("127.0.0.1:{port}");
+        let store = dir.join("store");
+        args.extend([listen.as_str(), "--store-dir", store.to_str().unwrap()]);
+        args.extend_from_slice(flags);
+        let config = format!("{}\n{extra}", self.authd(&args));
+        let config_path = dir.join("server.conf");
         fs::write(&config_path, config).unwrap();
         let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
             || {
@@ -185,7 +192,7 @@ impl Space {
             );
             sleep(POLL);
         }
-        format!("nats://127.0.0.1:{port}")
+        port
     }
 
     /// A data-account connection to `server` with no permission limits: the test's own view
