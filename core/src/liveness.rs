@@ -32,7 +32,7 @@ use serde_json::{json, Map, Value};
 use crate::jwt::{Permission, Permissions};
 use crate::machine::Liveness;
 use crate::names::Principal;
-use crate::plane_claim::{ConnTuple, TupleLiveness};
+use crate::plane_claim::{ConnTuple, PlaneQuery, PlaneVerdict, TupleLiveness};
 use crate::wire::ObjectWriter;
 
 /// The system-account user the trust root provisions for the plane alone.
@@ -354,6 +354,62 @@ impl Sweep {
             return Err(format!("{what} spans more than {MAX_PAGES} pages"));
         }
         Ok(())
+    }
+
+    /// The plane claim's reading of this sweep (reference §2.10, F-claim): whether each of a
+    /// held claim's two scanner connections is still connected. A complete sweep decides as
+    /// [`Listing::tuple_liveness`] does. An incomplete one still decides when the only servers
+    /// missing from it have **departed**: every server that answered listed all its pages and
+    /// together they are a majority of the cluster's meta group. Then a scanner listed anywhere
+    /// is live, and one that is not listed is gone — on its own server, if that one answered
+    /// (a sealed scanner never reconnects elsewhere), and on a departed server too: a server
+    /// outside the quorum cannot commit a JetStream write, so a plane still connected to it
+    /// can no longer act on the space, and it stops itself once it cannot read its gate.
+    ///
+    /// Deviation from the reference, which refuses while any server is silent: without it a
+    /// standby could never take over from a plane whose host (its node included) was lost.
+    pub fn plane_verdict(&self, query: &PlaneQuery) -> PlaneVerdict {
+        let listing = self.listing();
+        let note = match &listing {
+            Listing::Complete(_) => {
+                return PlaneVerdict {
+                    ledger: listing.tuple_liveness(&query.ledger),
+                    records: listing.tuple_liveness(&query.records),
+                    note: None,
+                }
+            }
+            Listing::Incomplete(why) => why.clone(),
+        };
+        let answered = self.servers.len();
+        let departed = self.malformed.is_none()
+            && self.servers.values().all(|s| !s.needs_more())
+            && answered * 2 > self.topology.names.len();
+        if !departed {
+            return PlaneVerdict {
+                ledger: TupleLiveness::Unknown,
+                records: TupleLiveness::Unknown,
+                note: Some(note),
+            };
+        }
+        let liveness = |tuple: &ConnTuple| {
+            let listed = self.servers.values().flat_map(|s| &s.conns).any(|c| {
+                c.user.as_deref() == Some(tuple.user_nkey.as_str())
+                    || (c.server.id == tuple.server_id && c.cid == tuple.cid)
+            });
+            if listed {
+                TupleLiveness::Live
+            } else {
+                TupleLiveness::Gone
+            }
+        };
+        PlaneVerdict {
+            ledger: liveness(&query.ledger),
+            records: liveness(&query.records),
+            note: Some(format!(
+                "{note}; the {answered} that answered are a majority of the cluster, so the \
+                 silent ones have departed it"
+            )),
+        }
     }
 
     /// Servers with more to list: `(server id, offset)` of each next page to ask for.

@@ -67,27 +67,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// The space's server configuration for one node: `broker-config` without the client listener
-/// and the JetStream block, which the harness writes per node, plus route pings short enough
-/// for a cut to be noticed within seconds.
-fn node_config(space: &Space) -> String {
-    let config = space.authd(&["broker-config", "--space", SPACE]);
-    let mut kept = String::new();
-    let mut in_jetstream = false;
-    for line in config.lines() {
-        if in_jetstream {
-            in_jetstream = line.trim() != "}";
-        } else if line.starts_with("jetstream {") {
-            in_jetstream = true;
-        } else if !line.starts_with("listen:") {
-            kept.push_str(line);
-            kept.push('\n');
-        }
-    }
-    kept.push_str("ping_interval: \"1s\"\nping_max: 3\n");
-    kept
-}
-
 /// The serving plane's loopback face (url, capability), for the clients; `None` between planes.
 type Face = Mutex<Option<(String, String)>>;
 
@@ -473,7 +452,7 @@ fn run_history(seed: u64, seconds: u64) -> Outcome {
     }
     Flow::grant_manager(&space);
     let opts = ServerOptions {
-        extra_config: node_config(&space),
+        extra_config: space.node_config(),
         ..ServerOptions::default()
     };
     let mut net = NetnsCluster::start_with(3, opts).unwrap();

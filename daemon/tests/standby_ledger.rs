@@ -20,6 +20,7 @@ use std::process::Child;
 
 use common::signin::{connect, post, refused, Space};
 use common::*;
+use cotal_tests::nats::{NetnsCluster, ServerOptions};
 use rustix::process::Signal;
 use serde_json::{json, Value};
 
@@ -423,4 +424,65 @@ fn a_replicated_ledger_is_chosen_once_and_needs_no_ledger_dir() {
         &["--standby", "--ledger-dir", fresh.root.to_str().unwrap()],
     );
     assert!(err.contains("so a standby needs no --ledger-dir"), "{err}");
+}
+
+/// The standby on another host (issue 27): a 3-node cluster whose nodes are separate hosts in
+/// network namespaces, the space's ledger replicated (R3), the active plane on host A (node 0)
+/// and `--standby` on host B (node 1) over a copy of the trust root alone. A grant and a revoke
+/// (and a retirement and a re-grant) made on the active; then host A is lost — its plane and
+/// its node `kill -9`ed. The standby takes over on the surviving majority and serves every
+/// change the active acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_on_another_host_takes_over_when_the_active_host_is_lost() {
+    let mut space = Space::new();
+    space.authd(&[
+        "init",
+        "--space",
+        SPACE,
+        "--idp",
+        &space.idp_url(),
+        "--ledger",
+        "kv",
+    ]);
+    let mut net = NetnsCluster::start_with(
+        3,
+        ServerOptions {
+            extra_config: space.node_config(),
+            ..ServerOptions::default()
+        },
+    )
+    .unwrap();
+    let urls = net.urls();
+    let (host_a, host_b) = (urls[0].clone(), urls[1].clone());
+    let a = space.up(&["--server", &host_a, "--replicas", "3"]);
+    for actor in ["keep", "gone", "retiree", "again"] {
+        space.grant(actor, HUMAN, &[]);
+    }
+    let before: Vec<String> = ["keep", "gone", "retiree", "again"]
+        .iter()
+        .map(|actor| bearer(&space, &a, actor))
+        .collect();
+
+    let peers = tempfile::tempdir().unwrap();
+    let b = peer(&space, &peers, "b");
+    let log = b.with_extension("log");
+    space
+        .reaper
+        .0
+        .push(up_on(&b, &host_b, &["--standby", "--replicas", "3"], &log));
+    wait_for_line(&log, WITNESSED);
+    change_the_ledger(&space, &a);
+
+    // Host A is lost: its plane and its node.
+    let lost = std::time::Instant::now();
+    let active_plane = space.reaper.0.len() - 2;
+    space.reaper.0[active_plane].kill().unwrap();
+    net.cluster_mut().kill_node(0).unwrap();
+    space.reaper.0[active_plane].wait().unwrap();
+    let d = ready(&b, space.reaper.0.last_mut().unwrap());
+    println!(
+        "the standby on host B served {:.2} s after host A was lost",
+        lost.elapsed().as_secs_f64()
+    );
+    takeover_checks(&space, &host_b, &d, &before).await;
 }

@@ -186,58 +186,57 @@ impl Oracle {
         Topology::from_jsz(&replies)
     }
 
-    /// One complete-or-not sweep of the data account's connections on `client`.
-    async fn sweep_on(&self, client: &Client) -> Listing {
-        let topology = match self.topology(client).await {
-            Ok(topology) => topology,
-            Err(why) => return Listing::Incomplete(why),
-        };
-        let mut sweep = Sweep::new(topology);
+    /// One sweep of the data account's connections on `client`, as far as the servers
+    /// answered; `Err` when not even the cluster's membership could be read.
+    async fn sweep_on(&self, client: &Client) -> Result<Sweep, String> {
+        let mut sweep = Sweep::new(self.topology(client).await?);
         let first = self
             .gather(client, CONNZ_PING, connz_request(&self.account, 0), |got| {
                 let mut probe = sweep.clone();
                 got.iter().for_each(|reply| probe.add(reply));
                 probe.heard_from_all()
             })
-            .await;
-        match first {
-            Ok(replies) => replies.iter().for_each(|reply| sweep.add(reply)),
-            Err(why) => return Listing::Incomplete(why),
-        }
+            .await?;
+        first.iter().for_each(|reply| sweep.add(reply));
         loop {
             let pages = sweep.next_pages();
             if pages.is_empty() {
                 break;
             }
             for (server, offset) in pages {
-                match client
+                let reply = client
                     .request(
                         server_connz(&server),
                         connz_request(&self.account, offset).into(),
                     )
                     .await
-                {
-                    Ok(reply) => sweep.add(&reply.payload),
-                    Err(e) => {
-                        return Listing::Incomplete(format!(
-                            "server {server} did not list page {offset}: {e}"
-                        ))
-                    }
-                }
+                    .map_err(|e| format!("server {server} did not list page {offset}: {e}"))?;
+                sweep.add(&reply.payload);
             }
         }
-        sweep.listing()
+        Ok(sweep)
+    }
+
+    /// [`Oracle::sweep_on`]'s listing.
+    async fn listing_on(&self, client: &Client) -> Listing {
+        self.sweep_on(client)
+            .await
+            .map_or_else(Listing::Incomplete, |sweep| sweep.listing())
     }
 
     /// A fresh sweep on a connection of its own.
-    pub async fn sweep(&self) -> Listing {
-        let client = match self.connect().await {
-            Ok(client) => client,
-            Err(why) => return Listing::Incomplete(why),
-        };
-        let listing = self.sweep_on(&client).await;
+    async fn fresh_sweep(&self) -> Result<Sweep, String> {
+        let client = self.connect().await?;
+        let sweep = self.sweep_on(&client).await;
         let _ = client.drain().await;
-        listing
+        sweep
+    }
+
+    /// A fresh sweep's listing: complete, or why nothing can be concluded from absence.
+    pub async fn sweep(&self) -> Listing {
+        self.fresh_sweep()
+            .await
+            .map_or_else(Listing::Incomplete, |sweep| sweep.listing())
     }
 
     /// Whether `holder` has a live connection: `live`, `gone` under a complete sweep, else
@@ -261,16 +260,13 @@ impl Oracle {
     }
 
     /// The plane claim's question (reference §2.10): are a held claim's two scanner
-    /// connections still connected? One fresh sweep answers both.
+    /// connections still connected? One fresh sweep answers both, as
+    /// [`Sweep::plane_verdict`] reads it (servers that departed the cluster's majority
+    /// included).
     pub async fn probe_plane(&self, query: &PlaneQuery) -> PlaneVerdict {
-        let listing = self.sweep().await;
-        let verdict = PlaneVerdict {
-            ledger: listing.tuple_liveness(&query.ledger),
-            records: listing.tuple_liveness(&query.records),
-            note: match &listing {
-                Listing::Complete(_) => None,
-                Listing::Incomplete(why) => Some(why.clone()),
-            },
+        let verdict = match self.fresh_sweep().await {
+            Ok(sweep) => sweep.plane_verdict(query),
+            Err(why) => PlaneVerdict::unknown(why),
         };
         self.note(format!(
             "the previous plane's scanners: auth-ledger {:?}, records {:?}{}",
@@ -326,7 +322,7 @@ impl Oracle {
     }
 
     async fn evict_on(&self, client: &Client, holders: &[Principal]) -> Vec<EvictionEvidence> {
-        let mut listing = self.sweep_on(client).await;
+        let mut listing = self.listing_on(client).await;
         let mut kicked = vec![0u64; holders.len()];
         for round in 0..=VERIFY_ROUNDS {
             if let Listing::Incomplete(why) = &listing {
@@ -382,7 +378,7 @@ impl Oracle {
                 }
             }
             tokio::time::sleep(VERIFY_PAUSE).await;
-            listing = self.sweep_on(client).await;
+            listing = self.listing_on(client).await;
         }
         self.note(format!(
             "eviction of {} unverified: connections remain after {VERIFY_ROUNDS} rounds of kicks",

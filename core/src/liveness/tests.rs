@@ -236,3 +236,71 @@ fn f52_a_callout_admitted_holder_is_attributed_by_its_authorized_user() {
     assert_eq!(listing.held_by(&holder(signed_in)).count(), 1);
     assert_eq!(listing.held_by(&holder(earlier)).count(), 1);
 }
+
+fn scanner(server: &str, cid: u64, seed: u8) -> ConnTuple {
+    let nkey = nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, [seed; 32])
+        .unwrap()
+        .public_key();
+    ConnTuple::new(&format!("N{server}"), cid, &nkey).unwrap()
+}
+
+fn scanner_conn(t: &ConnTuple) -> Value {
+    json!({"cid": t.cid, "name": "cotal:auth-scan:s", "authorized_user": t.user_nkey})
+}
+
+#[test]
+fn a_claim_on_a_departed_server_reads_gone_once_a_majority_answered_without_it() {
+    let topology = || Topology::from_jsz(&[cluster_jsz("a", &["b", "c"], 3)]).unwrap();
+    let query = PlaneQuery {
+        ledger: scanner("a", 7, 1),
+        records: scanner("a", 8, 2),
+    };
+    // Server a (the scanners' own) is lost; b and c, a majority, answered without them.
+    let mut sweep = Sweep::new(topology());
+    sweep.add(&page("b", 1, 0, vec![conn(1, None)]));
+    sweep.add(&page("c", 0, 0, vec![]));
+    let verdict = sweep.plane_verdict(&query);
+    assert_eq!(
+        (verdict.ledger, verdict.records),
+        (TupleLiveness::Gone, TupleLiveness::Gone)
+    );
+    assert!(verdict.note.unwrap().contains("have departed it"));
+    // Listed on a server that answered, a scanner is live whatever else is silent.
+    let mut live = Sweep::new(topology());
+    live.add(&page("b", 1, 0, vec![scanner_conn(&scanner("b", 3, 1))]));
+    live.add(&page("c", 0, 0, vec![]));
+    assert_eq!(live.plane_verdict(&query).ledger, TupleLiveness::Live);
+    assert_eq!(live.plane_verdict(&query).records, TupleLiveness::Gone);
+}
+
+#[test]
+fn a_minority_or_a_partial_page_decides_nothing_and_a_complete_sweep_decides_as_before() {
+    let topology = || Topology::from_jsz(&[cluster_jsz("a", &["b", "c"], 3)]).unwrap();
+    let query = PlaneQuery {
+        ledger: scanner("a", 7, 1),
+        records: scanner("a", 8, 2),
+    };
+    let unknown = |sweep: &Sweep| {
+        let v = sweep.plane_verdict(&query);
+        (v.ledger, v.records) == (TupleLiveness::Unknown, TupleLiveness::Unknown)
+    };
+    // One of three answered: not a majority.
+    let mut minority = Sweep::new(topology());
+    minority.add(&page("b", 0, 0, vec![]));
+    assert!(unknown(&minority));
+    // A majority, but one of them has more pages to list.
+    let mut partial = Sweep::new(topology());
+    partial.add(&page("b", 2, 0, vec![conn(1, None)]));
+    partial.add(&page("c", 0, 0, vec![]));
+    assert!(unknown(&partial));
+    // Everyone answered: the scanners on a are listed, so live; absent, gone, no note.
+    let mut complete = Sweep::new(topology());
+    complete.add(&page("a", 1, 0, vec![scanner_conn(&query.ledger)]));
+    complete.add(&page("b", 0, 0, vec![]));
+    complete.add(&page("c", 0, 0, vec![]));
+    let v = complete.plane_verdict(&query);
+    assert_eq!(
+        (v.ledger, v.records, v.note),
+        (TupleLiveness::Live, TupleLiveness::Gone, None)
+    );
+}

@@ -147,6 +147,27 @@ impl Space {
         self.authd(&["dev-idp", "token", "--subject", subject, "--ttl", "120"])
     }
 
+    /// The space's `broker-config` as the extra config of a cluster node the test harness
+    /// starts (its own `listen` and JetStream store dir are the harness's), with fast pings so
+    /// a dead peer's connections go at once.
+    pub fn node_config(&self) -> String {
+        let config = self.authd(&["broker-config", "--space", SPACE]);
+        let mut kept = String::new();
+        let mut in_jetstream = false;
+        for line in config.lines() {
+            if in_jetstream {
+                in_jetstream = line.trim() != "}";
+            } else if line.starts_with("jetstream {") {
+                in_jetstream = true;
+            } else if !line.starts_with("listen:") {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+        kept.push_str("ping_interval: \"1s\"\nping_max: 3\n");
+        kept
+    }
+
     /// Runs the space's own nats-server from `broker-config` (so it outlives any plane of the
     /// test) and returns its URL once it accepts connections.
     pub fn serve_broker(&mut self) -> String {
