@@ -179,6 +179,9 @@ impl Envelope {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     names: BTreeSet<String>,
+    /// The members that answered the cluster query: a `CONNZ` ping waits for these, not for a
+    /// member that was already silent (it would only wait out its whole timeout again).
+    answered: BTreeSet<String>,
 }
 
 impl Topology {
@@ -190,12 +193,14 @@ impl Topology {
             return Err("no server answered the cluster query".to_owned());
         }
         let mut names = BTreeSet::new();
+        let mut answered = BTreeSet::new();
         let mut sizes = BTreeSet::new();
         let mut standalone = 0usize;
         for reply in replies {
             let reply = envelope(reply)?;
             let server = &reply.server;
             names.insert(server.name.clone());
+            answered.insert(server.name.clone());
             if reply.cluster.is_none() {
                 standalone += 1;
                 sizes.insert(1);
@@ -235,7 +240,7 @@ impl Topology {
                 names.len()
             ));
         }
-        Ok(Topology { names })
+        Ok(Topology { names, answered })
     }
 
     pub fn names(&self) -> &BTreeSet<String> {
@@ -427,6 +432,15 @@ impl Sweep {
                 )
             })
             .collect()
+    }
+
+    /// True once every server that answered the cluster query has sent its first page: the
+    /// most a `CONNZ` ping can still hope to hear.
+    pub fn heard_from_the_answering(&self) -> bool {
+        self.topology
+            .answered
+            .iter()
+            .all(|n| self.servers.contains_key(n))
     }
 
     /// True once every expected server has sent its first page.

@@ -479,7 +479,10 @@ async fn a_standby_on_another_host_takes_over_when_the_active_host_is_lost() {
     space.reaper.0[active_plane].kill().unwrap();
     net.cluster_mut().kill_node(0).unwrap();
     space.reaper.0[active_plane].wait().unwrap();
-    let d = ready(&b, space.reaper.0.last_mut().unwrap());
+    let d = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ready(&b, space.reaper.0.last_mut().unwrap())
+    }))
+    .unwrap_or_else(|_| panic!("the standby never served; its log:\n{}", text(&log)));
     println!(
         "the standby on host B served {:.2} s after host A was lost",
         lost.elapsed().as_secs_f64()

@@ -194,7 +194,7 @@ impl Oracle {
             .gather(client, CONNZ_PING, connz_request(&self.account, 0), |got| {
                 let mut probe = sweep.clone();
                 got.iter().for_each(|reply| probe.add(reply));
-                probe.heard_from_all()
+                probe.heard_from_the_answering()
             })
             .await?;
         first.iter().for_each(|reply| sweep.add(reply));
