@@ -520,7 +520,9 @@ pub async fn revoke_credential(
             account: material.data_account().to_owned(),
             signer: Arc::new(material.data_signing_key().clone()),
         },
-        move |conn| plane_grants::credential_revoke(&grant_space, conn).map(Into::into),
+        move |conn| {
+            plane_grants::credential_revoke(&grant_space, conn).map(cotal_core::profiles::host_user)
+        },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         space.clone(),
         options,
