@@ -110,16 +110,34 @@ pub fn authorize_human_grant<L: LedgerRead>(
 /// says.
 const DUMMY_TOKEN_HASH: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
+/// A managed row as the ledger stores one (a spawned agent's, of typical size), parsed by a
+/// refusal that found no row: a known agent's refusal pays the row parse, so an unknown one pays
+/// it too.
+const DECOY_ROW: &str = r#"{
+  "ver": 1,
+  "owner": "u_aaaaaaaaaaaaaaaaaaaaaaaaaa",
+  "actor": "decoy",
+  "scope": [],
+  "allowSubscribe": ["team.>"],
+  "allowPublish": ["team.a"],
+  "parent": "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.cli",
+  "tokenHash": "0000000000000000000000000000000000000000000000000000000000000000",
+  "lifecycleUid": "aaaaaaaaaaaaaaaaaaaaaaaaaa",
+  "grantedAt": "2026-12-01T00:00:00.000Z"
+}"#;
+
 /// The agent-secret boundary (`ledgerAuthorizeAgentExchange`): the managed row of
 /// `owner.actor` whose token hash is the secret's digest, compared in constant time. An owner
 /// or actor that does not parse, a missing or unreadable row and a wrong secret all get
 /// [`AGENT_EXCHANGE_REFUSED`]: none of them may tell a prober whether the agent exists.
 ///
 /// **Equal-time refusals.** Every refusal pays the same work as a known agent with a wrong
-/// secret: the secret is always digested and compared in constant time, against the row's hash
-/// or, when there is no row (or it holds no hash), against [`DUMMY_TOKEN_HASH`]. So neither the
-/// sentence nor the time of an answer tells an unknown agent from a known one (the
-/// `agent_refusal` benchmark measures the two side by side). After the secret matched, the
+/// secret: a row is parsed (the stored one, or `DECOY_ROW` when there is none), and the secret
+/// is always digested and compared in constant time, against the row's hash or, when there is
+/// no row (or it holds no hash), against `DUMMY_TOKEN_HASH`. So neither the sentence nor the
+/// time of an answer tells an unknown agent from a known one (the `agent_refusal` benchmark
+/// measures the two side by side; what is left is the ledger's read of an existing file against
+/// a missing one). After the secret matched, the
 /// envelope walk's own sentence says what was narrowed.
 pub fn authorize_agent_exchange<L: LedgerRead>(
     ledger: &mut L,
@@ -144,6 +162,14 @@ pub fn authorize_agent_exchange<L: LedgerRead>(
         },
         None => None,
     };
+    if row.is_none() {
+        // `black_box`: the parse must run although its result is not used.
+        std::hint::black_box(ActorRow::from_file_bytes(
+            std::hint::black_box(DECOY_ROW.as_bytes()),
+            RowSpace::Managed,
+        ))
+        .ok();
+    }
     let digest = token_digest(secret);
     let stored = row
         .as_ref()
@@ -234,6 +260,14 @@ mod tests {
     fn the_dummy_hash_is_shaped_like_a_stored_digest() {
         assert_eq!(DUMMY_TOKEN_HASH.len(), token_digest(SECRET).len());
         assert!(TokenHash::parse(DUMMY_TOKEN_HASH).is_ok());
+    }
+
+    /// The decoy a refusal without a row parses is a valid managed row, so its parse runs to
+    /// the end as a stored row's does.
+    #[test]
+    fn the_decoy_row_parses_as_a_managed_row() {
+        let row = ActorRow::from_file_bytes(DECOY_ROW.as_bytes(), RowSpace::Managed).unwrap();
+        assert_eq!(row.token_hash.unwrap().as_str(), DUMMY_TOKEN_HASH);
     }
 
     /// A known agent with a wrong secret and an unknown agent (and a name that does not even
