@@ -24,7 +24,7 @@ use nkeys::{KeyPair, KeyPairType};
 
 use crate::error::EpError;
 use crate::jwt::{
-    self, AuthToken, AuthorizationVerdict, ClaimType, Nats, Permissions, RequestClient,
+    self, AuthToken, AuthorizationVerdict, ClaimType, Nats, NatsLimits, Permissions, RequestClient,
     UnixSeconds, UserNats, Validity,
 };
 
@@ -249,6 +249,10 @@ pub struct Admit {
     pub permissions: Permissions,
     /// `owner:<o>`, `actor:<a>`, `principal:<o>.<a>` for the plane's principals.
     pub tags: Vec<String>,
+    /// The connection's `subs`/`data`/`payload` limits, from the profile
+    /// ([`crate::profiles::CONNECT_LIMITS`]): finite, so no admitted connection holds unbounded
+    /// server state.
+    pub limits: NatsLimits,
     /// The user JWT's `exp`: the bearer's, so broker access ends with the bearer.
     pub expires_at: UnixSeconds,
 }
@@ -326,6 +330,7 @@ pub fn answer(
     let user = UserNats {
         permissions: admit.permissions,
         tags: admit.tags,
+        limits: admit.limits,
         ..UserNats::default()
     };
     let minted = jwt::user_jwt(

@@ -132,6 +132,7 @@ impl Script for DecideConnect {
                 name: principal.name(),
                 permissions: profile.permissions,
                 tags: profile.tags,
+                limits: profile.limits,
                 expires_at: self.expires_at,
             },
             principal,

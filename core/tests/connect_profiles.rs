@@ -594,6 +594,30 @@ mod connect {
         assert_eq!(e.code, ErrorCode::PermissionDenied);
     }
 
+    /// Every connect profile (the `agent` profile and each view) carries the finite
+    /// [`CONNECT_LIMITS`] into its JWT claims: no bearer-held connection is unlimited in
+    /// subscriptions, data or payload.
+    #[test]
+    fn every_connect_profile_carries_finite_limits() {
+        let mut profiles = vec![agent(&binding()).unwrap()];
+        for view in [
+            View::Admin,
+            View::Purger,
+            View::ChannelPurger,
+            View::ChannelWriter,
+        ] {
+            profiles.push(view_profile(view, &view_binding(&["admin"])).unwrap());
+        }
+        profiles.push(view_profile(View::Deployer, &view_binding(&["spawn"])).unwrap());
+        profiles.push(manager_caller(&manager_caller_binding(true)).unwrap());
+        let limits = CONNECT_LIMITS;
+        assert!(limits.subs > 0 && limits.data > 0 && limits.payload > 0);
+        for p in &profiles {
+            let (nats, _) = p.claims(UnixSeconds(NOW)).unwrap();
+            assert_eq!(nats.limits, limits, "{}", p.name);
+        }
+    }
+
     /// §8.2 "`exp` = the bearer's `exp`": the claims of a profile issued at `now` expire with the
     /// bearer; an expired bearer gets no lifetime at all.
     #[test]

@@ -223,6 +223,22 @@ mod profiles {
             .map(|t| t.split('.').collect())
     }
 
+    /// Every host profile carries the finite [`HOST_LIMITS`] into its JWT claims, and so does a
+    /// plane-held connection's bare grant ([`host_user`]): no user JWT the plane mints for
+    /// itself or its hosts is unlimited.
+    #[test]
+    fn every_host_profile_carries_finite_limits() {
+        let limits = HOST_LIMITS;
+        assert!(limits.subs > 0 && limits.data > 0 && limits.payload > 0);
+        for p in every_profile() {
+            let (nats, _) = p
+                .claims(cotal_core::jwt::UnixSeconds(1_700_000_000))
+                .unwrap();
+            assert_eq!(nats.limits, limits, "{}", p.name);
+        }
+        assert_eq!(host_user(Default::default()).limits, limits);
+    }
+
     // ---- exact rows -------------------------------------------------------------------------
 
     #[test]

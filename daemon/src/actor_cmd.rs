@@ -586,7 +586,9 @@ pub async fn revoke_credential(
         &server,
         PlaneConnection::CredentialRevoke.label(space),
         crate::ledger::operator_signer(&material),
-        move |conn| plane_grants::credential_revoke(&grant_space, conn).map(Into::into),
+        move |conn| {
+            plane_grants::credential_revoke(&grant_space, conn).map(cotal_core::profiles::host_user)
+        },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         space.clone(),
         options,

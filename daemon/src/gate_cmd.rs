@@ -126,7 +126,9 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
             account: material.data_account().to_owned(),
             signer: Arc::new(material.data_signing_key().clone()),
         },
-        move |conn| plane_grants::auth_reader(&space_name, conn).map(Into::into),
+        move |conn| {
+            plane_grants::auth_reader(&space_name, conn).map(cotal_core::profiles::host_user)
+        },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         args.space.clone(),
         options,
@@ -234,7 +236,8 @@ pub async fn open_reconciler(
             signer: Arc::new(material.data_signing_key().clone()),
         },
         move |conn| {
-            plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
+            plane_grants::gate_reconcile(&space, conn, &endpoint, &instance)
+                .map(cotal_core::profiles::host_user)
         },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         gate.space.clone(),

@@ -60,7 +60,7 @@ pub fn rotate(root: &Path, space: &SpaceName, now: u64) -> Result<String, String
         rotated.active().kid(),
         previous.len(),
         previous.join(", "),
-        now.saturating_add(KEY_RETENTION_SECS)
+        crate::clock::rfc3339_secs(now.saturating_add(KEY_RETENTION_SECS))
     ))
 }
 
@@ -83,10 +83,11 @@ pub fn prune(root: &Path, space: &SpaceName, now: u64, force: bool) -> Result<St
         let safe_from = last_rotation(root, space)?.saturating_add(KEY_RETENTION_SECS);
         if now < safe_from {
             return Err(format!(
-                "a bearer signed by {} may still be live until {safe_from} ({KEY_RETENTION_SECS} \
-                 s after the last rotation); prune from then on, or pass --force to refuse those \
-                 bearers now",
-                gone.join(", ")
+                "a bearer signed by {} may still be live until {} ({KEY_RETENTION_SECS} s after \
+                 the last rotation); prune from then on, or pass --force to refuse those bearers \
+                 now",
+                gone.join(", "),
+                crate::clock::rfc3339_secs(safe_from)
             ));
         }
     }

@@ -93,7 +93,9 @@ impl VerbConnection {
             server,
             PlaneConnection::ActorLedger.label(space),
             operator_signer(material),
-            move |conn| plane_grants::actor_ledger(&grant_space, conn).map(Into::into),
+            move |conn| {
+                plane_grants::actor_ledger(&grant_space, conn).map(cotal_core::profiles::host_user)
+            },
             Duration::from_secs(60),
             space.clone(),
             SpaceOptions {

@@ -113,10 +113,11 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
     let record = with_tls(record, &args.tls);
     files::write_private(&record_path, format!("{record:#}\n").as_bytes())?;
     Ok(format!(
-        "signed in as actor {} (owner {owner}) in space {space} until unix time {exp}; connect \
-         to {} with the creds {} and the auth token in {} (and a connection name that is your \
-         inbox nonce, with inbox prefix _INBOX_<nonce>)",
+        "signed in as actor {} (owner {owner}) in space {space} until {}; connect to {} with \
+         the creds {} and the auth token in {} (and a connection name that is your inbox \
+         nonce, with inbox prefix _INBOX_<nonce>)",
         args.actor,
+        crate::clock::rfc3339_secs(exp),
         discovery.server,
         creds.display(),
         bearer.display()

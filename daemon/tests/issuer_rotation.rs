@@ -87,6 +87,7 @@ async fn issuer_rotation_keeps_bearers_in_flight_until_the_prune() {
         String::from_utf8_lossy(&rotated.stderr)
     );
     assert!(said.contains("signs from now on"), "{said}");
+    assert!(is_rfc3339_utc(word_after(&said, "` from ")), "{said}");
     let now = published(&url, 2);
     assert!(
         now.contains(&before[0]),
@@ -113,6 +114,7 @@ async fn issuer_rotation_keeps_bearers_in_flight_until_the_prune() {
     let why = String::from_utf8_lossy(&early.stderr).into_owned();
     assert!(!early.status.success());
     assert!(why.contains("may still be live until"), "{why}");
+    assert!(is_rfc3339_utc(word_after(&why, " until ")), "{why}");
     assert_eq!(published(&url, 2).len(), 2);
 
     let forced = issuer(&space, &["prune", "--force"]);
@@ -127,4 +129,21 @@ async fn issuer_rotation_keeps_bearers_in_flight_until_the_prune() {
         .await
         .unwrap();
     c.flush().await.unwrap();
+}
+
+/// The word of `said` right after `marker`.
+fn word_after<'a>(said: &'a str, marker: &str) -> &'a str {
+    said.split_once(marker)
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or_default()
+}
+
+/// Human output gives times as RFC 3339 UTC seconds: `2026-12-05T01:33:30Z`.
+fn is_rfc3339_utc(word: &str) -> bool {
+    let shape = "dddd-dd-ddTdd:dd:ddZ";
+    word.len() == shape.len()
+        && word
+            .chars()
+            .zip(shape.chars())
+            .all(|(c, s)| if s == 'd' { c.is_ascii_digit() } else { c == s })
 }

@@ -190,6 +190,10 @@ async fn login_writes_a_bundle_a_standard_client_connects_with() {
     assert!(said.contains("signed in as actor cli"), "{said}");
     let dir = space.root.join("login").join(SEGMENT).join("cli");
     let record: Value = serde_json::from_slice(&fs::read(dir.join("login.json")).unwrap()).unwrap();
+    // The bearer's expiry, said as RFC 3339 UTC, not as unix seconds.
+    let exp = record["exp"].as_u64().unwrap();
+    let until = format!("until {};", cotal_authd::clock::rfc3339_secs(exp));
+    assert!(said.contains(&until), "{said}");
     for file in ["login.json", "sentinel.creds", "bearer"] {
         let mode = fs::metadata(dir.join(file)).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{file}");

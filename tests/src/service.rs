@@ -222,6 +222,7 @@ impl Script for UncheckedConnect {
                 name: principal.name(),
                 permissions: Default::default(),
                 tags: Vec::new(),
+                limits: cotal_core::profiles::CONNECT_LIMITS,
                 expires_at: self.0.expires_at,
             },
             principal,

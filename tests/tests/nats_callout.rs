@@ -124,6 +124,7 @@ impl Authorize for TestAuthorizer {
                     name: "alice".into(),
                     permissions: grant(),
                     tags: vec!["owner:u_test".into(), "actor:alice".into()],
+                    limits: cotal_core::profiles::CONNECT_LIMITS,
                     expires_at: self.expires_at,
                 }),
                 (Some(_), _) => Err(EM_DASH_REASON.to_owned()),

@@ -344,6 +344,7 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
         name: "alice".into(),
         permissions: permissions.clone(),
         tags: vec!["owner:u_x".into()],
+        limits: crate::profiles::CONNECT_LIMITS,
         expires_at: UnixSeconds(NOW.0 + 600),
     };
     let Answer::Admitted {
@@ -372,6 +373,8 @@ fn an_admission_carries_a_user_jwt_in_the_data_account() {
     let nats = user.user().unwrap();
     assert_eq!(nats.permissions, permissions);
     assert_eq!(nats.tags, vec!["owner:u_x".to_owned()]);
+    // The admitted connection carries the profile's finite limits, read back from the JWT.
+    assert_eq!(nats.limits, crate::profiles::CONNECT_LIMITS);
 }
 
 #[test]
@@ -393,6 +396,7 @@ fn a_denial_is_signed_and_its_reason_folded() {
         name: "alice".into(),
         permissions: Permissions::default(),
         tags: vec![],
+        limits: crate::profiles::CONNECT_LIMITS,
         expires_at: NOW,
     };
     let Answer::Denied { reason, .. } = answer_for(&k, Ok(stale)) else {

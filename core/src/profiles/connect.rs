@@ -42,8 +42,8 @@
 //!   provisioning, and no credential a bearer can obtain creates one.
 
 use super::{
-    assemble, bind_rows, caller_reply_filter, inbox, ConnId, Profile, RailCaller, Space, DESCRIBE,
-    MANAGER_ENDPOINT, STANDING_TTL_MAX_SECS,
+    assemble, bind_rows, caller_reply_filter, inbox, ConnId, Profile, RailCaller, Space,
+    CONNECT_LIMITS, DESCRIBE, MANAGER_ENDPOINT, STANDING_TTL_MAX_SECS,
 };
 use crate::actors::row::{check_channel, is_role};
 use crate::error::EpError;
@@ -418,7 +418,14 @@ pub fn agent(b: &AgentBinding) -> Result<Profile, EpError> {
     subscribe.extend(read.iter().map(|ch| format!("{p}.chat.*.*.{ch}")));
     subscribe.extend(ep_subscribe);
 
-    let mut profile = assemble(AGENT, &b.principal, b.ttl.seconds(), publish, subscribe)?;
+    let mut profile = assemble(
+        AGENT,
+        CONNECT_LIMITS,
+        &b.principal,
+        b.ttl.seconds(),
+        publish,
+        subscribe,
+    )?;
     profile.permissions = with_publish_deny(profile.permissions, deny)?;
     Ok(profile)
 }
@@ -461,7 +468,14 @@ fn assemble_view(
     subscribe: Vec<String>,
 ) -> Result<Profile, EpError> {
     require_derived(&b.principal)?;
-    assemble(name, &b.principal, b.ttl.seconds(), publish, subscribe)
+    assemble(
+        name,
+        CONNECT_LIMITS,
+        &b.principal,
+        b.ttl.seconds(),
+        publish,
+        subscribe,
+    )
 }
 
 /// Read verbs of a KV bucket read by key and enumerated or watched: existence, both point-read

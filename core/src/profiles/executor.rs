@@ -2,8 +2,8 @@
 //! registration ceremony, serve-mint fence and gate reconciliation.
 
 use super::{
-    assemble, inbox, ConnId, Profile, Space, ONE_SHOT_TTL_SECS, RECONCILE_EXECUTOR_TTL_SECS,
-    REGISTRATION_EXECUTOR,
+    assemble, inbox, ConnId, Profile, Space, HOST_LIMITS, ONE_SHOT_TTL_SECS,
+    RECONCILE_EXECUTOR_TTL_SECS, REGISTRATION_EXECUTOR,
 };
 use crate::error::EpError;
 use crate::names::{keys, EndpointName, InstanceId, Principal, SpaceName};
@@ -57,6 +57,7 @@ pub fn registration_executor(b: &RegistrationExecutorBinding) -> Result<Profile,
     };
     assemble(
         REGISTRATION_EXECUTOR,
+        HOST_LIMITS,
         &b.principal,
         ttl,
         registration_executor_rows(&b.space, &b.endpoint, &b.instance),

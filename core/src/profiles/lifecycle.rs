@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use super::{
     assemble, caller_reply_filter, inbox, Channel, ConnId, Profile, RailCaller, Space,
-    DEPROVISIONER, ONE_SHOT_TTL_SECS, PROVISIONER, RETIREMENT_REQUESTER,
+    DEPROVISIONER, HOST_LIMITS, ONE_SHOT_TTL_SECS, PROVISIONER, RETIREMENT_REQUESTER,
 };
 use crate::error::EpError;
 use crate::host::{AUTH_ENDPOINT, RETIRE_LIFECYCLE};
@@ -48,6 +48,7 @@ pub fn retirement_requester(b: &RetirementRequesterBinding) -> Result<Profile, E
     let holder = Principal::new(c.owner.clone(), c.actor.clone());
     assemble(
         RETIREMENT_REQUESTER,
+        HOST_LIMITS,
         &holder,
         ONE_SHOT_TTL_SECS,
         publish,
@@ -157,6 +158,7 @@ pub fn provisioner(b: &ProvisionerBinding) -> Result<Profile, EpError> {
     ]);
     assemble(
         PROVISIONER,
+        HOST_LIMITS,
         &b.principal,
         ONE_SHOT_TTL_SECS,
         publish,
@@ -218,6 +220,7 @@ pub fn deprovisioner(b: &DeprovisionerBinding) -> Result<Profile, EpError> {
     }
     assemble(
         DEPROVISIONER,
+        HOST_LIMITS,
         &b.principal,
         ONE_SHOT_TTL_SECS,
         publish,

@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use super::executor::RegistrationRows;
 use super::{
     assemble, bind_rows, inbox, ConnId, PoolToken, Profile, SessionId, Space, StandingTtl,
-    DESCRIBE, ENDPOINT_SERVE, GOAL_WRITER, MANAGER_ENDPOINT, MANAGER_EXECUTOR_TTL_SECS,
-    REMOTE_MANAGER, SESSION_LEDGER, SESSION_SERVING, SESSION_TTL_MAX_SECS,
+    DESCRIBE, ENDPOINT_SERVE, GOAL_WRITER, HOST_LIMITS, MANAGER_ENDPOINT,
+    MANAGER_EXECUTOR_TTL_SECS, REMOTE_MANAGER, SESSION_LEDGER, SESSION_SERVING,
+    SESSION_TTL_MAX_SECS,
 };
 use crate::error::EpError;
 use crate::gate::ProcessEpoch;
@@ -108,7 +109,14 @@ pub fn endpoint_serve(b: &ServeBinding) -> Result<Profile, EpError> {
     }
     publish.extend(binds);
     let holder = Principal::new(g.owner.clone(), b.actor.clone());
-    assemble(ENDPOINT_SERVE, &holder, b.ttl.seconds(), publish, sub)
+    assemble(
+        ENDPOINT_SERVE,
+        HOST_LIMITS,
+        &holder,
+        b.ttl.seconds(),
+        publish,
+        sub,
+    )
 }
 
 // ---- goal-writer ----------------------------------------------------------------------------
@@ -165,7 +173,14 @@ pub fn goal_writer(b: &GoalWriterBinding) -> Result<Profile, EpError> {
         "$JS.API.INFO".to_owned(),
     ];
     let sub = vec![inbox(&b.conn)];
-    assemble(GOAL_WRITER, &b.principal, b.ttl.seconds(), publish, sub)
+    assemble(
+        GOAL_WRITER,
+        HOST_LIMITS,
+        &b.principal,
+        b.ttl.seconds(),
+        publish,
+        sub,
+    )
 }
 
 // ---- session-ledger -------------------------------------------------------------------------
@@ -203,6 +218,7 @@ pub fn session_ledger(b: &SessionLedgerBinding) -> Result<Profile, EpError> {
     ];
     assemble(
         SESSION_LEDGER,
+        HOST_LIMITS,
         &b.principal,
         b.ttl.seconds(),
         publish,
@@ -255,6 +271,7 @@ pub fn session_serving(b: &SessionServingBinding) -> Result<Profile, EpError> {
     );
     assemble(
         SESSION_SERVING,
+        HOST_LIMITS,
         &b.principal,
         b.ttl_seconds,
         vec![format!("{rail}.out")],
@@ -369,5 +386,12 @@ pub fn remote_manager(b: &RemoteManagerBinding) -> Result<Profile, EpError> {
         ManagerRole::Supervisor(ttl) => ttl.seconds(),
         ManagerRole::Executor => MANAGER_EXECUTOR_TTL_SECS,
     };
-    assemble(REMOTE_MANAGER, &holder, ttl, publish, vec![inbox(&b.conn)])
+    assemble(
+        REMOTE_MANAGER,
+        HOST_LIMITS,
+        &holder,
+        ttl,
+        publish,
+        vec![inbox(&b.conn)],
+    )
 }

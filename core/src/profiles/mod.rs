@@ -29,7 +29,7 @@
 //! executor's lifetime; its supervisor holds nothing on the auth bucket ([`remote_manager`]).
 
 use crate::error::EpError;
-use crate::jwt::{self, Permissions, UnixSeconds, UserNats, Validity};
+use crate::jwt::{self, NatsLimits, Permissions, UnixSeconds, UserNats, Validity};
 use crate::names::Principal;
 
 mod binding;
@@ -90,6 +90,54 @@ pub const RUN_ADMITTER_TTL_SECS: u64 = 60;
 /// A registration executor minted for gate reconciliation (reference-auth-service §4.7).
 pub const RECONCILE_EXECUTOR_TTL_SECS: u64 = 60;
 
+// ---- Per-connection limits ------------------------------------------------------------------
+
+/// nats-server's default `max_payload` (1 MiB): the largest message a minted user may publish.
+/// The server refuses a larger publish whatever the JWT says unless its operator raised
+/// `max_payload`; stating it in the JWT keeps the bound when they do.
+pub const MAX_PAYLOAD_BYTES: i64 = 1024 * 1024;
+/// The `data` budget every minted user carries: 1 GiB. nats-server 2.15 applies a user's `subs`
+/// and `payload` to its connection but not its `data`, so this value is a declared budget for
+/// audits and a future server, never unlimited.
+pub const DATA_BUDGET_BYTES: i64 = 1024 * 1024 * 1024;
+
+/// The per-connection limits of the callout's connect profiles (`agent` and every view): what a
+/// bearer — a reference client among them — connects with. The limits are finite so that no
+/// bearer-held connection can hold unbounded server state; they are generous so that ordinary
+/// use never meets them: a reference agent or manager client holds a few dozen subscriptions
+/// (its inbox, its channels, its KV watches and consumers), far below 4,096, and publishes
+/// envelopes far below the 1 MiB payload.
+///
+/// nats-server (since 2.11) does not apply a callout-minted JWT's own limits: it drops that JWT
+/// once it has read the permissions. What holds a callout-admitted connection is the data
+/// account's per-connection ceiling, [`HOST_LIMITS`], which provisioning writes into the account
+/// JWT; these values are what the plane states for the connection.
+pub const CONNECT_LIMITS: NatsLimits = NatsLimits {
+    subs: 4096,
+    data: DATA_BUDGET_BYTES,
+    payload: MAX_PAYLOAD_BYTES,
+};
+/// The per-connection limits of the host profiles and the plane's own users (the hosted
+/// endpoint and manager, runs, provisioning, the plane's KV and callout connections): the same
+/// payload and data budgets as [`CONNECT_LIMITS`], and four times the subscriptions, since one
+/// hosted manager connection serves many sessions and runs at once.
+pub const HOST_LIMITS: NatsLimits = NatsLimits {
+    subs: 16_384,
+    data: DATA_BUDGET_BYTES,
+    payload: MAX_PAYLOAD_BYTES,
+};
+
+/// The user claims of a connection the plane or its CLI opens for itself with bare `permissions`
+/// (a plane-grant row set, not a profile): those permissions under [`HOST_LIMITS`], so no user
+/// JWT the plane mints is unlimited.
+pub fn host_user(permissions: Permissions) -> UserNats {
+    UserNats {
+        permissions,
+        limits: HOST_LIMITS,
+        ..UserNats::default()
+    }
+}
+
 // ---- Profile names (the JWT `name`) ---------------------------------------------------------
 
 pub const ENDPOINT_SERVE: &str = "endpoint-serve";
@@ -122,11 +170,14 @@ pub struct Profile {
     /// `owner:<o>`, `actor:<a>`, `principal:<o>.<a>`, in that order.
     pub tags: Vec<String>,
     pub ttl_seconds: u64,
+    /// The connection's `subs`/`data`/`payload` limits: [`CONNECT_LIMITS`] or [`HOST_LIMITS`],
+    /// always finite.
+    pub limits: NatsLimits,
 }
 
 impl Profile {
-    /// The JWT claims this profile carries when issued at `now`: its permissions and tags, valid
-    /// for its lifetime. The expiry is `validity.expires_at`.
+    /// The JWT claims this profile carries when issued at `now`: its permissions, tags and
+    /// limits, valid for its lifetime. The expiry is `validity.expires_at`.
     pub fn claims(&self, now: UnixSeconds) -> Result<(UserNats, Validity), EpError> {
         let exp = now.0.checked_add(self.ttl_seconds).ok_or_else(|| {
             EpError::bad_request("the credential's expiry overflows the unix-seconds range")
@@ -134,6 +185,7 @@ impl Profile {
         let nats = UserNats {
             permissions: self.permissions.clone(),
             tags: self.tags.clone(),
+            limits: self.limits,
             ..UserNats::default()
         };
         let validity = Validity {

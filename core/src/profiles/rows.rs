@@ -4,7 +4,7 @@
 use super::binding::{all_chars, id_char};
 use super::{principal_tags, ConnId, Profile, RailCaller, MAX_SUBJECT_BYTES};
 use crate::error::EpError;
-use crate::jwt::{Permission, Permissions};
+use crate::jwt::{NatsLimits, Permission, Permissions};
 use crate::names::{
     admission_bucket, auth_bucket, contract_stream, records_bucket, space_prefix, Principal,
     SpaceName,
@@ -91,6 +91,7 @@ pub(super) fn checked_rows(rows: Vec<String>, queue_ok: bool) -> Result<Vec<Stri
 /// Checks every row, drops repeats (first position wins) and builds the profile.
 pub(super) fn assemble(
     name: &'static str,
+    limits: NatsLimits,
     principal: &Principal,
     ttl_seconds: u64,
     publish: Vec<String>,
@@ -101,6 +102,7 @@ pub(super) fn assemble(
         permissions: checked_permissions(publish, subscribe)?,
         tags: principal_tags(principal),
         ttl_seconds,
+        limits,
     })
 }
 

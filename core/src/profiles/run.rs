@@ -5,7 +5,7 @@ use sha2::{Digest as _, Sha256};
 
 use super::{
     assemble, bind_rows, caller_reply_filter, inbox, CheckpointToken, ConnId, Profile, RailCaller,
-    RunId, Space, StandingTtl, TakeoverId, DESCRIBE, MANAGER_ENDPOINT, RUN_ADMITTER,
+    RunId, Space, StandingTtl, TakeoverId, DESCRIBE, HOST_LIMITS, MANAGER_ENDPOINT, RUN_ADMITTER,
     RUN_ADMITTER_TTL_SECS, RUN_DRIVER, RUN_MEDIATOR, RUN_OPERATOR, RUN_OPERATOR_TTL_SECS,
 };
 use crate::error::EpError;
@@ -106,6 +106,7 @@ pub fn run_driver(b: &RunBinding) -> Result<Profile, EpError> {
     let holder = Principal::new(caller.owner, caller.actor);
     assemble(
         RUN_DRIVER,
+        HOST_LIMITS,
         &holder,
         b.ttl.seconds(),
         publish,
@@ -180,7 +181,14 @@ pub fn run_mediator(b: &RunBinding) -> Result<Profile, EpError> {
     ]);
     let sub = vec![caller_reply_filter(&sp, &caller), inbox(&b.conn)];
     let holder = Principal::new(caller.owner.clone(), caller.actor.clone());
-    assemble(RUN_MEDIATOR, &holder, b.ttl.seconds(), publish, sub)
+    assemble(
+        RUN_MEDIATOR,
+        HOST_LIMITS,
+        &holder,
+        b.ttl.seconds(),
+        publish,
+        sub,
+    )
 }
 
 // ---- run-operator ---------------------------------------------------------------------------
@@ -245,6 +253,7 @@ pub fn run_operator(b: &RunOperatorBinding) -> Result<Profile, EpError> {
     publish.push("$JS.API.INFO".to_owned());
     assemble(
         RUN_OPERATOR,
+        HOST_LIMITS,
         &b.principal,
         RUN_OPERATOR_TTL_SECS,
         publish,
@@ -287,6 +296,7 @@ pub fn run_admitter(b: &RunAdmitterBinding) -> Result<Profile, EpError> {
     ];
     assemble(
         RUN_ADMITTER,
+        HOST_LIMITS,
         &b.principal,
         RUN_ADMITTER_TTL_SECS,
         publish,

@@ -755,6 +755,7 @@ impl SystemUser {
             crate::liveness::SYSTEM_USER_NAME,
             &jwt::UserNats {
                 permissions: crate::liveness::system_user_permissions(),
+                limits: crate::profiles::HOST_LIMITS,
                 ..jwt::UserNats::default()
             },
             jwt::Validity {

@@ -383,7 +383,12 @@ fn broker_material(
         &k.data,
         space.as_str(),
         &AccountNats {
+            // The account's `subs` and `payload` bound every connection of the account, and
+            // they are the only per-connection bound a callout-admitted client meets: since
+            // 2.11 the server drops the callout-minted user JWT after reading its permissions,
+            // so that JWT's own limits are never applied. The ceiling is the largest profile's.
             limits: AccountLimits {
+                nats: crate::profiles::HOST_LIMITS,
                 jetstream: JetStreamLimits::UNLIMITED,
                 ..AccountLimits::default()
             },
@@ -424,6 +429,7 @@ fn callout_users(k: &SpaceKeys, forever: Validity) -> Result<(String, String), E
             name,
             &UserNats {
                 permissions,
+                limits: crate::profiles::HOST_LIMITS,
                 ..UserNats::default()
             },
             forever,

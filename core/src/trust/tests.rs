@@ -98,6 +98,7 @@ fn provisioned_jwts_have_the_operator_mode_layout() {
     let (name, data) = account(r.broker.data_account());
     assert_eq!(name, "main");
     assert_eq!(data.limits.jetstream, JetStreamLimits::UNLIMITED);
+    assert_eq!(data.limits.nats, crate::profiles::HOST_LIMITS);
     assert_eq!(data.signing_keys.len(), 1);
     let (name, callout) = account(r.broker.callout_account());
     assert_eq!(name, "AUTH_main");
@@ -136,6 +137,10 @@ fn provisioned_jwts_have_the_operator_mode_layout() {
         (&[">".to_owned()][..], &[">".to_owned()][..])
     );
     assert!(p.publish.allow.is_empty() && p.subscribe.allow.is_empty());
+    // Both users the trust root mints carry finite per-connection limits.
+    for user in [&service, &sentinel] {
+        assert_eq!(user.user().unwrap().limits, crate::profiles::HOST_LIMITS);
+    }
 }
 
 #[test]

@@ -269,6 +269,7 @@ impl Dialer {
                 Ok(UserNats {
                     permissions: grants(conn)?,
                     tags,
+                    limits: cotal_core::profiles::HOST_LIMITS,
                     ..UserNats::default()
                 })
             },
