@@ -16,7 +16,7 @@ use cotal_core::plane_claim::{
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
 use cotal_core::standby::{self, LedgerWitness, Witnessed};
-use cotal_core::EpError;
+use cotal_core::{EpError, ErrorCode};
 use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
 use cotal_io_nats::liveness::Oracle;
@@ -386,6 +386,15 @@ impl Start<'_> {
                     waiting = true;
                 }
                 wait_claim(&mut claim_writes).await;
+                continue;
+            }
+            // A waiting standby rides out an unserved read of the claim: losing the active's
+            // host can take the claim stream's leader with it, and the election that follows
+            // is exactly when the standby is needed. At the first attempt it still refuses, so
+            // a space that is not reachable at all is said at once.
+            if self.inputs.standby && waiting && refusal.code == ErrorCode::Unavailable {
+                warn!("standby: {}; retrying", refusal.message);
+                tokio::time::sleep(STANDBY_POLL).await;
                 continue;
             }
             let wait = self.inputs.standby
