@@ -611,11 +611,11 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
         })
     };
     let count = |key: &str| decisions.get(key).copied().unwrap_or(0.0);
+    // Counted from zero (an empty sum of floats is -0).
     let denied: f64 = decisions
         .iter()
         .filter(|(k, _)| k.starts_with("refused"))
-        .map(|(_, v)| v)
-        .sum();
+        .fold(0.0, |sum, (_, v)| sum + v);
     let refused = seen_callout.refused.load(Ordering::Relaxed);
     // A refusal once the plane serves that the plane did not decide is one whose answer did
     // not reach the server in time: the server's auth timeout.
