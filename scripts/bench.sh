@@ -10,8 +10,8 @@
 #
 # Quick run: BENCH_QUICK=1 scripts/bench.sh (small counts; the table says so). Each bench's own
 # knob still wins: REGISTRATION_N, FAMILY_ROWS, FAMILY_GATES, FAMILY_MIN_ROWS, FENCE_WAKES,
-# SIGN_IN_N, RENEWAL_N, MANAGER_REG_N, AGENT_REFUSAL_N. Needs the pinned nats-server
-# (scripts/nats-server.sh).
+# SIGN_IN_N, RENEWAL_N, MANAGER_REG_N, AGENT_REFUSAL_N, STORM_N, STORM_CLIENTS. Needs the
+# pinned nats-server (scripts/nats-server.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,7 +19,8 @@ if [ "${BENCH_QUICK:-}" = 1 ]; then
   export REGISTRATION_N="${REGISTRATION_N:-30}" FAMILY_ROWS="${FAMILY_ROWS:-10,100}" \
     FAMILY_GATES="${FAMILY_GATES:-1}" FAMILY_MIN_ROWS="${FAMILY_MIN_ROWS:-100}" \
     FENCE_WAKES="${FENCE_WAKES:-50}" SIGN_IN_N="${SIGN_IN_N:-50}" RENEWAL_N="${RENEWAL_N:-50}" \
-    MANAGER_REG_N="${MANAGER_REG_N:-20}" AGENT_REFUSAL_N="${AGENT_REFUSAL_N:-50}"
+    MANAGER_REG_N="${MANAGER_REG_N:-20}" AGENT_REFUSAL_N="${AGENT_REFUSAL_N:-50}" \
+    STORM_N="${STORM_N:-200}" STORM_CLIENTS="${STORM_CLIENTS:-500}"
 fi
 
 benches=(
@@ -27,6 +28,7 @@ benches=(
   "cotal-tests family_rows"
   "cotal-tests fence_wake"
   "cotal-authd sign_in"
+  "cotal-authd connect_storm"
   "cotal-authd renewal"
   "cotal-authd manager_registration"
   "cotal-authd agent_refusal"

@@ -4,6 +4,8 @@
 //! * **exchanges/s** — `POST /exchange` (human arm: IdP token verified against the fetched
 //!   JWKS, owner derived, grant read, the root credential's fast path, bearer signed) over real
 //!   HTTP, against the floor: one Ed25519 bearer sign and verify plus one leader-served KV read;
+//!   judged over one kept-alive connection (as the reference's clients keep theirs, issue 27),
+//!   with a fresh connection per request reported beside it;
 //! * **callout-answered connects/s** — a standard client (async-nats) connecting with the
 //!   sentinel creds and a bearer, the server asking the plane over the auth callout, against
 //!   the floor: the exchange floor plus one xkey seal of an answer-sized payload; each connect
@@ -44,6 +46,8 @@ use serde_json::{json, Value};
 #[path = "../tests/common/mod.rs"]
 #[allow(clippy::indexing_slicing)]
 mod common;
+#[path = "support/kept_alive.rs"]
+mod kept_alive;
 
 const BIN: &str = env!("CARGO_BIN_EXE_cotal-authd");
 const SPACE: &str = "bench";
@@ -233,6 +237,22 @@ fn main() -> Result<(), String> {
         let after = common::route_latency(&url, "/exchange");
         let served_ms = (after.0 - before.0) / (after.1 - before.1).max(1.0) * 1e3;
         let (x50, x99, xrate) = summary(took);
+        // The same exchange over one kept-alive connection, as the reference's clients keep
+        // theirs: the judged figure (issue 27); the one above pays a TCP connect each time.
+        let mut kept = kept_alive::KeptAlive::open(&url, Some(authorization.clone())).await?;
+        let mut took = Vec::with_capacity(n);
+        for i in 0..=n {
+            let start = Instant::now();
+            let (status, body) = kept.post("/exchange", &ask).await?;
+            if status != 200 {
+                return Err(format!("a kept-alive exchange answered {status}: {body}"));
+            }
+            if i > 0 {
+                took.push(start.elapsed()); // the first request is not measured
+            }
+        }
+        drop(kept);
+        let (k50, k99, krate) = summary(took);
 
         // What the exchange adds to its floor, each piece alone: the transport (`GET /health`
         // on the same face, one connection per request, as the exchange above), and the IdP
@@ -421,7 +441,11 @@ fn main() -> Result<(), String> {
         println!("| figure | per second | p50 ms | p99 ms | floor per second | floor p50 ms | ratio |");
         println!("|---|---|---|---|---|---|---|");
         println!(
-            "| exchange (HTTP) | {xrate:.0} | {:.2} | {:.2} | {frate:.0} | {:.2} | {:.2} |",
+            "| exchange (HTTP, one kept-alive connection) | {krate:.0} | {:.2} | {:.2} | {frate:.0} | {:.2} | {:.2} |",
+            ms(k50), ms(k99), ms(f50), krate / frate
+        );
+        println!(
+            "| exchange (HTTP, one connection per request) | {xrate:.0} | {:.2} | {:.2} | {frate:.0} | {:.2} | {:.2} |",
             ms(x50), ms(x99), ms(f50), xrate / frate
         );
         println!(
@@ -438,13 +462,13 @@ fn main() -> Result<(), String> {
         );
         println!(
             "exchange p50: floor {:.2} + transport {:.2} + IdP verify {:.3} + grant read {:.3} = \
-             {:.2} ms against {:.2} ms over HTTP; the route's own mean (the daemon's histogram, \
+             {:.2} ms against {:.2} ms over HTTP (a connection per request); the route's own mean (the daemon's histogram, \
              no TCP) {served_ms:.2} ms",
             ms(f50), ms(t50), ms(v50), ms(g50), ms(f50 + t50 + v50 + g50), ms(x50)
         );
         println!(
-            "exchange ceiling with no route work at all: floor / (floor + transport + verify + \
-             grant read) at p50 = {:.2}",
+            "exchange ceiling with no route work at all, a connection per request: floor / \
+             (floor + transport + verify + grant read) at p50 = {:.2}",
             f50.as_secs_f64() / (f50 + t50 + v50 + g50).as_secs_f64()
         );
         println!(
@@ -455,7 +479,11 @@ fn main() -> Result<(), String> {
         println!("floors: exchange = bearer sign + verify + one leader-served KV read (p99 {:.2} ms); connect = that + one xkey seal (p99 {:.2} ms)", ms(f99), ms(s99));
         println!("daemon RSS: {:.1} MiB idle, {:.1} MiB after the run", idle_rss as f64 / 1024.0, busy_rss as f64 / 1024.0);
         println!(
-            "BENCH\texchanges/s (HTTP; p50 {:.2} ms, p99 {:.2} ms)\t{xrate:.0}\t{frate:.0}\t{:.2}\t>= 0.5 of the floor (issue 15)",
+            "BENCH\texchanges/s (HTTP, kept alive; p50 {:.2} ms, p99 {:.2} ms)\t{krate:.0}\t{frate:.0}\t{:.2}\t>= 0.5 of the floor (issues 15, 27)",
+            ms(k50), ms(k99), krate / frate
+        );
+        println!(
+            "BENCH\texchanges/s (HTTP, one connection per request; p50 {:.2} ms, p99 {:.2} ms)\t{xrate:.0}\t{frate:.0}\t{:.2}\t— (for reference: a fresh TCP connection per request)",
             ms(x50), ms(x99), xrate / frate
         );
         println!(

@@ -15,15 +15,23 @@
 //! time, callout-operator-mode G6). Past the bound, requests wait in the subscription; those
 //! that wait past their `exp` are dropped as stale.
 //!
+//! **The shared secret.** Opening a request and sealing its answer each need the curve
+//! shared secret of the callout xkey and the server's xkey; it is computed once per server key
+//! and kept ([`SharedBoxes`]), since a server keeps its xkey for its life: a connect then costs
+//! no curve multiplication here at all. A key is kept only once a request sealed with it
+//! proved to come from the server that signed that key, so no unverified header grows the
+//! cache, which is bounded besides.
+//!
 //! **Secrets.** The xkey seed is a credential in its own right: a response sealed to the server
 //! passes without the server checking its signer (callout-operator-mode G2). No seed, bearer or
 //! minted JWT appears in a log line or a `Debug` output here.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_nats::{Client, Message, Subscriber};
 use cotal_core::callout::{
@@ -32,6 +40,8 @@ use cotal_core::callout::{
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::trust::{DaemonMaterial, AUTH_REQUEST_SUBJECT};
 use cotal_core::EpError;
+use crypto_box::aead::{Aead as _, AeadCore as _, OsRng};
+use crypto_box::{Nonce, PublicKey, SalsaBox, SecretKey};
 use futures::StreamExt as _;
 use nkeys::{KeyPair, KeyPairType, XKey};
 use tokio::sync::{watch, Semaphore};
@@ -72,6 +82,7 @@ pub struct CalloutKeys {
     callout_account: String,
     callout_signer: Arc<KeyPair>,
     xkey: XKey,
+    boxes: Arc<SharedBoxes>,
     data: DataAccountSigner,
     trusted: TrustedServers,
 }
@@ -120,8 +131,10 @@ impl CalloutKeys {
                  callout that would receive bearer tokens unsealed",
             ));
         }
-        let xkey = XKey::from_seed(xkey_seed)
-            .map_err(|_| EpError::bad_request("the callout xkey seed is not a curve (SX…) seed"))?;
+        let not_curve = || EpError::bad_request("the callout xkey seed is not a curve (SX…) seed");
+        let xkey = XKey::from_seed(xkey_seed).map_err(|_| not_curve())?;
+        let (_, raw) = nkeys::decode_seed(xkey_seed).map_err(|_| not_curve())?;
+        let boxes = Arc::new(SharedBoxes::new(SecretKey::from_bytes(raw)));
         for (what, key) in [
             ("callout signing key", &callout_signer),
             ("data signing key", &*data.signer),
@@ -136,6 +149,7 @@ impl CalloutKeys {
             callout_account: callout_account.to_owned(),
             callout_signer: Arc::new(callout_signer),
             xkey,
+            boxes,
             data,
             trusted: TrustedServers::Any,
         })
@@ -155,6 +169,83 @@ impl CalloutKeys {
             data_signer: &self.data.signer,
         }
     }
+}
+
+/// The most server keys whose shared secret is kept: a cluster's servers, with room for their
+/// restarts (a restarted server draws a new xkey). Past it a secret is computed per request.
+const MAX_KEPT_SERVERS: usize = 256;
+
+/// The version prefix of a sealed payload (nats-server's `xkv1`, as `nkeys::XKey` writes it).
+const SEALED_PREFIX: &[u8] = b"xkv1";
+
+/// The curve shared secrets of the callout xkey with each verified server xkey: the same box
+/// opens a server's requests and seals the answers to it. Never printed (no `Debug`).
+struct SharedBoxes {
+    secret: SecretKey,
+    kept: Mutex<HashMap<String, Arc<SalsaBox>>>,
+}
+
+impl SharedBoxes {
+    fn new(secret: SecretKey) -> SharedBoxes {
+        SharedBoxes {
+            secret,
+            kept: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The box for the server key in `header` and whether it was kept already; `None` when the
+    /// header is not a curve public key.
+    fn for_server(&self, header: &str) -> Option<(Arc<SalsaBox>, bool)> {
+        if let Some(kept) = self.lock().get(header) {
+            return Some((Arc::clone(kept), true));
+        }
+        let (prefix, raw) = nkeys::from_public_key(header).ok()?;
+        if KeyPairType::from(prefix) != KeyPairType::Curve {
+            return None;
+        }
+        Some((
+            Arc::new(SalsaBox::new(&PublicKey::from(raw), &self.secret)),
+            false,
+        ))
+    }
+
+    /// Keeps `shared` for `header`, unless the bound is reached.
+    fn keep(&self, header: &str, shared: &Arc<SalsaBox>) {
+        let mut kept = self.lock();
+        if kept.len() < MAX_KEPT_SERVERS {
+            kept.insert(header.to_owned(), Arc::clone(shared));
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SalsaBox>>> {
+        // The map holds only complete entries (an insert cannot half-happen), so a poisoned
+        // lock still guards a sound map.
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Opens a sealed payload (`xkv1`, the 24-byte nonce, the box), as `nkeys::XKey::open` does.
+fn open(shared: &SalsaBox, sealed: &[u8]) -> Option<Vec<u8>> {
+    let rest = sealed.strip_prefix(SEALED_PREFIX)?;
+    let nonce_len = std::mem::size_of::<Nonce>();
+    if rest.len() <= nonce_len {
+        return None;
+    }
+    let (nonce, boxed) = rest.split_at(nonce_len);
+    shared.decrypt(Nonce::from_slice(nonce), boxed).ok()
+}
+
+/// Seals `plain` under a fresh random nonce, as `nkeys::XKey::seal` does.
+fn seal(shared: &SalsaBox, plain: &[u8]) -> Option<Vec<u8>> {
+    let nonce = SalsaBox::generate_nonce(&mut OsRng);
+    let boxed = shared.encrypt(&nonce, plain).ok()?;
+    let mut sealed = Vec::with_capacity(SEALED_PREFIX.len() + nonce.len() + boxed.len());
+    sealed.extend_from_slice(SEALED_PREFIX);
+    sealed.extend_from_slice(&nonce);
+    sealed.extend_from_slice(&boxed);
+    Some(sealed)
 }
 
 /// What became of one request.
@@ -187,10 +278,10 @@ pub async fn handle_request(
     let Some(header) = header else {
         return Handled::Dropped(DropReason::MissingXkeyHeader);
     };
-    let Ok(server_xkey) = XKey::from_public_key(&header) else {
+    let Some((shared, known)) = keys.boxes.for_server(&header) else {
         return Handled::Dropped(DropReason::Undecryptable);
     };
-    let Ok(opened) = keys.xkey.open(&message.payload, &server_xkey) else {
+    let Some(opened) = open(&shared, &message.payload) else {
         return Handled::Dropped(DropReason::Undecryptable);
     };
     let Ok(token) = std::str::from_utf8(&opened) else {
@@ -202,14 +293,17 @@ pub async fn handle_request(
         Ok(request) => request,
         Err(reason) => return Handled::Dropped(reason),
     };
+    if !known {
+        // The request proved its server signed this key: worth keeping.
+        keys.boxes.keep(&header, &shared);
+    }
     let decision = authorizer.authorize(request.clone()).await;
     let answer = match callout::answer(keys.answer_keys(), &request, decision, now) {
         Ok(answer) => answer,
         Err(e) => return Handled::Failed(format!("cannot sign the answer: {}", e.message)),
     };
-    let sealed = match keys.xkey.seal(answer.response().as_bytes(), &server_xkey) {
-        Ok(sealed) => sealed,
-        Err(_) => return Handled::Failed("cannot seal the answer".into()),
+    let Some(sealed) = seal(&shared, answer.response().as_bytes()) else {
+        return Handled::Failed("cannot seal the answer".into());
     };
     match answer {
         Answer::Admitted {
@@ -455,5 +549,56 @@ async fn respond(
             error!("auth callout: cannot publish an answer: {e}");
             counters.count(|c| &c.failed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn boxes_of(xkey: &XKey) -> SharedBoxes {
+        let (_, raw) = nkeys::decode_seed(&xkey.seed().unwrap()).unwrap();
+        SharedBoxes::new(SecretKey::from_bytes(raw))
+    }
+
+    /// The kept box opens what nkeys seals and seals what nkeys opens, both ways, as the
+    /// server's own xkey code (which nkeys mirrors) does.
+    #[test]
+    fn a_kept_box_speaks_the_xkey_wire_format() {
+        let (callout, server) = (XKey::new(), XKey::new());
+        let boxes = boxes_of(&callout);
+        let (shared, known) = boxes.for_server(&server.public_key()).unwrap();
+        assert!(!known);
+        let request = server.seal(b"a request", &callout).unwrap();
+        assert_eq!(open(&shared, &request).unwrap(), b"a request");
+        let answer = seal(&shared, b"an answer").unwrap();
+        assert_eq!(server.open(&answer, &callout).unwrap(), b"an answer");
+        // Another server's box opens nothing of this one's.
+        let (other, _) = boxes.for_server(&XKey::new().public_key()).unwrap();
+        assert!(open(&other, &request).is_none());
+        assert!(open(&shared, b"xkv1short").is_none());
+        assert!(open(&shared, &request[4..]).is_none());
+    }
+
+    /// A key is kept only when asked to (after its request verified), and not past the bound;
+    /// a header that is not a curve key has no box.
+    #[test]
+    fn only_kept_keys_are_known_and_the_kept_set_is_bounded() {
+        let boxes = boxes_of(&XKey::new());
+        let server = XKey::new().public_key();
+        let (shared, _) = boxes.for_server(&server).unwrap();
+        assert!(!boxes.for_server(&server).unwrap().1);
+        boxes.keep(&server, &shared);
+        assert!(boxes.for_server(&server).unwrap().1);
+        for _ in 0..MAX_KEPT_SERVERS + 5 {
+            let key = XKey::new().public_key();
+            let (shared, _) = boxes.for_server(&key).unwrap();
+            boxes.keep(&key, &shared);
+        }
+        assert_eq!(boxes.lock().len(), MAX_KEPT_SERVERS);
+        assert!(boxes
+            .for_server(&KeyPair::new_user().public_key())
+            .is_none());
+        assert!(boxes.for_server("not a key").is_none());
     }
 }
