@@ -15,6 +15,7 @@ use crate::error::EpError;
 use crate::inbox::BindInbox;
 use crate::issued::{IssueManagerCaller, IssuedGeneration};
 use crate::jwt::UnixSeconds;
+use crate::kv::ReadOutcome;
 use crate::lifecycle::AuthorizeConnectCredential;
 use crate::machine::{Ctx, Halt, Script};
 use crate::manager::{AuthorizeManagerCaller, LocalManager};
@@ -42,6 +43,9 @@ pub struct DecideConnect {
     pub local: Option<LocalManager>,
     /// Entropy for an interactive `manager-caller`'s first issuance (unused otherwise).
     pub fresh_generation: IssuedGeneration,
+    /// The principal this plane has already seen bound to the connection name
+    /// ([`crate::inbox::KnownBindings`]): judged without a read, a binding being write-once.
+    pub known_binding: Option<Principal>,
 }
 
 /// An admitted connect: the principal the audit line names and the user the broker admits.
@@ -71,14 +75,31 @@ impl Script for DecideConnect {
             )
             .into());
         };
-        cx.call(&AuthorizeConnectCredential {
+        let credential = AuthorizeConnectCredential {
             holder: principal.clone(),
             lifecycle_uid: uid.clone(),
             credential_id: credential,
             now_ms: self.now.0.saturating_mul(1000),
-        })?;
-        let nonce = self.connection_name.as_deref().unwrap_or_default();
-        let conn_nonce = ConnId::parse(nonce).map_err(|e| {
+        };
+        let nonce = ConnId::parse(self.connection_name.as_deref().unwrap_or_default());
+        let read = nonce.as_ref().ok().filter(|_| self.known_binding.is_none());
+        // One round trip for every row the connect stands on: the credential, the head and,
+        // unless this plane has seen it, the nonce's binding. Each judgement holds in whichever
+        // order they land (the credential's doc says why its two do; a binding never changes).
+        let [row, head] = credential.reads();
+        let (row, head, binding) = match read {
+            Some(nonce) => {
+                let [row, head, binding] =
+                    cx.reads_together([row, head, BindInbox::read_of(nonce)])?;
+                (row, head, Some(binding))
+            }
+            None => {
+                let [row, head] = cx.reads_together([row, head])?;
+                (row, head, None)
+            }
+        };
+        credential.judge(row, head)?;
+        let conn_nonce = nonce.map_err(|e| {
             EpError::permission_denied(format!(
                 "the connection name must be the client's inbox nonce: {}",
                 e.message
@@ -88,10 +109,17 @@ impl Script for DecideConnect {
         // Last of the checks on the principal and before anything is issued for the
         // connection: a connect refused for any other reason never binds a nonce, and no
         // profile (nor a manager-caller's issuance) is made on a nonce another principal holds.
-        cx.call(&BindInbox {
+        let bind = BindInbox {
             nonce: conn_nonce.clone(),
             principal: principal.clone(),
-        })?;
+        };
+        match (&self.known_binding, binding) {
+            (Some(holder), _) => bind.admits(holder)?,
+            (None, read) => bind.bind_after(
+                cx,
+                read.unwrap_or_else(|| ReadOutcome::Unavailable("the binding was not read".into())),
+            )?,
+        }
         let view = ViewBinding {
             space: self.space.clone(),
             principal: principal.clone(),

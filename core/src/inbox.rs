@@ -25,13 +25,17 @@
 //!   no expiry there is no instant at which a live holder's inbox reopens to anyone, across a
 //!   plane restart, a standby's takeover or a clock step. What it costs is one row per nonce
 //!   ever admitted (a client draws one per process), kept for as long as the store.
-//! * Common path, a reconnect: one leader read. A first connect adds one create-only write;
-//!   two first connects of different principals race on it and the server's create decides:
-//!   exactly one wins, the other reads the winner back and is refused.
+//! * Common path, a reconnect: no round trip of its own. A binding never changes once written,
+//!   so the plane keeps the ones it has seen ([`KnownBindings`]) and judges a known nonce
+//!   without reading it; an unknown one is read beside the credential rows, in the same round
+//!   trip. A first connect adds one create-only write; two first connects of different
+//!   principals race on it and the server's create decides: exactly one wins, the other reads
+//!   the winner back and is refused.
 //!
 //! Every branch fails closed: an unreadable store, a garbled row or an unsettled write denies.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
@@ -121,11 +125,32 @@ impl BindInbox {
         .into()
     }
 
-    /// The leader-read binding of the nonce: `None` when unbound. A deletion marker (the store
-    /// denies deletes, so only corruption makes one), a garbled row and an unserved read all
-    /// refuse: a binding that cannot be read never admits.
-    fn read(&self, cx: &mut Ctx<'_>, key: &str) -> Result<Option<Principal>, Halt> {
-        let entry: Option<Entry> = match cx.get_first(Store::Accepted, key)? {
+    /// Admits the principal under a nonce bound to `holder`, or refuses: the one comparison a
+    /// binding read from the store and a binding kept in [`KnownBindings`] both go through.
+    pub fn admits(&self, holder: &Principal) -> Result<(), Halt> {
+        if *holder == self.principal {
+            Ok(())
+        } else {
+            Err(Self::taken())
+        }
+    }
+
+    /// The leader read of the nonce's binding (its first message: the only one the store
+    /// keeps). A caller may send it beside reads of its own, then hand its outcome to
+    /// [`BindInbox::bind_after`]: a binding is written once and never changes, so the read may
+    /// land before or after the others.
+    pub fn read_of(nonce: &ConnId) -> KvRequest {
+        KvRequest::GetFirst {
+            store: Store::Accepted,
+            key: InboxToken::for_nonce(nonce).key(),
+        }
+    }
+
+    /// Judges a read of the binding: `None` when unbound. A deletion marker (the store denies
+    /// deletes, so only corruption makes one), a garbled row and an unserved read all refuse: a
+    /// binding that cannot be read never admits.
+    fn judge(outcome: ReadOutcome, key: &str) -> Result<Option<Principal>, Halt> {
+        let entry: Option<Entry> = match outcome {
             ReadOutcome::Entry(entry) => entry,
             ReadOutcome::Unavailable(why) => {
                 return Err(EpError::unavailable(format!(
@@ -150,17 +175,19 @@ impl BindInbox {
             }),
         }
     }
-}
 
-impl Script for BindInbox {
-    type Output = ();
+    fn read(&self, cx: &mut Ctx<'_>, key: &str) -> Result<Option<Principal>, Halt> {
+        let outcome = cx.get_first(Store::Accepted, key)?;
+        Self::judge(outcome, key)
+    }
 
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
+    /// Admits the principal under the nonce from `read` (the outcome of
+    /// [`BindInbox::read_of`]): bound to it already, nothing more is sent; unbound, the
+    /// binding is created; bound to another principal, refused.
+    pub fn bind_after(&self, cx: &mut Ctx<'_>, read: ReadOutcome) -> Result<(), Halt> {
         let key = InboxToken::for_nonce(&self.nonce).key();
-        match self.read(cx, &key)? {
-            Some(holder) if holder == self.principal => return Ok(()),
-            Some(_) => return Err(Self::taken()),
-            None => {}
+        if let Some(holder) = Self::judge(read, &key)? {
+            return self.admits(&holder);
         }
         let request = KvRequest::CreateStrict {
             store: Store::Accepted,
@@ -192,5 +219,65 @@ impl Script for BindInbox {
             ))
             .into()),
         }
+    }
+}
+
+impl Script for BindInbox {
+    type Output = ();
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<(), Halt> {
+        let read = cx.get_first(Store::Accepted, InboxToken::for_nonce(&self.nonce).key())?;
+        self.bind_after(cx, read)
+    }
+}
+
+/// The most bindings a plane keeps: one per client process it admitted, a few hundred bytes
+/// each. Past it the least recently admitted nonce is forgotten and read again at its next
+/// connect.
+pub const KNOWN_BINDINGS: usize = 16_384;
+
+/// The inbox bindings this plane has seen, by connection name. Sound without a read because a
+/// binding is write-once: the accepted store keeps one message per key and refuses deletes and
+/// purges, so a binding seen once is the binding for as long as the store exists. A forgotten
+/// or never-seen nonce is read from the store; a kept one is never trusted over a refusal (it
+/// only ever admits the principal the store bound).
+#[derive(Debug)]
+pub struct KnownBindings {
+    kept: lru::LruCache<String, Principal>,
+}
+
+impl KnownBindings {
+    pub fn new() -> KnownBindings {
+        KnownBindings::with_capacity(NonZeroUsize::MIN.saturating_add(KNOWN_BINDINGS - 1))
+    }
+
+    pub fn with_capacity(capacity: NonZeroUsize) -> KnownBindings {
+        KnownBindings {
+            kept: lru::LruCache::new(capacity),
+        }
+    }
+
+    /// The principal `nonce` is bound to, when this plane has seen it.
+    pub fn holder(&mut self, nonce: &str) -> Option<Principal> {
+        self.kept.get(nonce).cloned()
+    }
+
+    /// Keeps the binding an admitted connect proved (read, written or judged).
+    pub fn keep(&mut self, nonce: &str, principal: &Principal) {
+        self.kept.put(nonce.to_owned(), principal.clone());
+    }
+
+    pub fn len(&self) -> usize {
+        self.kept.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty()
+    }
+}
+
+impl Default for KnownBindings {
+    fn default() -> Self {
+        KnownBindings::new()
     }
 }

@@ -465,10 +465,27 @@ impl Ctx<'_> {
         &mut self,
         reads: [(Store, String); N],
     ) -> Result<[ReadOutcome; N], Halt> {
-        let requests: Vec<KvRequest> = reads
-            .into_iter()
-            .map(|(store, key)| KvRequest::Get { store, key })
-            .collect();
+        self.reads_together(reads.map(|(store, key)| KvRequest::Get { store, key }))
+    }
+
+    /// [`Ctx::get_together`] for any mix of last-message (`Get`) and first-message
+    /// (`GetFirst`) reads; any other request is refused `internal` before anything is sent.
+    pub fn reads_together<const N: usize>(
+        &mut self,
+        requests: [KvRequest; N],
+    ) -> Result<[ReadOutcome; N], Halt> {
+        if let Some(other) = requests
+            .iter()
+            .find(|r| !matches!(r, KvRequest::Get { .. } | KvRequest::GetFirst { .. }))
+        {
+            return Err(EpError::internal(format!(
+                "a {:?} request on {} was sent among reads",
+                other.op(),
+                other.key()
+            ))
+            .into());
+        }
+        let requests = requests.to_vec();
         let outcomes = match self.perform(Effect::Reads(requests.clone()))? {
             Observation::Reads(outcomes) if outcomes.len() == N => outcomes,
             other => return Err(mismatch(&format!("{N} read outcomes"), &other)),

@@ -36,7 +36,7 @@ use cotal_core::lifecycle::{
     admit_door_retirement, RetireDoor, RetireTarget, Retirement, RevokeRootCredential, RevokedRoot,
     RootEntropy,
 };
-use cotal_core::machine::{Ctx, Halt, Script};
+use cotal_core::machine::{Ctx, Halt, Replay, Script};
 use cotal_core::names::{
     ActorToken, CredentialId, DerivedOwner, LifecycleUid, ManagerInstance, OwnerToken, Principal,
     SpaceName,
@@ -190,7 +190,7 @@ fn exchange(rng: &mut crate::sim::SplitMix64) -> Result<PlanExchange, String> {
     })
 }
 
-fn decide(act: &BearerAct) -> Result<DecideConnect, String> {
+fn decide(act: &BearerAct, known_binding: Option<Principal>) -> Result<DecideConnect, String> {
     Ok(DecideConnect {
         space: fixture(SpaceName::parse(SPACE))?,
         act: act.clone(),
@@ -200,7 +200,61 @@ fn decide(act: &BearerAct) -> Result<DecideConnect, String> {
         local: None,
         fresh_generation: IssuedGeneration::parse("0123456789abcdef0123456789abcdef")
             .ok_or("fixture: generation")?,
+        known_binding,
     })
+}
+
+/// The binding a plane has kept for the connect in [`one_connect`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kept {
+    /// Never seen: the binding is read (and, unbound, written).
+    Nothing,
+    /// Kept for the connecting principal.
+    Ours,
+    /// Kept for another principal.
+    Another,
+}
+
+/// One exchange, then the connect of its bearer, on a fresh world whose nonce is bound already
+/// when `bound`; returns the effects the connect alone sent and its outcome. The cells that
+/// pin the connect's round trips read them.
+pub fn one_connect(
+    bound: bool,
+    kept: Kept,
+) -> Result<(Vec<cotal_core::machine::Effect>, Result<Admitted, EpError>), String> {
+    let mut world = ModelWorld::default();
+    let mut rng = crate::sim::SplitMix64::new(7);
+    grant(&world, LifecycleUid::mint(rng.entropy20()))?;
+    let plan = cotal_core::driver::drive(&mut Replay::new(exchange(&mut rng)?), &mut world)
+        .map_err(|e| format!("exchanging: {e}"))?
+        .map_err(|r| format!("exchanging: {}", r.error))?;
+    let me = principal()?;
+    let decision = decide(&plan.act, None)?;
+    if bound {
+        let bind = cotal_core::inbox::BindInbox {
+            nonce: fixture(cotal_core::profiles::ConnId::parse(
+                decision.connection_name.as_deref().unwrap_or_default(),
+            ))?,
+            principal: me.clone(),
+        };
+        cotal_core::driver::drive(&mut Replay::new(bind), &mut world)
+            .map_err(|e| format!("binding: {e}"))?;
+    }
+    let another = Principal::new(me.owner().clone(), fixture(ActorToken::parse("other"))?);
+    let known_binding = match kept {
+        Kept::Nothing => None,
+        Kept::Ours => Some(me),
+        Kept::Another => Some(another),
+    };
+    world.log.clear();
+    let outcome = cotal_core::driver::drive(
+        &mut Replay::new(DecideConnect {
+            known_binding,
+            ..decision
+        }),
+        &mut world,
+    );
+    Ok((std::mem::take(&mut world.log), outcome))
 }
 
 /// The connect door with its live-credential check removed: the ledger row alone admits.
@@ -523,7 +577,14 @@ fn spawn_one(
             };
             let label = format!("connect{n}");
             asked.insert(label.clone(), (Asked::Connect { uid, credential }, step));
-            let decide = decide(&act)?;
+            // Once a connect was admitted the nonce's binding exists: half the later connects
+            // judge it as the plane's kept binding, without reading it.
+            let known = if stats.admitted > 0 && sim.rng().chance(500) {
+                Some(principal()?)
+            } else {
+                None
+            };
+            let decide = decide(&act, known)?;
             let machine = match door {
                 Connect::Decided => flight(decide, |a| Out::Connected(Box::new(a))),
                 Connect::Unchecked => {

@@ -17,10 +17,12 @@ use cotal_core::driver::ModelWorld;
 use cotal_core::error::ErrorCode;
 use cotal_core::inbox::{parse_binding_row, BindInbox, InboxToken};
 use cotal_core::kv::model::KvModel;
-use cotal_core::kv::Store;
+use cotal_core::kv::{KvRequest, Store};
+use cotal_core::machine::Effect;
 use cotal_core::names::Principal;
 use cotal_core::profiles::ConnId;
 use cotal_tests::interleave::{flight, Event, Faults, Interleaver};
+use cotal_tests::service::{one_connect, Kept};
 
 const PRINCIPALS: [&str; 3] = [
     "u_aaaaaaaaaaaaaaaaaaaaaaaaaa.cli",
@@ -134,4 +136,85 @@ fn inbox_nonce_admits_one_principal_under_faults() {
         "no connect was admitted in {} seeds",
         seeds.len()
     );
+}
+
+/// The requests on the accepted store (the binding's) among `effects`, and the sizes of the
+/// batched reads.
+fn accepted_and_batches(effects: &[Effect]) -> (Vec<KvRequest>, Vec<usize>) {
+    let mut accepted = Vec::new();
+    let mut batches = Vec::new();
+    for effect in effects {
+        match effect {
+            Effect::Kv(request) if request.store() == Store::Accepted => {
+                accepted.push(request.clone());
+            }
+            Effect::Reads(reads) => {
+                batches.push(reads.len());
+                accepted.extend(
+                    reads
+                        .iter()
+                        .filter(|r| r.store() == Store::Accepted)
+                        .cloned(),
+                );
+            }
+            _ => {}
+        }
+    }
+    (accepted, batches)
+}
+
+/// A first connect reads its nonce's binding in the round trip that reads its credential and
+/// head, then writes the binding: two round trips on the store in all.
+#[test]
+fn an_unknown_nonce_is_read_beside_the_credential_then_bound() {
+    let (effects, outcome) = one_connect(false, Kept::Nothing).unwrap();
+    outcome.unwrap();
+    let (accepted, batches) = accepted_and_batches(&effects);
+    assert_eq!(batches, [3], "{effects:?}");
+    assert!(
+        matches!(
+            accepted.as_slice(),
+            [KvRequest::GetFirst { .. }, KvRequest::CreateStrict { .. }]
+        ),
+        "{accepted:?}"
+    );
+}
+
+/// A reconnect under a bound nonce the plane has not kept: one round trip, nothing written.
+#[test]
+fn a_bound_nonce_costs_no_round_trip_of_its_own() {
+    let (effects, outcome) = one_connect(true, Kept::Nothing).unwrap();
+    outcome.unwrap();
+    let (accepted, batches) = accepted_and_batches(&effects);
+    assert_eq!(batches, [3], "{effects:?}");
+    assert!(
+        matches!(accepted.as_slice(), [KvRequest::GetFirst { .. }]),
+        "{accepted:?}"
+    );
+}
+
+/// A binding the plane kept is judged without reading it (it is write-once): the connect reads
+/// only its credential and head.
+#[test]
+fn a_kept_binding_is_judged_without_reading_it() {
+    let (effects, outcome) = one_connect(true, Kept::Ours).unwrap();
+    outcome.unwrap();
+    let (accepted, batches) = accepted_and_batches(&effects);
+    assert_eq!(batches, [2], "{effects:?}");
+    assert!(accepted.is_empty(), "{accepted:?}");
+}
+
+/// A nonce kept for another principal refuses, in the sentence the store's binding gives, and
+/// reads nothing of the binding.
+#[test]
+fn a_nonce_kept_for_another_principal_is_refused_without_a_read() {
+    let (effects, outcome) = one_connect(true, Kept::Another).unwrap();
+    let refusal = outcome.unwrap_err();
+    assert_eq!(refusal.code, ErrorCode::PermissionDenied);
+    assert!(
+        refusal.message.contains("inbox nonce of another principal"),
+        "{refusal}"
+    );
+    let (accepted, _) = accepted_and_batches(&effects);
+    assert!(accepted.is_empty(), "{accepted:?}");
 }

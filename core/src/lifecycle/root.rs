@@ -353,27 +353,49 @@ impl Script for AuthorizeConnectCredential {
     type Output = AuthorizedConnect;
 
     fn run(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedConnect, Halt> {
-        match cx.recover(|cx| self.check(cx))? {
-            Ok(authorized) => Ok(authorized),
-            Err(e) if e.code == ErrorCode::PermissionDenied => Err(e.into()),
-            Err(e) => Err(EpError::permission_denied(format!(
-                "the connect is denied: its credential could not be proven live ({})",
-                e.message
-            ))
-            .into()),
-        }
+        let [row, head] = cx.reads_together(self.reads())?;
+        self.judge(row, head)
     }
 }
 
 impl AuthorizeConnectCredential {
-    fn check(&self, cx: &mut Ctx<'_>) -> Result<AuthorizedConnect, Halt> {
+    /// The two leader reads the check stands on: the credential row and the alias's head. A
+    /// caller may send them beside reads of its own (the connect does, with its inbox binding),
+    /// then hand their outcomes to [`AuthorizeConnectCredential::judge`].
+    pub fn reads(&self) -> [KvRequest; 2] {
+        let (owner, actor) = (self.holder.owner(), self.holder.actor());
+        [
+            KvRequest::Get {
+                store: Store::Auth,
+                key: keys::cred(&self.lifecycle_uid, &self.credential_id),
+            },
+            KvRequest::Get {
+                store: Store::Records,
+                key: keys::lifecycle_head(owner, actor),
+            },
+        ]
+    }
+
+    /// Judges the outcomes of [`AuthorizeConnectCredential::reads`]. Every refusal is
+    /// `permission-denied`: a row that cannot be proven live (an unserved read, a marker)
+    /// denies the connect rather than failing it.
+    pub fn judge(&self, row: ReadOutcome, head: ReadOutcome) -> Result<AuthorizedConnect, Halt> {
+        match self.check(row, head) {
+            Err(Halt::Fail(e)) if e.code != ErrorCode::PermissionDenied => {
+                Err(EpError::permission_denied(format!(
+                    "the connect is denied: its credential could not be proven live ({})",
+                    e.message
+                ))
+                .into())
+            }
+            decided => decided,
+        }
+    }
+
+    fn check(&self, row: ReadOutcome, head: ReadOutcome) -> Result<AuthorizedConnect, Halt> {
         let (id, uid) = (&self.credential_id, &self.lifecycle_uid);
         let (owner, actor) = (self.holder.owner(), self.holder.actor());
         let key = keys::cred(uid, id);
-        let [row, head] = cx.get_together([
-            (Store::Auth, key.clone()),
-            (Store::Records, keys::lifecycle_head(owner, actor)),
-        ])?;
         let Some(entry) = never_deleted(row, &key, ROW_WHAT)? else {
             return Err(deny(format!(
                 "credential {id} of lifecycle {uid} is not in the ledger; an unknown credential \

@@ -9,6 +9,7 @@ use crate::ledger::Ledger;
 use cotal_core::callout::ConnectRequest;
 use cotal_core::connect::{Admitted, DecideConnect};
 use cotal_core::error::EpError;
+use cotal_core::inbox::KnownBindings;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
@@ -17,6 +18,7 @@ use cotal_core::view::View;
 use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_nats::callout::{Authorize, AuthorizeFuture};
 use cotal_io_nats::NatsWorld;
+use std::sync::Mutex;
 use tokio::sync::watch;
 
 use super::connections::PlaneLink;
@@ -36,6 +38,9 @@ pub(super) struct ConnectAuthorizer {
     pub(super) connections: PlaneLink,
     pub(super) readiness: watch::Receiver<Readiness>,
     pub(super) recorder: Recorder,
+    /// The inbox bindings admitted connects proved: a reconnect under a known nonce skips its
+    /// binding's read (a binding is write-once, `core::inbox`).
+    pub(super) bindings: Mutex<KnownBindings>,
 }
 
 impl ConnectAuthorizer {
@@ -66,6 +71,10 @@ impl ConnectAuthorizer {
             now,
             local,
             fresh_generation: manager_caller::fresh_generation()?,
+            known_binding: request
+                .nonce
+                .as_deref()
+                .and_then(|nonce| self.bindings().holder(nonce)),
         };
         let connections = self.connections.get()?;
         let reader = connections.reader.space().map_err(|e| {
@@ -80,6 +89,13 @@ impl ConnectAuthorizer {
             .run(&mut Replay::new(decide))
             .await
     }
+
+    fn bindings(&self) -> std::sync::MutexGuard<'_, KnownBindings> {
+        // A kept binding is inserted whole or not at all: a poisoned lock guards a sound map.
+        self.bindings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 impl Authorize for ConnectAuthorizer {
@@ -87,6 +103,9 @@ impl Authorize for ConnectAuthorizer {
         Box::pin(async move {
             match self.decide(&request).await {
                 Ok(Admitted { principal, admit }) => {
+                    if let Some(nonce) = request.nonce.as_deref() {
+                        self.bindings().keep(nonce, &principal);
+                    }
                     let key = principal.key();
                     self.recorder
                         .record(&Decided::new("connect", &key, &key), None);

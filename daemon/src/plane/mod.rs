@@ -920,6 +920,7 @@ async fn serve_callout(
         connections: connections::PlaneLink::to(connections),
         readiness,
         recorder: decision::Recorder::new(&metrics),
+        bindings: std::sync::Mutex::default(),
     };
     cotal_io_nats::callout::serve(connections.callout.clone(), keys, Arc::new(authorizer))
         .await
