@@ -385,13 +385,27 @@ fn idp_embedded_key_header_is_refused() {
         &ed_key(SEED_1),
     );
     let (_, rest) = good.split_once('.').unwrap();
-    let header = json!({"alg": "EdDSA", "kid": "ed-1", "jku": "https://evil.example.test/jwks"});
-    let token = format!("{}.{rest}", b64(&header));
-    assert_eq!(
-        denied(idp().verify(&token, now())),
-        "IdP token header carries embedded key material (jku); keys resolve only through the \
-         pinned JWKS"
-    );
+    // Each header that can carry or point at a key of its own (RFC 7515 §4.1.2–4.1.6).
+    for (param, value) in [
+        ("jku", json!("https://evil.example.test/jwks")),
+        (
+            "jwk",
+            json!({"kty": "OKP", "crv": "Ed25519", "x": "11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo"}),
+        ),
+        ("x5u", json!("https://evil.example.test/cert.pem")),
+        ("x5c", json!(["MIIBszCCAVmgAwIBAgIUQ"])),
+    ] {
+        let mut header = json!({"alg": "EdDSA", "kid": "ed-1"});
+        header[param] = value;
+        let token = format!("{}.{rest}", b64(&header));
+        assert_eq!(
+            denied(idp().verify(&token, now())),
+            format!(
+                "IdP token header carries embedded key material ({param}); keys resolve only \
+                 through the pinned JWKS"
+            )
+        );
+    }
 }
 
 #[test]
