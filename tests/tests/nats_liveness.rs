@@ -358,8 +358,8 @@ fn f52_cluster_a_silent_member_makes_liveness_unknown_and_reconcile_waits_for_it
 }
 
 /// The plane claim on the same cluster (§2.10): a held claim whose scanners live refuses a
-/// second plane; once they are closed without a release, a silent member makes the answer
-/// unknown (refused, fail-safe), and with every member back the claim is reclaimed.
+/// second plane; once they are closed without a release and a member is lost, the two members
+/// that still answer (a majority) list the scanners nowhere and the claim is reclaimed.
 async fn plane_claim_on_the_cluster(
     root: &TrustRoot,
     cluster: &mut NatsCluster,
@@ -436,29 +436,15 @@ async fn plane_claim_on_the_cluster(
         "{refused}"
     );
 
-    // The first plane dies without releasing; one member goes silent.
+    // The first plane dies without releasing, and one member of the three is lost with it.
+    // The two that answer are a majority of the meta group: the lost one has departed the
+    // cluster (it can commit nothing), so scanners listed on neither answering server are gone
+    // and the claim is reclaimed without waiting for the member (the deviation in
+    // `Sweep::plane_verdict`; the reference waits). Reads may time out meanwhile, while a
+    // leader on the killed node is re-elected.
     ledger.close().await.unwrap();
     records.close().await.unwrap();
     cluster.kill_node(1).unwrap();
-    // As above: reads may time out while a leader on the killed node is re-elected.
-    let settle = Instant::now() + Duration::from_secs(20);
-    let refused = loop {
-        let refused = run(acquire(&ledger2, &records2, 2)).await.unwrap_err();
-        match ClaimRefusal::of(&refused) {
-            None if refused.code == ErrorCode::Unavailable && Instant::now() < settle => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            _ => break refused,
-        }
-    };
-    assert_eq!(
-        ClaimRefusal::of(&refused),
-        Some(ClaimRefusal::Unknown),
-        "{refused}"
-    );
-    assert!(refused.message.contains("did not answer"), "{refused}");
-    cluster.restart_node(1).unwrap();
-    cluster.wait_formed().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     let hold = loop {
         match run(acquire(&ledger2, &records2, 2)).await {
@@ -469,9 +455,11 @@ async fn plane_claim_on_the_cluster(
                 assert!(transient, "{e}");
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => panic!("the claim was never reclaimed once the node was back: {e}"),
+            Err(e) => panic!("the claim was never reclaimed with a majority answering: {e}"),
         }
     };
+    cluster.restart_node(1).unwrap();
+    cluster.wait_formed().unwrap();
     assert_eq!((hold.generation, hold.reclaimed), (2, true));
     for client in [ledger2, records2, barrier] {
         client.close().await.unwrap();
