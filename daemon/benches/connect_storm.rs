@@ -10,6 +10,11 @@
 //!   so load drift hits both; per concurrency: connects/s over the wall time, p50 and p99 of
 //!   each connect, failures, and the CPU time the daemon and the nats-server spent per connect
 //!   (`/proc/<pid>/stat`), which is where a callout connect's extra cost shows;
+//! * **the bare callout** — before the plane starts, the same connects answered by a responder
+//!   in the bench process that admits every request at once and reads nothing (the trust
+//!   root's own callout keys, `cotal_io_nats::callout::serve`), alternated with plain connects:
+//!   what the auth callout itself costs the server on this machine, the ceiling any plane's
+//!   callout can reach; the plane's rate is then also judged against it;
 //! * **a reconnect storm** — `STORM_CLIENTS` callout clients and as many plain clients
 //!   connected at once, then the nats-server restarted (SIGTERM, then the same config and store
 //!   again, as an operator restarts the service): how long until every client is connected
@@ -43,10 +48,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use common::signin::{self, Space};
 use common::SPACE;
-use cotal_core::jwt::{UnixSeconds, UserNats, Validity};
+use cotal_core::callout::{Admit, ConnectRequest};
+use cotal_core::jwt::{Permissions, UnixSeconds, UserNats, Validity};
 use cotal_core::names::SpaceName;
+use cotal_core::profiles::CONNECT_LIMITS;
 use cotal_io_nats::async_nats::connection::State;
 use cotal_io_nats::async_nats::{self, ClientError, ConnectOptions, Event};
+use cotal_io_nats::authority::connect_with_creds;
+use cotal_io_nats::callout::{serve, Authorize, AuthorizeFuture, CalloutKeys};
 use serde_json::json;
 
 /// Connects of each kind per concurrency, alternating in this many rounds.
@@ -167,7 +176,8 @@ impl Tally {
 /// The processes whose CPU time is read around each phase.
 #[derive(Clone, Copy)]
 struct Watched {
-    daemon: u32,
+    /// The plane; `None` while the bare responder (in this process) answers.
+    daemon: Option<u32>,
     server: u32,
 }
 
@@ -183,7 +193,8 @@ async fn phase(
     tally: &mut Tally,
 ) {
     let next = Arc::new(AtomicUsize::new(0));
-    let (daemon_before, server_before) = (cpu(watched.daemon), cpu(watched.server));
+    let daemon_cpu = || watched.daemon.map_or(Duration::ZERO, cpu);
+    let (daemon_before, server_before) = (daemon_cpu(), cpu(watched.server));
     let start = Instant::now();
     let workers: Vec<_> = (0..concurrency.min(count))
         .map(|_| {
@@ -225,7 +236,7 @@ async fn phase(
         }
     }
     tally.wall += start.elapsed();
-    tally.daemon_cpu += cpu(watched.daemon) - daemon_before;
+    tally.daemon_cpu += daemon_cpu() - daemon_before;
     tally.server_cpu += cpu(watched.server) - server_before;
 }
 
@@ -397,6 +408,80 @@ fn restart_plane(space: &Space, server: &str) -> Child {
         .unwrap()
 }
 
+/// Admits every connect at once and reads nothing: the auth callout's own cost (the server's
+/// request and its sealing, the answer's user JWT) with no decision behind it.
+struct AdmitAll;
+
+impl Authorize for AdmitAll {
+    fn authorize(&self, _request: ConnectRequest) -> AuthorizeFuture<'_> {
+        Box::pin(async move {
+            Ok(Admit {
+                name: "bench-bare".to_owned(),
+                permissions: Permissions::default(),
+                tags: Vec::new(),
+                limits: CONNECT_LIMITS,
+                expires_at: UnixSeconds(now().0 + 600),
+            })
+        })
+    }
+}
+
+/// The bare callout beside plain connects, per concurrency, before any plane serves: the
+/// trust root's callout keys answered by [`AdmitAll`] in this process, alternated with plain
+/// connects in rounds as the plane's are. Returns `(concurrency, bare, plain)` tallies.
+async fn bare_callout(
+    server: &str,
+    material: &cotal_core::trust::DaemonMaterial,
+    space: &Space,
+    plain: &Kind,
+    n: usize,
+    levels: &[usize],
+    broker: u32,
+) -> Vec<(usize, Tally, Tally)> {
+    let client = connect_with_creds(server, "bench:bare-callout", material.callout_creds())
+        .await
+        .unwrap();
+    let service = serve(
+        client,
+        CalloutKeys::from_material(material).unwrap(),
+        Arc::new(AdmitAll),
+    )
+    .await
+    .unwrap();
+    let bare = Kind::Callout {
+        sentinel: signin::sentinel(space),
+        bearer: "bare-callout-bench".to_owned(),
+    };
+    let watched = Watched {
+        daemon: None,
+        server: broker,
+    };
+    let mut warm = Tally::default();
+    for kind in [&bare, plain] {
+        phase(server, kind, 50, 4, "barewarm", watched, &mut warm).await;
+    }
+    assert_eq!(warm.failures(), 0, "bare warm-up failed: {:?}", warm.failed);
+    let chunk = (n / ROUNDS).max(1);
+    let mut results = Vec::new();
+    for &concurrency in levels {
+        let (mut by_bare, mut by_plain) = (Tally::default(), Tally::default());
+        for round in 0..ROUNDS {
+            let tag = format!("bare{concurrency}x{round}x");
+            let order: [(&Kind, &mut Tally); 2] = if round % 2 == 0 {
+                [(&bare, &mut by_bare), (plain, &mut by_plain)]
+            } else {
+                [(plain, &mut by_plain), (&bare, &mut by_bare)]
+            };
+            for (kind, tally) in order {
+                phase(server, kind, chunk, concurrency, &tag, watched, tally).await;
+            }
+        }
+        results.push((concurrency, by_bare, by_plain));
+    }
+    service.close().await.unwrap();
+    results
+}
+
 fn main() {
     let n = knob("STORM_N", 1000);
     let clients = knob("STORM_CLIENTS", 2000);
@@ -415,6 +500,26 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
     let server = space.serve_broker();
     // The nats-server serve_broker started is the reaper's last child: the storm restarts it.
     let broker_slot = space.reaper.0.len() - 1;
+    let material =
+        cotal_io_fs::trust::load_daemon(&space.root, &SpaceName::parse(SPACE).unwrap()).unwrap();
+    let plain = Kind::Plain {
+        creds: cotal_core::jwt::user_creds(
+            material.data_signing_key(),
+            material.data_account(),
+            &nkeys::KeyPair::new_user(),
+            "bench-plain",
+            &UserNats::default(),
+            Validity {
+                issued_at: now(),
+                expires_at: Some(UnixSeconds(now().0 + 3600)),
+            },
+        )
+        .unwrap()
+        .text(),
+    };
+    let broker = space.reaper.0[broker_slot].id();
+    let bare = bare_callout(&server, &material, &space, &plain, n, levels, broker).await;
+
     let d = space.up_with(&["--server", &server], &[("RUST_LOG", "error")], None);
     // The plane is the reaper's last child now: the reconnect storm watches it exit.
     let plane_slot = space.reaper.0.len() - 1;
@@ -435,26 +540,9 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
         sentinel: signin::sentinel(&space),
         bearer: bearer(),
     };
-    let material =
-        cotal_io_fs::trust::load_daemon(&space.root, &SpaceName::parse(SPACE).unwrap()).unwrap();
-    let plain = Kind::Plain {
-        creds: cotal_core::jwt::user_creds(
-            material.data_signing_key(),
-            material.data_account(),
-            &nkeys::KeyPair::new_user(),
-            "bench-plain",
-            &UserNats::default(),
-            Validity {
-                issued_at: now(),
-                expires_at: Some(UnixSeconds(now().0 + 3600)),
-            },
-        )
-        .unwrap()
-        .text(),
-    };
     let watched = Watched {
-        daemon,
-        server: space.reaper.0[broker_slot].id(),
+        daemon: Some(daemon),
+        server: broker,
     };
 
     // Unmeasured: the first connects of each kind (the plane's connections warm, the server's
@@ -588,6 +676,14 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
         println!("{}", by_callout.line(*concurrency, "callout"));
         println!("{}", by_plain.line(*concurrency, "plain"));
     }
+    println!(
+        "the bare callout (a responder in the bench process admitting every request, reading \
+         nothing; its CPU is the bench's, not separated), before the plane started:"
+    );
+    for (concurrency, by_bare, by_plain) in &bare {
+        println!("{}", by_bare.line(*concurrency, "bare callout"));
+        println!("{}", by_plain.line(*concurrency, "plain"));
+    }
     for (concurrency, by_callout, by_plain) in &results {
         for (kind, tally) in [("callout", by_callout), ("plain", by_plain)] {
             for (e, count) in &tally.failed {
@@ -701,6 +797,29 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
             by_callout.rate(),
             by_plain.rate(),
             by_callout.rate() / by_plain.rate().max(1e-9),
+        );
+    }
+    // The auth callout's own ceiling on this machine, and the plane against it.
+    for ((concurrency, by_bare, by_plain), (_, by_callout, _)) in bare.iter().zip(&results) {
+        if *concurrency != 64 {
+            continue;
+        }
+        println!(
+            "BENCH\tbare callout connects/s at concurrency 64 (a responder that reads nothing: \
+             the callout's own cost; server CPU {:.2} ms/connect vs plain's {:.2})\t{:.0}\t{:.0}\t\
+             {:.2}\t— (the ceiling of any callout here)",
+            by_bare.per_connect(by_bare.server_cpu),
+            by_plain.per_connect(by_plain.server_cpu),
+            by_bare.rate(),
+            by_plain.rate(),
+            by_bare.rate() / by_plain.rate().max(1e-9),
+        );
+        println!(
+            "BENCH\tcallout connects/s at concurrency 64 against the bare callout (the plane's \
+             decision: ledger, credential, head, inbox binding)\t{:.0}\t{:.0}\t{:.2}\t—",
+            by_callout.rate(),
+            by_bare.rate(),
+            by_callout.rate() / by_bare.rate().max(1e-9),
         );
     }
     let all_back = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
