@@ -3,8 +3,9 @@
 //! public face, each answered with the same 401 sentence. The figure is the ratio of their p50
 //! latencies (known-wrong over unknown); ~1.00 means the answer's time tells a prober nothing
 //! the sentence does not. Beside it, the same two refusals in this process straight on the file
-//! ledger (`authorize_agent_exchange`), which shows what is left of the difference without the
-//! transport: the ledger read of an existing row against a missing one.
+//! ledger (`authorize_agent_exchange`), which shows any difference left without the transport
+//! (the ledger's read of an existing row against a missing one was the last: a missing row now
+//! reads the ledger's decoy file).
 //!
 //! The public face throttles a peer after 30 refusals a minute (429 instead of the sentence), so
 //! the plane runs with `--exchange-trusted-proxy` and every request names its own peer in

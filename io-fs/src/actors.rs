@@ -38,6 +38,11 @@ const LOCK_DIR: &str = "locks";
 /// The serving lock's file under [`LOCK_DIR`]; no alias key ends in `served` alone, so it never
 /// shares a file with an alias lock.
 const SERVED_LOCK: &str = "served.lock";
+/// The file a lookup of a missing row reads instead (`Files::read_decoy`), beside the row
+/// directories and never inside one, so no listing takes it for a grant.
+const DECOY_FILE: &str = "decoy-row";
+/// The decoy's size: a managed row's, give or take.
+const DECOY_BYTES: usize = 320;
 
 /// The actor ledger in a directory (the plane's state dir for its space).
 #[derive(Debug, Clone)]
@@ -160,6 +165,26 @@ impl Files<'_> {
     }
 }
 
+impl Files<'_> {
+    /// Reads the decoy in place of a missing row: the open, stat and read a present row costs,
+    /// so the time of a lookup does not tell whether its row exists (the agent exchange's
+    /// equal-time refusals, core's `authorize_agent_exchange`, whose `agent_refusal` bench
+    /// measured a missing row's cheaper `ENOENT` as the one difference left). Written at the
+    /// first miss; a failure changes only the timing, never an answer, so it is ignored.
+    fn read_decoy(&self) {
+        let path = self.0.root.join(DECOY_FILE);
+        match files::open_regular(&path) {
+            Ok(Some(decoy)) => {
+                let _ = std::hint::black_box(decoy.read(MAX_ROW_BYTES));
+            }
+            Ok(None) => {
+                let _ = files::create_private(&path, &[b' '; DECOY_BYTES]);
+            }
+            Err(_) => {}
+        }
+    }
+}
+
 impl RowStore for Files<'_> {
     fn load(
         &mut self,
@@ -167,6 +192,7 @@ impl RowStore for Files<'_> {
         principal: &Principal,
     ) -> Result<Option<Vec<u8>>, StoreError> {
         if self.space_dir(space)?.is_none() {
+            self.read_decoy();
             return Ok(None);
         }
         let path = self.0.row_path(space, principal);
@@ -185,7 +211,10 @@ impl RowStore for Files<'_> {
             Unreadable::Io(e) => StoreError::Unavailable(format!("{shown}: {e}")),
         };
         match files::open_regular(&path).map_err(unreadable)? {
-            None => Ok(None),
+            None => {
+                self.read_decoy();
+                Ok(None)
+            }
             Some(row) => row.read(MAX_ROW_BYTES).map(Some).map_err(unreadable),
         }
     }

@@ -136,8 +136,8 @@ const DECOY_ROW: &str = r#"{
 /// is always digested and compared in constant time, against the row's hash or, when there is
 /// no row (or it holds no hash), against `DUMMY_TOKEN_HASH`. So neither the sentence nor the
 /// time of an answer tells an unknown agent from a known one (the `agent_refusal` benchmark
-/// measures the two side by side; what is left is the ledger's read of an existing file against
-/// a missing one). After the secret matched, the
+/// measures the two side by side; the file ledger reads a decoy file for a missing row, so its
+/// I/O is the same too). After the secret matched, the
 /// envelope walk's own sentence says what was narrowed.
 pub fn authorize_agent_exchange<L: LedgerRead>(
     ledger: &mut L,
