@@ -285,13 +285,29 @@ fn idp_iat_in_the_future_is_refused() {
 }
 
 #[test]
-fn idp_missing_exp_is_refused() {
-    let mut claims = idp_claims();
-    claims.as_object_mut().unwrap().remove("exp");
-    let token = sign(Algorithm::EdDSA, Some("ed-1"), &claims, &ed_key(SEED_1));
+fn idp_missing_exp_iat_or_sub_is_refused() {
+    for (claim, sentence) in [
+        ("exp", "IdP token has no exp claim; it is required"),
+        ("iat", "IdP token has no iat claim; it is required"),
+        (
+            "sub",
+            "IdP token has no subject (sub must be a non-empty string)",
+        ),
+    ] {
+        let mut claims = idp_claims();
+        claims.as_object_mut().unwrap().remove(claim);
+        let token = sign(Algorithm::EdDSA, Some("ed-1"), &claims, &ed_key(SEED_1));
+        assert_eq!(
+            denied(idp().verify(&token, now())),
+            sentence,
+            "without {claim}"
+        );
+    }
+    let empty = with(idp_claims(), "sub", json!(""));
+    let token = sign(Algorithm::EdDSA, Some("ed-1"), &empty, &ed_key(SEED_1));
     assert_eq!(
         denied(idp().verify(&token, now())),
-        "IdP token has no exp claim; it is required"
+        "IdP token has no subject (sub must be a non-empty string)"
     );
 }
 
