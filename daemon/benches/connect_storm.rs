@@ -63,6 +63,8 @@ const ROUNDS: usize = 4;
 /// How long a reconnect storm may take before the clients still away are counted as not back.
 const STORM_DEADLINE: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// The server's `authorization { timeout }`: the broker config leaves it at the default.
+const AUTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn knob(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -251,6 +253,9 @@ struct Seen {
     refused: AtomicUsize,
     /// Every other client error (a reconnect that found the server still down among them).
     other: AtomicUsize,
+    /// When each `authorization violation` came, to tell the attempts that began before the
+    /// plane served (refused one auth timeout later, when it may already serve) from the rest.
+    refused_at: std::sync::Mutex<Vec<Instant>>,
     /// Whether a plane serves the callout right now (set by the bench).
     serving: Arc<AtomicBool>,
 }
@@ -263,6 +268,7 @@ impl Seen {
             refused_unserved: AtomicUsize::new(0),
             refused: AtomicUsize::new(0),
             other: AtomicUsize::new(0),
+            refused_at: std::sync::Mutex::new(Vec::new()),
             serving: Arc::clone(serving),
         }
     }
@@ -308,6 +314,7 @@ async fn fleet(
                                     Event::ClientError(ClientError::Other(e))
                                         if e.contains("authorization violation") =>
                                     {
+                                        seen.refused_at.lock().unwrap().push(Instant::now());
                                         if seen.serving.load(Ordering::Relaxed) {
                                             &seen.refused
                                         } else {
@@ -716,6 +723,21 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
     // A refusal once the plane serves that the plane did not decide is one whose answer did
     // not reach the server in time: the server's auth timeout.
     let timed_out = refused.saturating_sub(denied as usize);
+    // An attempt the server put to the callout while no plane was subscribed waits out the
+    // whole auth timeout (nothing answers "no responders" to the server's own request), so it
+    // is refused up to AUTH_TIMEOUT after the plane began to serve: those are the plane's
+    // absence, the rest (past that window) attempts the serving plane did not answer in time.
+    let began_served = plane_ready.map_or(0, |ready| {
+        let window_end = restarted + ready + AUTH_TIMEOUT;
+        seen_callout
+            .refused_at
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|&&at| at >= window_end)
+            .count()
+    });
+    let timed_out_served = began_served.saturating_sub(denied as usize);
     println!(
         "reconnect storm: {} callout and {} plain clients connected in {:.1} s (setup failures: \
          callout {}, plain {}); nats-server stopped (SIGTERM), every client saw it down after \
@@ -766,7 +788,9 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
     println!(
         "the serving plane's connect decisions (since its start): {} granted, {denied} refused \
          ({}); refused by the server's auth timeout once it served (refusals it did not \
-         decide): {timed_out}; that plane {}",
+         decide): {timed_out}, of which {} within {} s of its start (attempts put to the \
+         callout while no plane was subscribed) and {timed_out_served} later (attempts the \
+         serving plane did not answer in time); that plane {}",
         count("granted"),
         decisions
             .iter()
@@ -774,6 +798,8 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
             .map(|(k, v)| format!("{v} × {k}"))
             .collect::<Vec<_>>()
             .join(", "),
+        timed_out.saturating_sub(timed_out_served),
+        AUTH_TIMEOUT.as_secs(),
         if plane_alive { "is running" } else { "EXITED" },
     );
 
@@ -825,8 +851,8 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
     let all_back = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64());
     println!(
         "BENCH\treconnect storm, {clients} callout clients: all back after a server restart (s; \
-         {callout_up} back, {timed_out} refused by an auth timeout; plain clients beside them as \
-         the floor)\t{:.2}\t{:.2}\t{:.2}\tall back, none refused by an auth timeout",
+         {callout_up} back, {timed_out} refused by an auth timeout, {timed_out_served} of them \
+         begun once the restarted plane served; plain clients beside them as the floor)\t{:.2}\t{:.2}\t{:.2}\tall back, none refused by an auth timeout",
         all_back(callout_back),
         all_back(plain_back),
         all_back(plain_back) / all_back(callout_back),
