@@ -175,6 +175,12 @@ impl Envelope {
     }
 }
 
+/// How long the meta group's leader must have gone without hearing from a member before that
+/// member counts as departed from the cluster ([`Sweep::plane_verdict`]): several of the
+/// group's 1 s heartbeats, so a member that is only slow to answer a system-account ping, and
+/// still answers its raft peers, is never taken for lost.
+pub const DEPARTED_AFTER_NANOS: u64 = 3_000_000_000;
+
 /// The servers a complete sweep must hear from, as the servers themselves report them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
@@ -182,6 +188,11 @@ pub struct Topology {
     /// The members that answered the cluster query: a `CONNZ` ping waits for these, not for a
     /// member that was already silent (it would only wait out its whole timeout again).
     answered: BTreeSet<String>,
+    /// The members the meta group's leader (one of the answering servers) reports it has not
+    /// heard from for [`DEPARTED_AFTER_NANOS`] or more (its `JSZ` replica's `active`), or never
+    /// since it was elected (`current` false, `active` 0: a leader elected after the member
+    /// was lost).
+    unheard: BTreeSet<String>,
 }
 
 impl Topology {
@@ -194,6 +205,7 @@ impl Topology {
         }
         let mut names = BTreeSet::new();
         let mut answered = BTreeSet::new();
+        let mut unheard = BTreeSet::new();
         let mut sizes = BTreeSet::new();
         let mut standalone = 0usize;
         for reply in replies {
@@ -217,6 +229,9 @@ impl Topology {
                     )
                 })?;
             sizes.insert(count(meta, "cluster_size", "a meta group")?);
+            // Only the leader tracks when it last heard from each peer; a follower's `active`
+            // says nothing.
+            let leads = meta.get("leader").and_then(Value::as_str) == Some(server.name.as_str());
             for peer in meta
                 .get("replicas")
                 .and_then(Value::as_array)
@@ -224,7 +239,18 @@ impl Topology {
                 .flatten()
             {
                 let peer = object(peer, "a meta group peer")?;
-                names.insert(text(peer, "name", "a meta group peer")?.to_owned());
+                let name = text(peer, "name", "a meta group peer")?.to_owned();
+                // `active` is how long ago the leader last heard from the peer; a leader
+                // elected after the peer was lost has never heard from it (`current` false,
+                // `active` 0).
+                let active = peer.get("active").and_then(Value::as_u64);
+                let current = peer.get("current").and_then(Value::as_bool);
+                let lost = active.is_some_and(|ns| ns >= DEPARTED_AFTER_NANOS)
+                    || (current == Some(false) && active == Some(0));
+                if leads && lost {
+                    unheard.insert(name.clone());
+                }
+                names.insert(name);
             }
         }
         let size = match (sizes.len(), sizes.first()) {
@@ -240,7 +266,11 @@ impl Topology {
                 names.len()
             ));
         }
-        Ok(Topology { names, answered })
+        Ok(Topology {
+            names,
+            answered,
+            unheard,
+        })
     }
 
     pub fn names(&self) -> &BTreeSet<String> {
@@ -364,12 +394,15 @@ impl Sweep {
     /// The plane claim's reading of this sweep (reference §2.10, F-claim): whether each of a
     /// held claim's two scanner connections is still connected. A complete sweep decides as
     /// [`Listing::tuple_liveness`] does. An incomplete one still decides when the only servers
-    /// missing from it have **departed**: every server that answered listed all its pages and
-    /// together they are a majority of the cluster's meta group. Then a scanner listed anywhere
-    /// is live, and one that is not listed is gone — on its own server, if that one answered
-    /// (a sealed scanner never reconnects elsewhere), and on a departed server too: a server
-    /// outside the quorum cannot commit a JetStream write, so a plane still connected to it
-    /// can no longer act on the space, and it stops itself once it cannot read its gate.
+    /// missing from it have **departed**: every server that answered listed all its pages,
+    /// together they are a majority of the cluster's meta group, and the group's leader, among
+    /// them, has not heard from any silent one for [`DEPARTED_AFTER_NANOS`] (a member that is
+    /// merely slow to answer a ping still answers its raft peers, so it is never taken for
+    /// lost). Then a scanner listed anywhere is live, and one that is not listed is gone — on its
+    /// own server, if that one answered (a sealed scanner never reconnects elsewhere), and on a
+    /// departed server too: a server outside the quorum cannot commit a JetStream write, so a
+    /// plane still connected to it can no longer act on the space, and it stops itself once it
+    /// cannot read its gate.
     ///
     /// Deviation from the reference, which refuses while any server is silent: without it a
     /// standby could never take over from a plane whose host (its node included) was lost.
@@ -388,7 +421,13 @@ impl Sweep {
         let answered = self.servers.len();
         let departed = self.malformed.is_none()
             && self.servers.values().all(|s| !s.needs_more())
-            && answered * 2 > self.topology.names.len();
+            && answered * 2 > self.topology.names.len()
+            && self
+                .topology
+                .names
+                .iter()
+                .filter(|n| !self.servers.contains_key(*n))
+                .all(|n| self.topology.unheard.contains(n));
         if !departed {
             return PlaneVerdict {
                 ledger: TupleLiveness::Unknown,
@@ -411,8 +450,9 @@ impl Sweep {
             ledger: liveness(&query.ledger),
             records: liveness(&query.records),
             note: Some(format!(
-                "{note}; the {answered} that answered are a majority of the cluster, so the \
-                 silent ones have departed it"
+                "{note}; the {answered} that answered are a majority of the cluster and its \
+                 leader has not heard from the silent ones for {} s, so they have departed it",
+                DEPARTED_AFTER_NANOS / 1_000_000_000
             )),
         }
     }

@@ -25,6 +25,23 @@ fn cluster_jsz(name: &str, peers: &[&str], size: u64) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A clustered server's `JSZ` as the meta group's leader: each peer with how long ago the
+/// leader last heard from it (`active`, in nanoseconds).
+fn leader_jsz(name: &str, peers: &[(&str, u64)], size: u64) -> Vec<u8> {
+    let replicas: Vec<Value> = peers
+        .iter()
+        .map(|(p, active)| json!({"name": p, "current": true, "active": active}))
+        .collect();
+    json!({
+        "server": {"name": name, "id": format!("N{name}"), "cluster": "c"},
+        "data": {"meta_cluster": {
+            "name": "c", "leader": name, "cluster_size": size, "replicas": replicas,
+        }},
+    })
+    .to_string()
+    .into_bytes()
+}
+
 fn conn(cid: u64, principal: Option<&str>) -> Value {
     match principal {
         Some(p) => json!({"cid": cid, "name": "c", "tags": ["owner:x", format!("principal:{p}")]}),
@@ -250,7 +267,15 @@ fn scanner_conn(t: &ConnTuple) -> Value {
 
 #[test]
 fn a_claim_on_a_departed_server_reads_gone_once_a_majority_answered_without_it() {
-    let topology = || Topology::from_jsz(&[cluster_jsz("a", &["b", "c"], 3)]).unwrap();
+    // b leads the meta group and has not heard from a for 4 s.
+    let topology = || {
+        Topology::from_jsz(&[leader_jsz(
+            "b",
+            &[("a", 4_000_000_000), ("c", 200_000_000)],
+            3,
+        )])
+        .unwrap()
+    };
     let query = PlaneQuery {
         ledger: scanner("a", 7, 1),
         records: scanner("a", 8, 2),
@@ -265,12 +290,69 @@ fn a_claim_on_a_departed_server_reads_gone_once_a_majority_answered_without_it()
         (TupleLiveness::Gone, TupleLiveness::Gone)
     );
     assert!(verdict.note.unwrap().contains("have departed it"));
+    // A leader elected after a was lost has never heard from it: departed too.
+    let mut elected = Sweep::new(
+        Topology::from_jsz(&[json!({
+            "server": {"name": "b", "id": "Nb", "cluster": "c"},
+            "data": {"meta_cluster": {"name": "c", "leader": "b", "cluster_size": 3, "replicas": [
+                {"name": "a", "current": false, "active": 0},
+                {"name": "c", "current": true, "active": 300_000_000},
+            ]}},
+        })
+        .to_string()
+        .into_bytes()])
+        .unwrap(),
+    );
+    elected.add(&page("b", 0, 0, vec![]));
+    elected.add(&page("c", 0, 0, vec![]));
+    let verdict = elected.plane_verdict(&query);
+    assert_eq!(
+        (verdict.ledger, verdict.records),
+        (TupleLiveness::Gone, TupleLiveness::Gone)
+    );
     // Listed on a server that answered, a scanner is live whatever else is silent.
     let mut live = Sweep::new(topology());
     live.add(&page("b", 1, 0, vec![scanner_conn(&scanner("b", 3, 1))]));
     live.add(&page("c", 0, 0, vec![]));
     assert_eq!(live.plane_verdict(&query).ledger, TupleLiveness::Live);
     assert_eq!(live.plane_verdict(&query).records, TupleLiveness::Gone);
+}
+
+/// A member silent to the ping but still heard by the meta leader (slow, not lost), or silent
+/// while no answering server leads the group, decides nothing: only the leader's own account
+/// of a lost peer makes silence a departure.
+#[test]
+fn a_silent_member_the_leader_still_hears_or_no_leader_among_the_answering_decides_nothing() {
+    let query = PlaneQuery {
+        ledger: scanner("a", 7, 1),
+        records: scanner("a", 8, 2),
+    };
+    let unknown = |topology: Topology| {
+        let mut sweep = Sweep::new(topology);
+        sweep.add(&page("b", 0, 0, vec![]));
+        sweep.add(&page("c", 0, 0, vec![]));
+        let v = sweep.plane_verdict(&query);
+        (v.ledger, v.records) == (TupleLiveness::Unknown, TupleLiveness::Unknown)
+    };
+    // Heard 2.9 s ago: just under the bound.
+    let heard = Topology::from_jsz(&[leader_jsz(
+        "b",
+        &[("a", DEPARTED_AFTER_NANOS - 100_000_000), ("c", 0)],
+        3,
+    )])
+    .unwrap();
+    assert!(unknown(heard));
+    // Unheard for long, but reported by a follower (the leader is a, the silent one), whose
+    // `active` means nothing.
+    let follower = json!({
+        "server": {"name": "b", "id": "Nb", "cluster": "c"},
+        "data": {"meta_cluster": {"name": "c", "leader": "a", "cluster_size": 3, "replicas": [
+            {"name": "a", "current": false, "active": 9_000_000_000u64},
+            {"name": "c", "current": true, "active": 0},
+        ]}},
+    });
+    let follower = Topology::from_jsz(&[follower.to_string().into_bytes()]).unwrap();
+    assert!(unknown(follower));
 }
 
 #[test]
