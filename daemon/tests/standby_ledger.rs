@@ -495,8 +495,22 @@ async fn a_standby_on_another_host_takes_over_when_the_active_host_is_lost() {
             other => panic!("the standby did not serve: {other:?}\n{}", text(&log)),
         }
     }
+    // The same for the stores a connect reads (its credential, head and inbox binding): until
+    // they answer, every connect is refused (fail closed), a granted one included.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while connect(&space, &host_b, &before[0], "ibxstandbyprobe")
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby never admitted a granted actor's connect\n{}",
+            text(&log)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
     println!(
-        "the standby on host B served {:.2} s after host A was lost",
+        "the standby on host B served exchanges and connects {:.2} s after host A was lost",
         lost.elapsed().as_secs_f64()
     );
     takeover_checks(&space, &host_b, &d, &before).await;

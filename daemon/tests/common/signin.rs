@@ -419,8 +419,8 @@ pub async fn connect(
     token: &str,
     nonce: &str,
 ) -> Result<(Client, mpsc::UnboundedReceiver<String>), String> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    ConnectOptions::new()
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let client = ConnectOptions::new()
         .credentials(&sentinel(space))
         .unwrap()
         .token(token.to_owned())
@@ -431,15 +431,55 @@ pub async fn connect(
         .event_callback(move |event| {
             let tx = tx.clone();
             async move {
-                if let Event::ServerError(e) = event {
-                    let _ = tx.send(e.to_string());
+                match event {
+                    Event::ServerError(e) => {
+                        let _ = tx.send(e.to_string());
+                    }
+                    Event::Disconnected | Event::Closed => {
+                        let _ = tx.send(CLOSED.to_owned());
+                    }
+                    _ => {}
                 }
             }
         })
         .connect(server)
         .await
-        .map(|client| (client, rx))
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    admitted(&client, &mut rx).await?;
+    Ok((client, rx))
+}
+
+/// What the event callback of [`connect`] says when the connection closes.
+const CLOSED: &str = "the connection closed";
+
+/// Proves the server admitted `client`. async-nats reports a connect done at the first server
+/// op after CONNECT that is not an error, and a server still waiting on the callout PINGs the
+/// client at its ping interval (1 s on the namespaced cluster), so a "connected" client may yet
+/// be refused. A server processes nothing else of a connection before its CONNECT is decided:
+/// a publish no profile allows, answered with a permissions violation, proves the admission;
+/// an authorization violation or a close is the refusal.
+async fn admitted(client: &Client, rx: &mut mpsc::UnboundedReceiver<String>) -> Result<(), String> {
+    client
+        .publish("_COTAL_ADMISSION_PROBE", "".into())
+        .await
+        .map_err(|e| e.to_string())?;
+    client.flush().await.map_err(|e| e.to_string())?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(e)) if e.to_lowercase().contains("permissions violation") => return Ok(()),
+            Ok(Some(e)) if e.to_lowercase().contains("authorization violation") => return Err(e),
+            Ok(Some(e)) if e == CLOSED => {
+                return Err(format!(
+                    "authorization violation ({CLOSED} before any answer)"
+                ))
+            }
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                return Err("authorization violation (no answer to the admission probe)".into())
+            }
+        }
+    }
 }
 
 /// The claims of a bearer (its payload, unverified: the tests read what the plane signed).
