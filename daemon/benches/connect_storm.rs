@@ -38,6 +38,8 @@
 
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/proc_cpu.rs"]
+mod proc_cpu;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -56,6 +58,7 @@ use cotal_io_nats::async_nats::connection::State;
 use cotal_io_nats::async_nats::{self, ClientError, ConnectOptions, Event};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::callout::{serve, Authorize, AuthorizeFuture, CalloutKeys};
+use proc_cpu::cpu;
 use serde_json::json;
 
 /// Connects of each kind per concurrency, alternating in this many rounds.
@@ -79,20 +82,6 @@ fn now() -> UnixSeconds {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
     )
-}
-
-/// The CPU time `pid` has used so far (user + system), from `/proc/<pid>/stat`.
-fn cpu(pid: u32) -> Duration {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesized command: utime is the 14th field, stime the 15th.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<u64> = after
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-    // USER_HZ: /proc counts in hundredths of a second on every Linux ABI.
-    Duration::from_millis(ticks * 10)
 }
 
 fn ms(d: Duration) -> f64 {

@@ -38,6 +38,8 @@
 mod common;
 #[path = "support/kept_alive.rs"]
 mod kept_alive;
+#[path = "support/proc_cpu.rs"]
+mod proc_cpu;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -64,6 +66,7 @@ use cotal_io_fs::FileActors;
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions, StoreSet};
 use kept_alive::KeptAlive;
+use proc_cpu::cpu;
 use serde_json::{json, Value};
 
 /// The concurrent burst the RSS figure is taken under.
@@ -134,20 +137,6 @@ impl Sampler {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap()
     }
-}
-
-/// The CPU time `pid` has used so far (user + system), from `/proc/<pid>/stat`.
-fn cpu(pid: u32) -> Duration {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the parenthesized command: state is the 3rd, utime the 14th, stime 15th.
-    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<u64> = after
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-    // USER_HZ: /proc counts in hundredths of a second on every Linux ABI.
-    Duration::from_millis(ticks * 10)
 }
 
 /// One face's door: where, and the loopback capability when it needs one.
