@@ -13,6 +13,8 @@
 //! plane (a listing that could not decide) keeps the one last waited on. The grace covers only
 //! the instant between a plane's claim and its lock, which it takes right after.
 
+use crate::error::{EpError, ErrorCode};
+use crate::plane_claim::ClaimRefusal;
 use crate::plane_probe::PlaneQuery;
 
 /// How long, from the first sight of a live plane, a standby waits to see its ledger served.
@@ -89,4 +91,57 @@ pub fn refusal(ledger: &str) -> String {
          active's revocations; start the standby on the active's host with --ledger-dir set to \
          the active plane's --state-dir"
     )
+}
+
+/// What a standby does with one refused attempt at the plane claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnRefusal {
+    /// Another plane holds the claim, or whether it does is not known yet: wait for the claim
+    /// to move (a release, or its holder seen gone).
+    Wait,
+    /// The claim could not be read: try again shortly.
+    Retry,
+    /// Stop with the refusal.
+    Refuse,
+}
+
+/// The standby's rule for a refused claim attempt. A live, unknown or concurrent holder is
+/// waited on. An unserved read is retried once the standby is already waiting: losing the
+/// active's host can take the claim stream's leader with it, and the election that follows is
+/// exactly when the standby is needed; at its first attempt it refuses, so a space that is not
+/// reachable at all is said at once. A plane that is not a standby never waits.
+pub fn on_claim_refusal(refusal: &EpError, standby: bool, waiting: bool) -> OnRefusal {
+    if !standby {
+        return OnRefusal::Refuse;
+    }
+    match ClaimRefusal::of(refusal) {
+        Some(ClaimRefusal::LivePeer | ClaimRefusal::Unknown | ClaimRefusal::Concurrent) => {
+            OnRefusal::Wait
+        }
+        None if waiting && refusal.code == ErrorCode::Unavailable => OnRefusal::Retry,
+        _ => OnRefusal::Refuse,
+    }
+}
+
+#[cfg(test)]
+mod refusal_tests {
+    use super::*;
+
+    #[test]
+    fn a_standby_waits_on_a_holder_retries_an_unserved_read_once_waiting_and_refuses_the_rest() {
+        let unavailable = EpError::unavailable("cannot read the plane claim");
+        assert_eq!(on_claim_refusal(&unavailable, true, true), OnRefusal::Retry);
+        assert_eq!(
+            on_claim_refusal(&unavailable, true, false),
+            OnRefusal::Refuse
+        );
+        assert_eq!(
+            on_claim_refusal(&unavailable, false, true),
+            OnRefusal::Refuse
+        );
+        assert_eq!(
+            on_claim_refusal(&EpError::internal("garbled"), true, true),
+            OnRefusal::Refuse
+        );
+    }
 }

@@ -15,8 +15,8 @@ use cotal_core::plane_claim::{
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
-use cotal_core::standby::{self, LedgerWitness, Witnessed};
-use cotal_core::{EpError, ErrorCode};
+use cotal_core::standby::{self, LedgerWitness, OnRefusal, Witnessed};
+use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
 use cotal_io_nats::liveness::Oracle;
@@ -388,23 +388,17 @@ impl Start<'_> {
                 wait_claim(&mut claim_writes).await;
                 continue;
             }
-            // A waiting standby rides out an unserved read of the claim: losing the active's
-            // host can take the claim stream's leader with it, and the election that follows
-            // is exactly when the standby is needed. At the first attempt it still refuses, so
-            // a space that is not reachable at all is said at once.
-            if self.inputs.standby && waiting && refusal.code == ErrorCode::Unavailable {
-                warn!("standby: {}; retrying", refusal.message);
-                tokio::time::sleep(STANDBY_POLL).await;
-                continue;
-            }
-            let wait = self.inputs.standby
-                && matches!(
-                    ClaimRefusal::of(&refusal),
-                    Some(ClaimRefusal::LivePeer | ClaimRefusal::Unknown | ClaimRefusal::Concurrent)
-                );
-            if !wait {
-                audit::refused("plane", "claim", PLANE_CLAIM_KEY, &refusal);
-                return Err(refusal.message);
+            match standby::on_claim_refusal(&refusal, self.inputs.standby, waiting) {
+                OnRefusal::Wait => {}
+                OnRefusal::Retry => {
+                    warn!("standby: {}; retrying", refusal.message);
+                    tokio::time::sleep(STANDBY_POLL).await;
+                    continue;
+                }
+                OnRefusal::Refuse => {
+                    audit::refused("plane", "claim", PLANE_CLAIM_KEY, &refusal);
+                    return Err(refusal.message);
+                }
             }
             let ledger = &self.inputs.ledger;
             let looked = witness.look(
