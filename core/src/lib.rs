@@ -68,6 +68,7 @@ pub mod enrollment;
 pub mod error;
 pub mod exchange;
 pub mod gate;
+pub mod gate_view;
 pub mod govern;
 pub mod host;
 pub mod inbox;

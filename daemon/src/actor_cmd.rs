@@ -11,8 +11,10 @@
 
 use std::path::Path;
 
+pub use cotal_core::actors::grant::GrantLists;
+use cotal_core::actors::grant::{shown, LISTING_HEADERS};
 use cotal_core::actors::row::iso8601_millis;
-use cotal_core::actors::{ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
+use cotal_core::actors::{denied, ActorRow, ActorsOutcome, ActorsRequest, RowSpace};
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
 use cotal_io_fs::{discovery, random, trust};
 use serde_json::{json, Value};
@@ -30,19 +32,6 @@ pub enum OwnerArg {
     Owner(String),
     IdpSubject(String),
 }
-
-/// What a grant carries. Every list is explicit or `--full`: omitting one never widens it.
-#[derive(Debug, Clone, Default)]
-pub struct GrantLists {
-    pub scope: Option<Vec<String>>,
-    pub allow_subscribe: Option<Vec<String>>,
-    pub allow_publish: Option<Vec<String>>,
-    pub full: bool,
-}
-
-/// `--full`: every capability the plane knows, every subject both ways.
-const FULL_SCOPE: [&str; 4] = ["admin", "spawn", "supervise", "role:default"];
-const EVERY_SUBJECT: &str = ">";
 
 #[derive(Debug)]
 pub struct GrantArgs {
@@ -147,7 +136,8 @@ pub async fn grant(args: GrantArgs) -> Result<String, String> {
     let actor = ActorToken::parse(&args.actor)
         .map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
     let owner = resolve_owner(&args.root, &args.space, &args.owner)?;
-    let [scope, allow_subscribe, allow_publish] = lists(&args.lists, &args.space, &actor, &owner)?;
+    let [scope, allow_subscribe, allow_publish] =
+        args.lists.resolve(&args.space, &actor, &owner)?;
     let row = ActorRow {
         owner: owner.owner().clone(),
         actor,
@@ -306,46 +296,6 @@ async fn retire_at_plane(
     }
 }
 
-/// The three lists of a grant: all given explicitly, or `--full` alone.
-fn lists(
-    lists: &GrantLists,
-    space: &SpaceName,
-    actor: &ActorToken,
-    owner: &DerivedOwner,
-) -> Result<[Vec<String>; 3], String> {
-    let given = [&lists.scope, &lists.allow_subscribe, &lists.allow_publish];
-    if lists.full {
-        if given.iter().any(|l| l.is_some()) {
-            return Err(
-                "--full grants every capability and subject; drop it to grant explicit \
-                 --scope/--allow-subscribe/--allow-publish lists"
-                    .to_owned(),
-            );
-        }
-        let every = vec![EVERY_SUBJECT.to_owned()];
-        return Ok([FULL_SCOPE.map(str::to_owned).to_vec(), every.clone(), every]);
-    }
-    match (&lists.scope, &lists.allow_subscribe, &lists.allow_publish) {
-        (Some(scope), Some(sub), Some(publish)) => {
-            Ok([scope.clone(), sub.clone(), publish.clone()])
-        }
-        _ => {
-            let missing: Vec<&str> = ["--scope", "--allow-subscribe", "--allow-publish"]
-                .into_iter()
-                .zip(given)
-                .filter(|(_, l)| l.is_none())
-                .map(|(flag, _)| flag)
-                .collect();
-            Err(format!(
-                "a grant names every list it carries, so it is missing {} (an empty list is \
-                 ''); or grant everything with `cotal-authd actor grant {actor} --space {space} \
-                 --owner {owner} --full`",
-                missing.join(", ")
-            ))
-        }
-    }
-}
-
 /// `cotal-authd actor revoke`: ends the incarnation the grant names through the running
 /// plane's interactive retire door (its live connections kicked and verified gone, F47 (4)),
 /// then removes the interactive row, so its bearers are denied at their next connect (the
@@ -456,7 +406,7 @@ pub async fn ls(
     let out = if as_json {
         let listed: Vec<Value> = rows
             .iter()
-            .map(|(kind, row)| row_json(*kind, row))
+            .map(|(kind, row)| row.listing_json(*kind))
             .collect();
         json!({"space": space.as_str(), "actors": listed, "unreadable": broken}).to_string()
     } else {
@@ -472,75 +422,17 @@ pub async fn ls(
     Ok(Listing { out, unreadable })
 }
 
-fn row_json(kind: RowSpace, row: &ActorRow) -> Value {
-    json!({
-        "kind": kind_name(kind),
-        "owner": row.owner.as_str(),
-        "actor": row.actor.as_str(),
-        "scope": row.scope,
-        "allowSubscribe": row.allow_subscribe,
-        "allowPublish": row.allow_publish,
-        "role": row.role,
-        "parent": row.parent.as_ref().map(Principal::key),
-        "label": row.label,
-        "lifecycleUid": row.lifecycle_uid.as_ref().map(LifecycleUid::as_str),
-        "grantedAt": row.granted_at,
-    })
-}
-
-fn kind_name(kind: RowSpace) -> &'static str {
-    match kind {
-        RowSpace::Interactive => "interactive",
-        RowSpace::Managed => "managed",
-    }
-}
-
 fn table(rows: &[(RowSpace, ActorRow)]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|(kind, row)| {
-            vec![
-                kind_name(*kind).to_owned(),
-                row.owner.to_string(),
-                row.actor.to_string(),
-                shown(&row.scope),
-                shown(&row.allow_subscribe),
-                shown(&row.allow_publish),
-                row.lifecycle_uid
-                    .as_ref()
-                    .map_or("-".to_owned(), ToString::to_string),
-            ]
-        })
+        .map(|(kind, row)| row.listing_cells(*kind))
         .collect();
-    crate::table::render(
-        &[
-            "KIND",
-            "OWNER",
-            "ACTOR",
-            "SCOPE",
-            "SUBSCRIBE",
-            "PUBLISH",
-            "LIFECYCLE",
-        ],
-        &cells,
-    )
+    crate::table::render(&LISTING_HEADERS, &cells)
 }
 
-fn shown(list: &[String]) -> String {
-    if list.is_empty() {
-        "-".to_owned()
-    } else {
-        list.join(",")
-    }
-}
-
+/// A ledger answer this verb cannot act on, as its one sentence ([`denied`]).
 fn refusal(outcome: ActorsOutcome) -> String {
-    match outcome {
-        ActorsOutcome::Refused(why)
-        | ActorsOutcome::Corrupt(why)
-        | ActorsOutcome::Unavailable(why) => why,
-        other => format!("the actor ledger answered {other:?}, which this command does not expect"),
-    }
+    denied(outcome, "this command's answer").message
 }
 
 /// `cotal-authd actor revoke ACTOR --credential`: revokes, on the space's server, the root
@@ -567,7 +459,7 @@ pub async fn revoke_credential(
     use cotal_core::machine::Replay;
     use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
     use cotal_io_nats::liveness::Oracle;
-    use cotal_io_nats::{AuthorityClient, NatsWorld, SpaceOptions, StoreSet};
+    use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions};
 
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
@@ -575,23 +467,17 @@ pub async fn revoke_credential(
     let server = plane_server(root, space, server)?;
     let server = cotal_io_nats::Dial::new(&server, tls)?;
     let material = trust::load_daemon(root, space)?;
-    let options = SpaceOptions {
-        create_missing: false,
-        replicas_as_found: true,
-        stores: StoreSet::of(&[Store::Auth, Store::Records]),
-        ..SpaceOptions::default()
-    };
     let grant_space = space.clone();
     let client = AuthorityClient::open(
         &server,
         PlaneConnection::CredentialRevoke.label(space),
-        crate::ledger::operator_signer(&material),
+        DataAccountSigner::of(&material),
         move |conn| {
             plane_grants::credential_revoke(&grant_space, conn).map(cotal_core::profiles::host_user)
         },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         space.clone(),
-        options,
+        SpaceOptions::existing(&[Store::Auth, Store::Records]),
     )
     .await
     .map_err(|e| e.message.clone())?;

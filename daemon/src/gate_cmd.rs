@@ -1,10 +1,11 @@
 //! `cotal-authd gate ls|show`: read-only views of a space's issuance gates; `gate reconcile`:
 //! the operator's liveness-guarded repair of one frozen registration gate.
 
-use cotal_core::issuance::{GateObservation, GateRef, ObserveGate};
+use cotal_core::gate_view::{GateView, COLUMNS};
+use cotal_core::issuance::{GateRef, ObserveGate};
 use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
-use cotal_core::reconcile::{ReconcileCondition, ReconcileGate, ReconcileReport};
+use cotal_core::reconcile::{ReconcileCondition, ReconcileGate};
 use cotal_core::registry::{ListGates, ListedGate};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS}
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{
-    drive, AuthorityClient, DataAccountSigner, Dial, NatsWorld, Space, SpaceOptions, StoreSet,
+    drive, AuthorityClient, DataAccountSigner, Dial, NatsWorld, Space, SpaceOptions,
 };
 use serde_json::{json, Value};
 
@@ -36,71 +37,22 @@ pub struct GateArgs {
     pub creds: Option<PathBuf>,
 }
 
-/// One gate as the views print it.
-fn row(gate: &GateRef, seen: &GateObservation) -> Value {
-    let g = &seen.gate;
-    json!({
-        "endpoint": gate.endpoint.as_str(),
-        "instance": gate.instance.as_str(),
-        "state": g.state().as_str(),
-        "generation": g.generation().0,
-        "processEpoch": g.process_epoch().0,
-        "registrationRevision": g.registration_revision().0,
-        "nameAuthorityRevision": g.name_authority_revision().0,
-        "principal": g.principal().to_string(),
-        "op": g.op().map(|op| json!({"opId": op.op_id().as_str(), "kind": op.kind().as_str()})),
-        "kvRevision": seen.revision.0,
-    })
-}
-
-fn cell(v: &Value, field: &str) -> String {
-    match v.get(field) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "-".into(),
-        Some(Value::Object(op)) => format!(
-            "{}:{}",
-            op.get("kind").and_then(Value::as_str).unwrap_or("?"),
-            op.get("opId").and_then(Value::as_str).unwrap_or("?")
-        ),
-        Some(other) => other.to_string(),
-    }
-}
-
-const COLUMNS: [(&str, &str); 8] = [
-    ("ENDPOINT", "endpoint"),
-    ("INSTANCE", "instance"),
-    ("STATE", "state"),
-    ("GEN", "generation"),
-    ("EPOCH", "processEpoch"),
-    ("REGREV", "registrationRevision"),
-    ("PRINCIPAL", "principal"),
-    ("OP", "op"),
-];
-
-fn table(rows: &[Value]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| COLUMNS.iter().map(|(_, f)| cell(r, f)).collect())
-        .collect();
+fn table(rows: &[GateView]) -> String {
+    let cells: Vec<Vec<String>> = rows.iter().map(GateView::cells).collect();
     let headers: Vec<&str> = COLUMNS.iter().map(|(h, _)| *h).collect();
     crate::table::render(&headers, &cells)
 }
 
-async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<Value>, String> {
+async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<GateView>, String> {
     let seen = drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space)
         .await
         .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
-    Ok(seen.map(|seen| row(&gate, &seen)))
+    Ok(seen.map(|seen| GateView::of(&gate, &seen)))
 }
 
 /// Runs `gate ls` (no `one`) or `gate show`; returns what to print.
 pub async fn gate(args: GateArgs) -> Result<String, String> {
-    let options = SpaceOptions {
-        create_missing: false,
-        replicas_as_found: true,
-        stores: StoreSet::of(&[Store::Auth, Store::Records]),
-        ..SpaceOptions::default()
-    };
+    let options = SpaceOptions::existing(&[Store::Auth, Store::Records]);
     if let Some(path) = &args.creds {
         let creds = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the creds file {}: {e}", path.display()))?;
@@ -122,10 +74,7 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
     let client = AuthorityClient::open(
         &args.server,
         PlaneConnection::AuthReader.label(&args.space),
-        DataAccountSigner {
-            account: material.data_account().to_owned(),
-            signer: Arc::new(material.data_signing_key().clone()),
-        },
+        DataAccountSigner::of(&material),
         move |conn| {
             plane_grants::auth_reader(&space_name, conn).map(cotal_core::profiles::host_user)
         },
@@ -153,7 +102,7 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
                 )
             })?;
             if args.json {
-                format!("{found:#}")
+                format!("{:#}", found.to_json())
             } else {
                 table(std::slice::from_ref(&found))
             }
@@ -170,7 +119,7 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
             let mut rows = Vec::new();
             for listed in listed {
                 match listed {
-                    ListedGate::Read { gate, seen } => rows.push(row(&gate, &seen)),
+                    ListedGate::Read { gate, seen } => rows.push(GateView::of(&gate, &seen)),
                     // An unreadable gate is an error row: reported, and the listing goes on.
                     ListedGate::Unreadable { gate, error } => {
                         eprintln!("cotal-authd: reading gate {} failed: {error}", gate.key());
@@ -178,6 +127,7 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
                 }
             }
             if args.json {
+                let rows = rows.iter().map(|r| r.to_json().clone()).collect();
                 format!("{:#}", Value::Array(rows))
             } else {
                 table(&rows)
@@ -217,12 +167,6 @@ pub async fn open_reconciler(
     material: &cotal_core::trust::DaemonMaterial,
     gate: &GateRef,
 ) -> Result<AuthorityClient, String> {
-    let options = SpaceOptions {
-        create_missing: false,
-        replicas_as_found: true,
-        stores: StoreSet::of(&[Store::Auth, Store::Records]),
-        ..SpaceOptions::default()
-    };
     let (space, endpoint, instance) = (
         gate.space.clone(),
         gate.endpoint.clone(),
@@ -231,17 +175,14 @@ pub async fn open_reconciler(
     AuthorityClient::open(
         server,
         PlaneConnection::GateReconcile.label(&gate.space),
-        DataAccountSigner {
-            account: material.data_account().to_owned(),
-            signer: Arc::new(material.data_signing_key().clone()),
-        },
+        DataAccountSigner::of(material),
         move |conn| {
             plane_grants::gate_reconcile(&space, conn, &endpoint, &instance)
                 .map(cotal_core::profiles::host_user)
         },
         Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
         gate.space.clone(),
-        options,
+        SpaceOptions::existing(&[Store::Auth, Store::Records]),
     )
     .await
     .map_err(|e| e.message.clone())
@@ -295,20 +236,20 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
     let found = oracle.findings();
     Ok(match result {
         Ok(report) => Reconciled::Reopened(if args.json {
-            format!("{:#}", report_json(&report, &found, after.as_ref()))
+            format!("{:#}", report.operator_json(&found, after.as_ref()))
         } else {
-            report_text(&report, &found)
+            report.operator_lines(&found)
         }),
         Err(e) => {
             let condition = ReconcileCondition::of(&e);
-            let frozen = after.as_ref().is_some_and(|g| g["state"] == "frozen");
+            let frozen = after.as_ref().is_some_and(GateView::is_frozen);
             let mut lines = Vec::new();
             if let Some(g) = &before {
-                lines.push(format!("found: {}", describe(g)));
+                lines.push(format!("found: {}", g.describe()));
             }
             lines.extend(found.iter().map(|f| format!("found: {f}")));
             if let Some(g) = &after {
-                lines.push(format!("now: {}", describe(g)));
+                lines.push(format!("now: {}", g.describe()));
             }
             let found = if args.json {
                 format!(
@@ -318,8 +259,8 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
                         "condition": condition.map(ReconcileCondition::as_str),
                         "refusal": e.message,
                         "findings": found,
-                        "before": before,
-                        "after": after,
+                        "before": before.as_ref().map(GateView::to_json),
+                        "after": after.as_ref().map(GateView::to_json),
                     })
                 )
             } else {
@@ -334,81 +275,5 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
                 return Err(e.message);
             }
         }
-    })
-}
-
-fn describe(g: &Value) -> String {
-    format!(
-        "gate {}/{} is {} at generation {}, epoch {}, registration revision {}{}",
-        cell(g, "endpoint"),
-        cell(g, "instance"),
-        cell(g, "state"),
-        cell(g, "generation"),
-        cell(g, "processEpoch"),
-        cell(g, "registrationRevision"),
-        match g.get("op") {
-            Some(Value::Object(_)) =>
-                format!(" (op {}, holder {})", cell(g, "op"), cell(g, "principal")),
-            _ => String::new(),
-        }
-    )
-}
-
-fn report_text(r: &ReconcileReport, found: &[String]) -> String {
-    let mut lines = vec![format!(
-        "found: gate {} frozen by registration {} (holder {}) at generation {}, epoch {}",
-        r.gate.key(),
-        r.op_id,
-        r.holder_principal,
-        r.before.generation,
-        r.before.process_epoch
-    )];
-    lines.extend(found.iter().map(|f| format!("found: {f}")));
-    lines.push(format!(
-        "did: revoked {} of {} credential row(s); verified {} holder(s) gone ({} already by an \
-         earlier attempt)",
-        r.revoked.len(),
-        r.family_rows,
-        r.holders.len(),
-        r.holders_verified_before_attempt.len()
-    ));
-    lines.push(format!(
-        "did: reopened the gate at generation {}, epoch {}, registration revision {} ({})",
-        r.after.generation,
-        r.after.process_epoch,
-        r.after.registration_revision,
-        if r.completed_registration {
-            "completed the registration from its committed spec"
-        } else {
-            "aborted the registration at its unchanged coordinate"
-        }
-    ));
-    lines.join("\n")
-}
-
-fn report_json(r: &ReconcileReport, found: &[String], after: Option<&Value>) -> Value {
-    let coordinates = |c: &cotal_core::gate::Coordinates| {
-        json!({
-            "generation": c.generation.0,
-            "processEpoch": c.process_epoch.0,
-            "registrationRevision": c.registration_revision.0,
-            "nameAuthorityRevision": c.name_authority_revision.0,
-        })
-    };
-    json!({
-        "reopened": true,
-        "gate": r.gate.key(),
-        "opId": r.op_id.as_str(),
-        "holderPrincipal": r.holder_principal.to_string(),
-        "freezeToken": r.freeze_token.0 .0,
-        "liveness": r.liveness.as_str(),
-        "familyRows": r.family_rows,
-        "revoked": r.revoked.len(),
-        "holders": r.holders.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        "completedRegistration": r.completed_registration,
-        "before": coordinates(&r.before),
-        "after": coordinates(&r.after),
-        "findings": found,
-        "gateNow": after,
     })
 }

@@ -65,6 +65,17 @@ pub struct DataAccountSigner {
     pub signer: Arc<KeyPair>,
 }
 
+impl DataAccountSigner {
+    /// The trust root's data account and its signing key: the signer of every connection the
+    /// plane or an operator's verb mints for itself.
+    pub fn of(material: &cotal_core::trust::DaemonMaterial) -> DataAccountSigner {
+        DataAccountSigner {
+            account: material.data_account().to_owned(),
+            signer: Arc::new(material.data_signing_key().clone()),
+        }
+    }
+}
+
 impl fmt::Debug for DataAccountSigner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // The signing key's public half only: its seed never leaves memory.

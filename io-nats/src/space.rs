@@ -231,6 +231,18 @@ impl SpaceOptions {
             ..SpaceOptions::default()
         }
     }
+
+    /// A verified binding of `stores` as they exist: none created, each at whatever replica
+    /// count it was made with (an operator's short connection, which need not know how the
+    /// space was made; every other part of the shape is still verified).
+    pub fn existing(stores: &[cotal_core::kv::Store]) -> SpaceOptions {
+        SpaceOptions {
+            create_missing: false,
+            replicas_as_found: true,
+            stores: StoreSet::of(stores),
+            ..SpaceOptions::default()
+        }
+    }
 }
 
 impl Default for SpaceOptions {

@@ -17,6 +17,7 @@
 pub mod authorize;
 pub mod envelope;
 pub mod footprint;
+pub mod grant;
 pub mod kv_rows;
 mod memory;
 mod read;
