@@ -930,12 +930,14 @@ fn init_logs(default: LevelFilter, format: LogFormat) {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+/// Runs a command's future to its end on a fresh two-worker runtime.
+fn block<T>(command: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?
+        .block_on(command)
 }
 
 /// Prints a command's output, or its failure as one sentence.
@@ -982,7 +984,7 @@ fn main() -> ExitCode {
     match command {
         Command::Up(up) => match up.into_args() {
             Err(why) => fail("up", &why, EXIT_USAGE),
-            Ok(args) => match runtime().and_then(|rt| rt.block_on(up::up(args))) {
+            Ok(args) => match block(up::up(args)) {
                 Ok(code) => code,
                 Err(why) => fail("up", &why, 1),
             },
@@ -1006,13 +1008,11 @@ fn main() -> ExitCode {
                 &config.serving(),
             ),
         ),
-        Command::Status(status) => match runtime().and_then(|rt| {
-            rt.block_on(status::status(
-                &status.root.dir,
-                status.space.as_ref(),
-                status.json,
-            ))
-        }) {
+        Command::Status(status) => match block(status::status(
+            &status.root.dir,
+            status.space.as_ref(),
+            status.json,
+        )) {
             Ok((text, up)) => {
                 println!("{text}");
                 if up {
@@ -1040,12 +1040,10 @@ fn main() -> ExitCode {
                 "--port is required to serve the development IdP",
                 EXIT_USAGE,
             ),
-            Some(port) => {
-                match runtime().and_then(|rt| rt.block_on(dev_idp_cmd::serve(&root.dir, port))) {
-                    Ok(()) => ExitCode::SUCCESS,
-                    Err(why) => fail("dev-idp", &why, 1),
-                }
-            }
+            Some(port) => match block(dev_idp_cmd::serve(&root.dir, port)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(why) => fail("dev-idp", &why, 1),
+            },
         },
         Command::Login(l) => {
             let proof = match (l.proof.idp_token, l.proof.dev_subject) {
@@ -1060,10 +1058,7 @@ fn main() -> ExitCode {
                 ttl_secs: l.ttl,
                 tls: l.tls.settings(),
             };
-            printed(
-                "login",
-                runtime().and_then(|rt| rt.block_on(login_cmd::login(args))),
-            )
+            printed("login", block(login_cmd::login(args)))
         }
         Command::Issuer(IssuerCommand::Rotate(r)) => printed(
             "issuer rotate",
@@ -1084,35 +1079,31 @@ fn main() -> ExitCode {
         ),
         Command::Actor(ActorCommand::Grant(g)) => printed(
             "actor grant",
-            runtime().and_then(|rt| {
-                rt.block_on(actor_cmd::grant(actor_cmd::GrantArgs {
-                    root: g.root.dir,
-                    server: g.server.server,
-                    tls: g.server.tls.settings(),
-                    space: g.space.space,
-                    actor: g.actor,
-                    owner: g.owner.into_arg(),
-                    lists: actor_cmd::GrantLists {
-                        scope: list(g.scope),
-                        allow_subscribe: list(g.allow_subscribe),
-                        allow_publish: list(g.allow_publish),
-                        full: g.full,
-                    },
-                    role: g.role,
-                    label: g.label,
-                }))
-            }),
+            block(actor_cmd::grant(actor_cmd::GrantArgs {
+                root: g.root.dir,
+                server: g.server.server,
+                tls: g.server.tls.settings(),
+                space: g.space.space,
+                actor: g.actor,
+                owner: g.owner.into_arg(),
+                lists: actor_cmd::GrantLists {
+                    scope: list(g.scope),
+                    allow_subscribe: list(g.allow_subscribe),
+                    allow_publish: list(g.allow_publish),
+                    full: g.full,
+                },
+                role: g.role,
+                label: g.label,
+            })),
         ),
         Command::Actor(ActorCommand::Ls(ls)) => {
-            let listed = runtime().and_then(|rt| {
-                rt.block_on(actor_cmd::ls(
-                    &ls.root.dir,
-                    &ls.space.space,
-                    ls.json,
-                    ls.server.server,
-                    ls.server.tls.settings(),
-                ))
-            });
+            let listed = block(actor_cmd::ls(
+                &ls.root.dir,
+                &ls.space.space,
+                ls.json,
+                ls.server.server,
+                ls.server.tls.settings(),
+            ));
             match listed {
                 Ok(listing) => {
                     println!("{}", listing.out);
@@ -1126,43 +1117,37 @@ fn main() -> ExitCode {
         }
         Command::Actor(ActorCommand::Retire(r)) => printed(
             "actor retire",
-            runtime().and_then(|rt| {
-                rt.block_on(actor_cmd::retire(
-                    &r.root.dir,
-                    &r.space.space,
-                    &r.actor,
-                    &r.owner.into_arg(),
-                    r.lifecycle_uid,
-                    r.server.server,
-                    r.server.tls.settings(),
-                ))
-            }),
+            block(actor_cmd::retire(
+                &r.root.dir,
+                &r.space.space,
+                &r.actor,
+                &r.owner.into_arg(),
+                r.lifecycle_uid,
+                r.server.server,
+                r.server.tls.settings(),
+            )),
         ),
         Command::Actor(ActorCommand::Revoke(r)) if r.credential => printed(
             "actor revoke",
-            runtime().and_then(|rt| {
-                rt.block_on(actor_cmd::revoke_credential(
-                    &r.root.dir,
-                    &r.space.space,
-                    &r.actor,
-                    &r.owner.into_arg(),
-                    r.server.server,
-                    r.server.tls.settings(),
-                ))
-            }),
+            block(actor_cmd::revoke_credential(
+                &r.root.dir,
+                &r.space.space,
+                &r.actor,
+                &r.owner.into_arg(),
+                r.server.server,
+                r.server.tls.settings(),
+            )),
         ),
         Command::Actor(ActorCommand::Revoke(r)) => printed(
             "actor revoke",
-            runtime().and_then(|rt| {
-                rt.block_on(actor_cmd::revoke(
-                    &r.root.dir,
-                    &r.space.space,
-                    &r.actor,
-                    &r.owner.into_arg(),
-                    r.server.server,
-                    r.server.tls.settings(),
-                ))
-            }),
+            block(actor_cmd::revoke(
+                &r.root.dir,
+                &r.space.space,
+                &r.actor,
+                &r.owner.into_arg(),
+                r.server.server,
+                r.server.tls.settings(),
+            )),
         ),
         Command::Gate(gate) => {
             let name = gate.name();
@@ -1171,28 +1156,24 @@ fn main() -> ExitCode {
                 Err(why) => return fail(name, &why, EXIT_USAGE),
             };
             match run {
-                GateRun::View(args) => {
-                    match runtime().and_then(|rt| rt.block_on(gate_cmd::gate(args))) {
-                        Ok(out) => {
-                            println!("{out}");
-                            ExitCode::SUCCESS
-                        }
-                        Err(why) => fail(name, &why, 1),
+                GateRun::View(args) => match block(gate_cmd::gate(args)) {
+                    Ok(out) => {
+                        println!("{out}");
+                        ExitCode::SUCCESS
                     }
-                }
-                GateRun::Reconcile(args) => {
-                    match runtime().and_then(|rt| rt.block_on(gate_cmd::reconcile(args))) {
-                        Ok(gate_cmd::Reconciled::Reopened(out)) => {
-                            println!("{out}");
-                            ExitCode::SUCCESS
-                        }
-                        Ok(gate_cmd::Reconciled::LeftFrozen { found, why }) => {
-                            println!("{found}");
-                            fail(name, &why, EXIT_LEFT_FROZEN)
-                        }
-                        Err(why) => fail(name, &why, 1),
+                    Err(why) => fail(name, &why, 1),
+                },
+                GateRun::Reconcile(args) => match block(gate_cmd::reconcile(args)) {
+                    Ok(gate_cmd::Reconciled::Reopened(out)) => {
+                        println!("{out}");
+                        ExitCode::SUCCESS
                     }
-                }
+                    Ok(gate_cmd::Reconciled::LeftFrozen { found, why }) => {
+                        println!("{found}");
+                        fail(name, &why, EXIT_LEFT_FROZEN)
+                    }
+                    Err(why) => fail(name, &why, 1),
+                },
             }
         }
     }
