@@ -2,25 +2,18 @@
 //! human performs, from the command line. It asks the space's running plane (found through its
 //! discovery file, over the loopback face with the capability) for a bearer, and writes a 0600
 //! bundle a standard NATS client connects with: the space's deny-all sentinel creds plus the
-//! bearer as the auth token. The server admits that connect through the plane's auth callout.
-//!
-//! Bundle, under `<root>/login/space.<hex>/<actor>/` (0700): `sentinel.creds`, `bearer` (the
-//! token alone, no newline), and `login.json` (`{"ver":1,"space","server","owner","actor",
-//! "exp","creds","bearer"}`, the two paths absolute), each 0600.
+//! bearer as the auth token ([`login_bundle`](cotal_io_fs::login_bundle)). The server admits that connect through the
+//! plane's auth callout.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use cotal_core::names::{ActorToken, SpaceName};
-use cotal_io_fs::{discovery, files, trust};
+use cotal_io_fs::login_bundle::{Bundle, LoginRecord};
+use cotal_io_fs::{discovery, trust};
 use serde_json::{json, Value};
 
 use crate::dev_idp_cmd;
-
-/// The bundle's files.
-const CREDS_FILE: &str = "sentinel.creds";
-const BEARER_FILE: &str = "bearer";
-const RECORD_FILE: &str = "login.json";
 
 /// How long an exchange may take.
 const EXCHANGE_WAIT: Duration = Duration::from_secs(15);
@@ -52,7 +45,8 @@ pub struct LoginArgs {
 pub async fn login(args: LoginArgs) -> Result<String, String> {
     let space = &args.space;
     // The actor names a directory below: only a plain token may.
-    ActorToken::parse(&args.actor).map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
+    let actor = ActorToken::parse(&args.actor)
+        .map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
     args.tls.check()?;
     let discovery = discovery::read(&discovery::path(&args.root, space))?.ok_or_else(|| {
         format!(
@@ -62,8 +56,7 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         )
     })?;
     // The bundle's place is judged before the exchange, so a refused place spends no bearer.
-    let dir = bundle_dir(&args.root, space, &args.actor);
-    let (creds, bearer, record_path) = prepare_bundle(&args.root, &dir)?;
+    let bundle = Bundle::prepare(&args.root, space, &actor)?;
     let idp_token = match &args.proof {
         Proof::IdpToken(token) => token.clone(),
         Proof::DevSubject(subject) => dev_idp_cmd::token(&args.root, subject, DEV_TOKEN_TTL_SECS)?,
@@ -98,20 +91,20 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         ));
     };
     let material = trust::load_daemon(&args.root, space)?;
-    files::write_private(&creds, material.sentinel_creds().as_bytes())?;
-    files::write_private(&bearer, token.as_bytes())?;
-    let record = json!({
-        "ver": 1,
-        "space": space.as_str(),
-        "server": discovery.server,
-        "owner": owner,
-        "actor": args.actor,
-        "exp": exp,
-        "creds": absolute(&creds),
-        "bearer": absolute(&bearer),
-    });
-    let record = with_tls(record, &args.tls);
-    files::write_private(&record_path, format!("{record:#}\n").as_bytes())?;
+    let tls = &args.tls;
+    let record = LoginRecord {
+        space,
+        server: &discovery.server,
+        owner: &owner,
+        actor: &actor,
+        exp,
+        tls: [
+            ("ca", tls.ca.as_deref()),
+            ("cert", tls.cert.as_deref()),
+            ("key", tls.key.as_deref()),
+        ],
+    };
+    bundle.write(material.sentinel_creds(), &token, &record)?;
     Ok(format!(
         "signed in as actor {} (owner {owner}) in space {space} until {}; connect to {} with \
          the creds {} and the auth token in {} (and a connection name that is your inbox \
@@ -119,51 +112,7 @@ pub async fn login(args: LoginArgs) -> Result<String, String> {
         args.actor,
         crate::clock::rfc3339_secs(exp),
         discovery.server,
-        creds.display(),
-        bearer.display()
+        bundle.creds().display(),
+        bundle.bearer().display()
     ))
-}
-
-/// Makes the bundle dir (0700) and returns its three files' paths, refusing a symlinked dir
-/// on the way below the state root or a symlink at a bundle file (the bundle holds a bearer and
-/// creds, which must not land where a link points), and removing the temp files a killed
-/// earlier login left in it.
-fn prepare_bundle(root: &Path, dir: &Path) -> Result<(PathBuf, PathBuf, PathBuf), String> {
-    files::ensure_private_dir_under(root, dir)?;
-    files::remove_stale_temps(dir, files::STALE_TEMP_AFTER);
-    let paths = (
-        dir.join(CREDS_FILE),
-        dir.join(BEARER_FILE),
-        dir.join(RECORD_FILE),
-    );
-    for path in [&paths.0, &paths.1, &paths.2] {
-        files::check_replaceable(path)?;
-    }
-    Ok(paths)
-}
-
-fn bundle_dir(root: &Path, space: &SpaceName, actor: &str) -> PathBuf {
-    root.join("login")
-        .join(trust::space_segment(space))
-        .join(actor)
-}
-
-/// The record with a `tls` member naming the bundle's TLS files (absolute), when any is given.
-fn with_tls(mut record: Value, tls: &cotal_io_nats::TlsSettings) -> Value {
-    let files: serde_json::Map<String, Value> =
-        [("ca", &tls.ca), ("cert", &tls.cert), ("key", &tls.key)]
-            .into_iter()
-            .filter_map(|(name, path)| Some((name.to_owned(), absolute(path.as_ref()?).into())))
-            .collect();
-    if let (false, Some(map)) = (files.is_empty(), record.as_object_mut()) {
-        map.insert("tls".into(), files.into());
-    }
-    record
-}
-
-fn absolute(path: &Path) -> String {
-    std::path::absolute(path)
-        .unwrap_or_else(|_| path.to_path_buf())
-        .display()
-        .to_string()
 }
