@@ -49,7 +49,7 @@ impl GateView {
 
     /// Whether the gate is frozen.
     pub fn is_frozen(&self) -> bool {
-        self.0["state"] == GateState::Frozen.as_str()
+        self.0.get("state").and_then(Value::as_str) == Some(GateState::Frozen.as_str())
     }
 
     /// One table cell: a string as is, an absent member `-`, the operation as `kind:opId`.
