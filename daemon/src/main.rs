@@ -1127,27 +1127,19 @@ fn main() -> ExitCode {
                 r.server.tls.settings(),
             )),
         ),
-        Command::Actor(ActorCommand::Revoke(r)) if r.credential => printed(
-            "actor revoke",
-            block(actor_cmd::revoke_credential(
-                &r.root.dir,
-                &r.space.space,
-                &r.actor,
-                &r.owner.into_arg(),
-                r.server.server,
-                r.server.tls.settings(),
-            )),
-        ),
         Command::Actor(ActorCommand::Revoke(r)) => printed(
             "actor revoke",
-            block(actor_cmd::revoke(
-                &r.root.dir,
-                &r.space.space,
-                &r.actor,
-                &r.owner.into_arg(),
-                r.server.server,
-                r.server.tls.settings(),
-            )),
+            block(async {
+                let (root, space, owner) = (&r.root.dir, &r.space.space, &r.owner.into_arg());
+                let (server, tls) = (r.server.server, r.server.tls.settings());
+                match r.credential {
+                    true => {
+                        actor_cmd::revoke_credential(root, space, &r.actor, owner, server, tls)
+                            .await
+                    }
+                    false => actor_cmd::revoke(root, space, &r.actor, owner, server, tls).await,
+                }
+            }),
         ),
         Command::Gate(gate) => {
             let name = gate.name();
