@@ -69,6 +69,7 @@ pub mod error;
 pub mod exchange;
 pub mod gate;
 pub mod govern;
+pub mod high_water;
 pub mod host;
 pub mod inbox;
 pub mod issuance;

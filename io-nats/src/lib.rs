@@ -35,6 +35,7 @@ pub mod driver;
 pub mod durables;
 pub mod flights;
 pub mod follow;
+pub mod high_water;
 pub mod host;
 pub mod journal;
 pub mod ledger;
@@ -44,6 +45,7 @@ pub mod rail_server;
 pub mod reaper;
 pub mod shape;
 pub mod space;
+pub mod wiring;
 
 pub use authority::{AuthorityClient, DataAccountSigner};
 pub use dial::{Dial, TlsSettings};

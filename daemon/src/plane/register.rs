@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cotal_core::high_water::{self, RolledBack};
 use cotal_core::host::{
     auth_instance, confirm_registration, resumed_op, PrepareSelfAuthorized, AUTH_ENDPOINT,
 };
@@ -13,11 +14,12 @@ use cotal_core::kv::{Revision, Store};
 use cotal_core::machine::{script, Replay};
 use cotal_core::names::{EndpointName, OpId, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
-use cotal_core::rollback::{self, Mark};
+use cotal_core::rollback::Mark;
 use cotal_core::serving::RegisterServing;
 use cotal_io_fs::registration::{self, Attempt, LockFile, RegistrationLock};
 use cotal_io_fs::{marks, random};
 use cotal_io_nats::authority::AuthorityClient;
+use cotal_io_nats::high_water::{check_streams, StreamCheck, Streams};
 use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
 
@@ -149,21 +151,16 @@ impl Start<'_> {
         // Before anything acts on the gate: has the store gone back behind what this state dir
         // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
         let high = marks::load(&marks::path(&self.inputs.root, self.space()))?;
-        if let Some(mark) = high.gates.get(&gate.key()) {
-            if let Err(e) = rollback::check(&gate.key(), mark, observed.as_ref()) {
-                audit::refused("plane", "register", &gate.key(), &e);
-                error!("{}", e.message);
-                return Err(e.message);
-            }
-        }
-        for store in ROLLBACK_STORES {
-            let stream = &bound.layout(store).stream;
-            let Some(mark) = high.streams.get(stream) else {
-                continue;
-            };
-            let last = bound.last_sequence(store).await?;
-            if let Err(e) = rollback::check_stream(stream, *mark, last) {
-                audit::refused("plane", "register", stream, &e);
+        let gate_mark = high.gates.get(&gate.key());
+        let checked = match high_water::check_gate(&gate.key(), gate_mark, observed.as_ref()) {
+            Ok(()) => check_streams(bound, &high.streams, Streams::Marked).await,
+            Err(rolled) => Err(StreamCheck::Rolled(rolled)),
+        };
+        match checked {
+            Ok(_) => {}
+            Err(StreamCheck::Unread(why)) => return Err(why),
+            Err(StreamCheck::Rolled(RolledBack { row, error: e })) => {
+                audit::refused("plane", "register", &row, &e);
                 error!("{}", e.message);
                 return Err(e.message);
             }
@@ -225,25 +222,22 @@ async fn lock_registration(root: &Path, space: &SpaceName) -> Result<Registratio
     }
 }
 
-/// The stores whose stream sequences the rollback check keeps: the two authority stores.
-pub(super) const ROLLBACK_STORES: [Store; 2] = [Store::Auth, Store::Records];
-
-/// Raises the stream marks of [`ROLLBACK_STORES`] to their last sequences as `bound` reads them;
-/// a stream found below its mark is refused (the mark stands, never lowered).
+/// Raises the stream marks of core's rollback stores to their last sequences as `bound` reads
+/// them; a stream found below its mark is refused (the mark stands, never lowered).
 pub(super) async fn raise_streams(
     high: &mut marks::HighWater,
     bound: &Space,
 ) -> Result<(), String> {
-    for store in ROLLBACK_STORES {
-        let stream = &bound.layout(store).stream;
-        let last = bound.last_sequence(store).await?;
-        if let Some(mark) = high.streams.get(stream) {
-            if let Err(e) = rollback::check_stream(stream, *mark, last) {
-                audit::refused("plane", "high-water", stream, &e);
-                return Err(e.message);
-            }
+    let read = match check_streams(bound, &high.streams, Streams::All).await {
+        Ok(read) => read,
+        Err(StreamCheck::Unread(why)) => return Err(why),
+        Err(StreamCheck::Rolled(RolledBack { row, error })) => {
+            audit::refused("plane", "high-water", &row, &error);
+            return Err(error.message);
         }
-        high.raise_stream(stream, last);
+    };
+    for (stream, last) in read {
+        high.raise_stream(&stream, last);
     }
     Ok(())
 }

@@ -1,0 +1,41 @@
+//! A [`NatsWorld`]'s set-up in one expression: the scanner a store's listings ride, the liveness
+//! oracle as prober and evictor, the crash-test hook, and running a script to its end. The
+//! plane's doors each wire a world this way ("on connection X, listings on scanner Y, eviction
+//! verified by the oracle"); the builder keeps that sentence one line at every site.
+
+use std::sync::Arc;
+
+use cotal_core::kv::Store;
+use cotal_core::machine::{Replay, Script};
+use cotal_core::EpError;
+
+use crate::driver::NatsWorld;
+use crate::liveness::Oracle;
+use crate::space::{SendHook, Space};
+
+impl<'s> NatsWorld<'s> {
+    /// Runs every key listing of `store` on `scanner` (see [`NatsWorld::set_scanner`]).
+    pub fn scanning(mut self, store: Store, scanner: &'s Space) -> Self {
+        self.set_scanner(store, scanner);
+        self
+    }
+
+    /// Answers liveness probes and evictions with `oracle`: the servers' own listing and
+    /// verified kick (F68: eviction counts only once a complete sweep shows the holder gone).
+    pub fn with_oracle(mut self, oracle: &Arc<Oracle>) -> Self {
+        self.set_evictor(oracle.evictor());
+        self.set_prober(oracle.prober());
+        self
+    }
+
+    /// Installs `hook` around every write's publish (see [`NatsWorld::set_send_hook`]).
+    pub fn hooked(mut self, hook: Option<SendHook>) -> Self {
+        self.set_send_hook(hook);
+        self
+    }
+
+    /// Runs `script` to its end in this world.
+    pub async fn run_script<S: Script>(&mut self, script: S) -> Result<S::Output, EpError> {
+        self.run(&mut Replay::new(script)).await
+    }
+}
