@@ -83,6 +83,7 @@ pub mod liveness;
 pub mod mac;
 pub mod machine;
 pub mod manager;
+pub mod manager_ops;
 pub mod manager_route;
 pub mod mint;
 pub mod names;

@@ -8,19 +8,14 @@
 use std::sync::Arc;
 
 use cotal_core::actors::AliasScript;
-use cotal_core::enrollment::{EnrollManagedAgent, PrepareManagedRetirement};
 use cotal_core::error::EpError;
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::Store;
 use cotal_core::machine::{Replay, Script};
-use cotal_core::manager::{
-    AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin, GoalIndexScanRequest,
-    MaintenancePlan, MaintenanceRequest, ManagerHost, ScanGoalIndex, Supervisor,
-    ValidateRetainedAgent,
-};
+use cotal_core::manager::{MaintenancePlan, ManagerHost, Supervisor};
+use cotal_core::manager_ops::{GoalIndex, Maintenance, Operation};
 use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
-use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::random;
 
@@ -60,82 +55,38 @@ impl std::fmt::Debug for ManagerOps {
 }
 
 impl ManagerOps {
-    /// Runs one parsed request's core operation on the connections its grants need.
+    /// Runs one parsed request's core operation (the kind table is core's
+    /// [`ManagerServiceRequest::operation`]) on the connections its grants need.
     pub(super) async fn operate(
         &self,
         holder: Supervisor,
         request: ManagerServiceRequest,
         now_ms: u64,
     ) -> Result<Value, EpError> {
-        let host = self.host();
-        match request {
-            ManagerServiceRequest::Enrollment(request) => {
-                let enroll = EnrollManagedAgent {
-                    host,
-                    caller: holder,
-                    request,
-                    fresh_uid_entropy: random::entropy().map_err(EpError::unavailable)?,
-                    now_ms,
-                };
-                json_of(&self.serialized(enroll).await?.to_json())
+        match request.operation(self.host(), holder, now_ms) {
+            Operation::Enroll(enrollment) => {
+                let entropy = random::entropy().map_err(EpError::unavailable)?;
+                json_of(&self.serialized(enrollment.with(entropy)).await?)
             }
-            ManagerServiceRequest::PrepareRetirement(request) => {
-                let prepare = PrepareManagedRetirement {
-                    host,
-                    caller: holder,
-                    request,
-                };
-                json_of(&self.serialized(prepare).await?.to_json())
-            }
-            ManagerServiceRequest::RunAdmission(request) => {
-                self.runs.admit(host, holder, request).await
-            }
-            ManagerServiceRequest::RunAttempt(request) => {
-                self.runs.attempt(host, holder, request).await
-            }
-            ManagerServiceRequest::Maintenance(request) => self.maintain(holder, request).await,
-            ManagerServiceRequest::RetainedValidation(request) => {
-                let validate = ValidateRetainedAgent {
-                    host,
-                    caller: holder,
-                    request,
-                };
-                json_of(&self.with_ledger(validate).await?.to_json())
-            }
-            ManagerServiceRequest::AdminAuthorization(request) => {
-                let authorize = AuthorizeManagerAdmin {
-                    host,
-                    holder,
-                    request,
-                };
-                json_of(&self.with_ledger(authorize).await?.to_json())
-            }
-            ManagerServiceRequest::GoalIndexScan(request) => {
-                self.scan_goal_index(holder, request).await
-            }
-            ManagerServiceRequest::Authority(request) => {
-                let call = ManagerAuthority::new(host, holder, request, now_ms);
-                let bound = self.connections.get()?.issuer.space()?;
-                let material = NatsWorld::new(&bound).run(&mut Replay::new(call)).await?;
-                json_of(&material.to_json())
-            }
+            Operation::Serialized(script) => json_of(&self.serialized(script).await?),
+            Operation::WithLedger(script) => json_of(&self.with_ledger(script).await?),
+            Operation::OnIssuer(script) => json_of(&self.on_issuer(script).await?),
+            Operation::RunAdmission(run) => self.runs.admit(run).await,
+            Operation::RunAttempt(run) => self.runs.attempt(run).await,
+            Operation::Maintenance(maintenance) => self.maintain(maintenance).await,
+            Operation::GoalIndexScan(scan) => self.scan_goal_index(scan).await,
         }
     }
 
     /// `manager-service-maintenance`: the core door decides what may be done, on the issuer
     /// connection with the family listed by the sealed auth scanner (F98); an eviction then
     /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
-    async fn maintain(
-        &self,
-        caller: Supervisor,
-        request: MaintenanceRequest,
-    ) -> Result<Value, EpError> {
-        let owner = caller.owner().clone();
-        let authorize = AuthorizeMaintenance {
-            host: self.host(),
-            caller,
-            request: request.clone(),
-        };
+    async fn maintain(&self, maintenance: Maintenance) -> Result<Value, EpError> {
+        let Maintenance {
+            authorize,
+            owner,
+            request,
+        } = maintenance;
         let connections = self.connections.get()?;
         let (issuer, scanner) = (
             connections.issuer.space()?,
@@ -210,21 +161,11 @@ impl ManagerOps {
     /// `manager-goal-index-scan`: the door on the issuer connection (the manager gate), then the
     /// enumeration of the authenticated owner's index entries, listed and read on the sealed
     /// records scanner (reference §4.7, F98), and core writes the answer.
-    async fn scan_goal_index(
-        &self,
-        caller: Supervisor,
-        request: GoalIndexScanRequest,
-    ) -> Result<Value, EpError> {
-        let owner = caller.owner().clone();
-        let authorize = AuthorizeGoalIndexScan {
-            host: self.host(),
-            caller,
-            request: request.clone(),
-        };
-        self.on_issuer(authorize).await?;
+    async fn scan_goal_index(&self, goal_index: GoalIndex) -> Result<Value, EpError> {
+        self.on_issuer(goal_index.authorize).await?;
         let scanner = self.connections.get()?.scanners.records.space()?;
         let scan = NatsWorld::new(&scanner)
-            .run(&mut Replay::new(ScanGoalIndex { owner, request }))
+            .run(&mut Replay::new(goal_index.scan))
             .await?;
         json_of(&scan.to_json())
     }
