@@ -22,9 +22,17 @@ use crate::run::{
     run_endpoint, AuthorizeRunAdmission, AuthorizeRunAttempt, RunAdmissionRequest,
     RunAttemptRequest,
 };
+use serde_json::Value;
 
-/// A script whose result is its wire JSON text.
-pub struct JsonScript(Box<dyn Script<Output = String> + Send>);
+/// A result's wire JSON text as a value for the answer; text that is not JSON is a fault of the
+/// operation's writer (`internal`), never the caller's.
+pub fn json_value(text: &str) -> Result<Value, EpError> {
+    serde_json::from_str(text)
+        .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
+}
+
+/// A script whose result is its wire JSON, as a value for the answer.
+pub struct JsonScript(Box<dyn Script<Output = Value> + Send>);
 
 impl std::fmt::Debug for JsonScript {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -33,14 +41,14 @@ impl std::fmt::Debug for JsonScript {
 }
 
 impl Script for JsonScript {
-    type Output = String;
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<String, Halt> {
+    type Output = Value;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Value, Halt> {
         self.0.run(cx)
     }
 }
 
-/// An alias-serialized script whose result is its wire JSON text.
-pub struct JsonAliasScript(Box<dyn AliasScript<Output = String> + Send>);
+/// An alias-serialized script whose result is its wire JSON, as a value for the answer.
+pub struct JsonAliasScript(Box<dyn AliasScript<Output = Value> + Send>);
 
 impl std::fmt::Debug for JsonAliasScript {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,11 +57,11 @@ impl std::fmt::Debug for JsonAliasScript {
 }
 
 impl AliasScript for JsonAliasScript {
-    type Output = String;
+    type Output = Value;
     fn alias(&self) -> Principal {
         self.0.alias()
     }
-    fn run_held(&self, cx: &mut Ctx<'_>, held: LockHeld<'_>) -> Result<String, Halt> {
+    fn run_held(&self, cx: &mut Ctx<'_>, held: LockHeld<'_>) -> Result<Value, Halt> {
         self.0.run_held(cx, held)
     }
 }
@@ -65,19 +73,21 @@ struct Written<S, O> {
 }
 
 impl<S: Script> Script for Written<S, S::Output> {
-    type Output = String;
-    fn run(&self, cx: &mut Ctx<'_>) -> Result<String, Halt> {
-        self.script.run(cx).map(|out| (self.write)(&out))
+    type Output = Value;
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<Value, Halt> {
+        let out = self.script.run(cx)?;
+        Ok(json_value(&(self.write)(&out))?)
     }
 }
 
 impl<S: AliasScript> AliasScript for Written<S, S::Output> {
-    type Output = String;
+    type Output = Value;
     fn alias(&self) -> Principal {
         self.script.alias()
     }
-    fn run_held(&self, cx: &mut Ctx<'_>, held: LockHeld<'_>) -> Result<String, Halt> {
-        self.script.run_held(cx, held).map(|out| (self.write)(&out))
+    fn run_held(&self, cx: &mut Ctx<'_>, held: LockHeld<'_>) -> Result<Value, Halt> {
+        let out = self.script.run_held(cx, held)?;
+        Ok(json_value(&(self.write)(&out))?)
     }
 }
 
@@ -188,7 +198,7 @@ pub struct Maintenance {
 #[derive(Debug)]
 pub struct GoalIndex {
     pub authorize: AuthorizeGoalIndexScan,
-    pub scan: ScanGoalIndex,
+    pub scan: JsonScript,
 }
 
 impl ManagerServiceRequest {
@@ -265,7 +275,51 @@ impl GoalIndex {
                 caller,
                 request: request.clone(),
             },
-            scan: ScanGoalIndex { owner, request },
+            scan: written(ScanGoalIndex { owner, request }, |scan| scan.to_json()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::{drive, ModelWorld};
+    use crate::error::ErrorCode;
+    use crate::kv::model::KvModel;
+    use crate::machine::{script, Replay};
+
+    fn run(script: JsonScript) -> Result<Value, EpError> {
+        drive(
+            &mut Replay::new(script),
+            &mut ModelWorld::new(KvModel::new()),
+        )
+    }
+
+    #[test]
+    fn a_result_is_answered_as_the_json_its_writer_wrote() {
+        let answered = run(written(script(|_| Ok(7_u64)), |n| format!("{{\"n\":{n}}}")));
+        assert_eq!(answered.unwrap(), serde_json::json!({"n": 7}));
+    }
+
+    #[test]
+    fn a_writer_that_writes_no_json_is_internal() {
+        let e = run(written(script(|_| Ok(())), |_| "not json".to_owned())).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Internal);
+        assert!(e
+            .message
+            .starts_with("the operation's result is not JSON: "));
+    }
+
+    #[test]
+    fn a_refusal_passes_through_unwritten() {
+        let refused = written(
+            script(|_| -> Result<(), Halt> { Err(EpError::permission_denied("no").into()) }),
+            |_| unreachable!("a refused script writes nothing"),
+        );
+        let e = run(refused).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (ErrorCode::PermissionDenied, "no")
+        );
     }
 }

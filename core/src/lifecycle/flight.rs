@@ -125,3 +125,94 @@ impl BootResume {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+    use crate::names::{ActorToken, OwnerToken};
+
+    fn barrier() -> RetireLifecycle {
+        RetireLifecycle {
+            owner: OwnerToken::parse("local").unwrap(),
+            actor: ActorToken::parse("alice").unwrap(),
+            lifecycle_uid: LifecycleUid::parse("aaaaaaaaaaaaaaaaaaaaaaaaaa").unwrap(),
+            op_id: OpId::parse("bbbbbbbbbbbbbbbbbbbbbbbbbb").unwrap(),
+            guard: None,
+        }
+    }
+
+    #[test]
+    fn entries_are_the_flight_metrics_labels() {
+        let labels =
+            [RetireEntry::Door, RetireEntry::Rail, RetireEntry::Boot].map(RetireEntry::as_str);
+        assert_eq!(labels, ["door", "rail", "boot"]);
+    }
+
+    #[test]
+    fn a_flight_is_bound_to_its_alias_and_uid() {
+        assert_eq!(
+            barrier().coordinates(),
+            "local/alice aaaaaaaaaaaaaaaaaaaaaaaaaa"
+        );
+    }
+
+    #[test]
+    fn an_op_id_in_flight_elsewhere_is_a_conflict_that_changed_nothing() {
+        let b = barrier();
+        let e = flight_conflict(&b.op_id, "local/bob x", &b.coordinates());
+        assert_eq!(e.code, ErrorCode::Conflict);
+        assert_eq!(
+            e.message,
+            "operation bbbbbbbbbbbbbbbbbbbbbbbbbb is already in flight for another lifecycle \
+             (local/bob x); this retirement of local/alice aaaaaaaaaaaaaaaaaaaaaaaaaa was a full \
+             no-op - nothing was retired"
+        );
+    }
+
+    #[test]
+    fn a_caller_that_stops_waiting_is_told_the_flight_goes_on() {
+        let e = flight_timed_out(Duration::from_secs(30));
+        assert_eq!(e.code, ErrorCode::Unavailable);
+        assert_eq!(
+            e.message,
+            "the retirement did not finish within 30s; it goes on, and asking again joins it or \
+             resumes it"
+        );
+    }
+
+    #[test]
+    fn the_boot_resume_says_each_outcome_and_stays_fail_closed() {
+        let b = barrier();
+        assert_eq!(
+            BootResume::row(&b.lifecycle_uid),
+            "gate.aaaaaaaaaaaaaaaaaaaaaaaaaa"
+        );
+        assert_eq!(
+            BootResume::finished(&b.op_id, &b.lifecycle_uid, 2),
+            "auth-barrier: resumed retirement bbbbbbbbbbbbbbbbbbbbbbbbbb for \
+             aaaaaaaaaaaaaaaaaaaaaaaaaa: finished, 2 principal(s) evicted"
+        );
+        let failed = BootResume::failed(&b.op_id, &b.lifecycle_uid, "down");
+        assert!(
+            failed.contains("FAILED (down) - the gate stays frozen"),
+            "{failed}"
+        );
+        assert!(BootResume::listing_failed("down").ends_with("resumes it (fail-closed)"));
+        assert_eq!(
+            BootResume::unstarted("closing"),
+            "auth-barrier: the boot resume could not start: closing"
+        );
+        let open = OpenOperations {
+            retirements: Vec::new(),
+            unexamined: vec![EpError::unavailable("gate.x unreadable")],
+        };
+        assert_eq!(
+            BootResume::unexamined(&open),
+            [
+                "auth-barrier: a lifecycle gate could not be examined for resume (gate.x \
+              unreadable) - it stays as it is (fail-closed)"
+            ]
+        );
+    }
+}

@@ -11,9 +11,9 @@ use cotal_core::actors::AliasScript;
 use cotal_core::error::EpError;
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::Store;
-use cotal_core::machine::{Replay, Script};
+use cotal_core::machine::Script;
 use cotal_core::manager::{MaintenancePlan, ManagerHost, Supervisor};
-use cotal_core::manager_ops::{GoalIndex, Maintenance, Operation};
+use cotal_core::manager_ops::{json_value, GoalIndex, Maintenance, Operation};
 use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::trust::DaemonMaterial;
@@ -66,11 +66,11 @@ impl ManagerOps {
         match request.operation(self.host(), holder, now_ms) {
             Operation::Enroll(enrollment) => {
                 let entropy = random::entropy().map_err(EpError::unavailable)?;
-                json_of(&self.serialized(enrollment.with(entropy)).await?)
+                self.serialized(enrollment.with(entropy)).await
             }
-            Operation::Serialized(script) => json_of(&self.serialized(script).await?),
-            Operation::WithLedger(script) => json_of(&self.with_ledger(script).await?),
-            Operation::OnIssuer(script) => json_of(&self.on_issuer(script).await?),
+            Operation::Serialized(script) => self.serialized(script).await,
+            Operation::WithLedger(script) => self.with_ledger(script).await,
+            Operation::OnIssuer(script) => self.on_issuer(script).await,
             Operation::RunAdmission(run) => self.runs.admit(run).await,
             Operation::RunAttempt(run) => self.runs.attempt(run).await,
             Operation::Maintenance(maintenance) => self.maintain(maintenance).await,
@@ -82,30 +82,27 @@ impl ManagerOps {
     /// connection with the family listed by the sealed auth scanner (F98); an eviction then
     /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
     async fn maintain(&self, maintenance: Maintenance) -> Result<Value, EpError> {
-        let Maintenance {
-            authorize,
-            owner,
-            request,
-        } = maintenance;
+        let (owner, request) = (&maintenance.owner, &maintenance.request);
         let connections = self.connections.get()?;
         let (issuer, scanner) = (
             connections.issuer.space()?,
             connections.scanners.ledger.space()?,
         );
-        let mut world = NatsWorld::new(&issuer);
-        world.set_scanner(Store::Auth, &scanner);
-        let plan = world.run(&mut Replay::new(authorize)).await?;
+        let plan = NatsWorld::new(&issuer)
+            .scanning(Store::Auth, &scanner)
+            .run_script(maintenance.authorize)
+            .await?;
         let answer = match plan {
             MaintenancePlan::Evict(holders) => {
                 let evidence = self.oracle.evict_with_evidence(&holders).await;
-                request.eviction_answer(&owner, &evidence)?
+                request.eviction_answer(owner, &evidence)?
             }
             MaintenancePlan::Reconcile(gate) => {
                 let report = self.reconcile(&gate).await?;
-                request.reconcile_answer(&owner, &report.to_reference_json())
+                request.reconcile_answer(owner, &report.to_reference_json())
             }
         };
-        json_of(&answer)
+        json_value(&answer)
     }
 
     /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
@@ -116,16 +113,14 @@ impl ManagerOps {
         let client = crate::gate_cmd::open_reconciler(&self.server, &self.material, gate)
             .await
             .map_err(EpError::unavailable)?;
-        let result = async {
-            let bound = client.space()?;
-            let mut world = NatsWorld::new(&bound);
-            world.set_prober(self.oracle.prober());
-            world.set_evictor(self.oracle.evictor());
-            world
-                .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
-                .await
-        }
-        .await;
+        let reconcile = ReconcileGate { gate: gate.clone() };
+        let result = match client.space() {
+            Ok(bound) => {
+                let mut world = NatsWorld::new(&bound).with_oracle(&self.oracle);
+                world.run_script(reconcile).await
+            }
+            Err(e) => Err(e),
+        };
         let _ = client.close().await;
         result
     }
@@ -144,7 +139,7 @@ impl ManagerOps {
     /// records (the goal-index scan's door, the platform control door's checks).
     pub(super) async fn on_issuer<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
-        NatsWorld::new(&bound).run(&mut Replay::new(script)).await
+        NatsWorld::new(&bound).run_script(script).await
     }
 
     /// Runs a registered-manager door that reads the host's actor ledger (retained-agent
@@ -154,7 +149,7 @@ impl ManagerOps {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
             .with_actors(self.ledger.port())
-            .run(&mut Replay::new(script))
+            .run_script(script)
             .await
     }
 
@@ -164,10 +159,7 @@ impl ManagerOps {
     async fn scan_goal_index(&self, goal_index: GoalIndex) -> Result<Value, EpError> {
         self.on_issuer(goal_index.authorize).await?;
         let scanner = self.connections.get()?.scanners.records.space()?;
-        let scan = NatsWorld::new(&scanner)
-            .run(&mut Replay::new(goal_index.scan))
-            .await?;
-        json_of(&scan.to_json())
+        NatsWorld::new(&scanner).run_script(goal_index.scan).await
     }
 
     /// Runs a managed-agent operation under its alias lock on the issuer connection, with the
@@ -180,10 +172,4 @@ impl ManagerOps {
             .run_serialized(script)
             .await
     }
-}
-
-/// A result's wire JSON as a value for the answer.
-fn json_of(text: &str) -> Result<Value, EpError> {
-    serde_json::from_str(text)
-        .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
 }
