@@ -99,6 +99,7 @@ pub mod renewal;
 pub mod repair;
 pub mod rollback;
 pub mod run;
+pub mod self_registration;
 pub mod service;
 pub mod serving;
 pub mod session;

@@ -43,6 +43,7 @@ pub mod liveness;
 pub mod observed;
 pub mod rail_server;
 pub mod reaper;
+pub mod self_registration;
 pub mod shape;
 pub mod space;
 pub mod wiring;
