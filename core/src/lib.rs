@@ -60,6 +60,7 @@ pub mod canon;
 pub mod connect;
 pub mod contract;
 pub mod control_rail;
+pub mod decided;
 pub mod deregistration;
 pub mod driver;
 pub mod ecma;

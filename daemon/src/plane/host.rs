@@ -13,7 +13,6 @@ use cotal_core::host::{
 };
 use cotal_core::issuance::{GateObservation, GateRef};
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_io_fs::random;
@@ -68,7 +67,7 @@ impl Plane {
             op_id,
         };
         let registered = match client.space() {
-            Ok(bound) => NatsWorld::new(&bound).run(&mut Replay::new(register)).await,
+            Ok(bound) => NatsWorld::new(&bound).run_script(register).await,
             Err(e) => Err(e),
         };
         close(client).await;
@@ -103,9 +102,8 @@ impl Plane {
         let connections = self.connections.lock().await.clone();
         let connections = connections.ok_or_else(|| EpError::unavailable(NOT_READY))?;
         let bound = connections.reader.space()?;
-        NatsWorld::new(&bound)
-            .run(&mut Replay::new(ObserveHostGate { gate }))
-            .await
+        let observe = ObserveHostGate { gate };
+        NatsWorld::new(&bound).run_script(observe).await
     }
 
     /// Resolves once the incarnation at `process_epoch` is fenced: its gate gone, at another
