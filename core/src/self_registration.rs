@@ -6,10 +6,20 @@
 //! here; the connection, the lock, the durable op record and the kill points are the adapter's.
 
 use crate::error::EpError;
-use crate::host::{confirm_registration, SelfAuthorizedInstance};
+use crate::host::{confirm_registration, SelfAuthorizedInstance, AUTH_ENDPOINT};
+use crate::issuance::GateRef;
 use crate::machine::{script, Script};
+use crate::names::{EndpointName, InstanceId, SpaceName};
 use crate::registration::Registered;
 use crate::serving::RegisterServing;
+
+/// The gate the plane's own `auth` instance registers at (`epgate.auth.<instance>`), the one
+/// [`crate::host::auth_instance`]'s ceremony names: what a start observes before it chooses its
+/// op id (F14) and checks against its high-water mark (F69).
+pub fn auth_gate(space: &SpaceName, instance: &InstanceId) -> Result<GateRef, EpError> {
+    let endpoint = EndpointName::parse(AUTH_ENDPOINT)?;
+    Ok(GateRef::new(space.clone(), endpoint, instance.clone()))
+}
 
 /// A stage of the plane's self-registration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +85,18 @@ impl SelfAuthorizedInstance {
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
+
+    #[test]
+    fn the_plane_observes_the_gate_its_ceremony_registers() {
+        let space = SpaceName::parse("s1").unwrap();
+        let instance = InstanceId::parse("cccccccccccccccccccccccccc").unwrap();
+        let serve_key = nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::User, [9; 32])
+            .unwrap()
+            .public_key();
+        let op = crate::names::OpId::mint([3; 20]);
+        let ceremony = crate::host::auth_instance(&space, &instance, &serve_key, op).unwrap();
+        assert_eq!(auth_gate(&space, &instance).unwrap(), ceremony.gate);
+    }
 
     #[test]
     fn each_stage_is_told_with_its_refusal() {

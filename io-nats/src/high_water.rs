@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 
 use cotal_core::high_water::{self, RolledBack, ROLLBACK_STORES};
+use cotal_core::issuance::GateObservation;
+use cotal_core::rollback::Mark;
 
 use crate::space::Space;
 
@@ -48,4 +50,19 @@ pub async fn check_streams(
         read.push((stream.clone(), last));
     }
     Ok(read)
+}
+
+/// A start's check before it acts on its gate `gate_key` (observed as `seen`): the gate against
+/// its mark in `gates`, then each marked stream against its last sequence on `bound` (ecosystem
+/// §8: a rolled-back store could register the plane at a superseded epoch, F69).
+pub async fn check_before_acting(
+    bound: &Space,
+    gate_key: &str,
+    seen: Option<&GateObservation>,
+    gates: &BTreeMap<String, Mark>,
+    streams: &BTreeMap<String, u64>,
+) -> Result<(), StreamCheck> {
+    high_water::check_gate(gate_key, gates.get(gate_key), seen).map_err(StreamCheck::Rolled)?;
+    check_streams(bound, streams, Streams::Marked).await?;
+    Ok(())
 }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use cotal_core::control_rail::{AdmitRetireCall, RailAdmission, RetireCall};
 use cotal_core::decided::{Audited, RAIL_REFUSED_CALLER};
 use cotal_core::endpoint_rail::{Outcome, ServedCommand, TargetedRequest};
-use cotal_core::machine::Replay;
 use cotal_core::EpError;
 use cotal_io_nats::follow::Source;
 use cotal_io_nats::rail_server::{self, Decision, RailDoor};
@@ -70,7 +69,7 @@ impl Rail {
         let call = RetireCall::from_request(&self.space, request).map_err(refused)?;
         let admitted = self
             .retirements
-            .read(Replay::new(AdmitRetireCall { call: call.clone() }))
+            .read(AdmitRetireCall { call: call.clone() })
             .await
             .map_err(refused)?;
         if admitted == RailAdmission::AlreadyRetired {

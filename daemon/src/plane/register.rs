@@ -5,18 +5,19 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cotal_core::high_water::{self, RolledBack};
-use cotal_core::host::{auth_instance, resumed_op, AUTH_ENDPOINT};
+use cotal_core::high_water::RolledBack;
+use cotal_core::host::{auth_instance, resumed_op};
 use cotal_core::issuance::{observe_gate, GateObservation, GateRef};
 use cotal_core::kv::{Revision, Store};
 use cotal_core::machine::{script, Replay};
-use cotal_core::names::{EndpointName, OpId, SpaceName};
+use cotal_core::names::{OpId, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::rollback::Mark;
+use cotal_core::self_registration::auth_gate;
 use cotal_io_fs::registration::{self, RegistrationLock};
 use cotal_io_fs::{marks, random};
 use cotal_io_nats::authority::AuthorityClient;
-use cotal_io_nats::high_water::{check_streams, StreamCheck, Streams};
+use cotal_io_nats::high_water::{check_before_acting, check_streams, StreamCheck, Streams};
 use cotal_io_nats::self_registration::register_self;
 use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
@@ -124,29 +125,16 @@ impl Start<'_> {
     /// fresh one, recorded durably before the ceremony freezes the gate.
     async fn operation(&self, bound: &Space, record: &Path) -> Result<OpId, String> {
         let recorded = registration::load(record)?;
-        let gate = GateRef::new(
-            self.space().clone(),
-            EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message)?,
-            self.inputs.identity.instance.clone(),
-        );
+        let gate =
+            auth_gate(self.space(), &self.inputs.identity.instance).map_err(|e| e.message)?;
         let observed = observe(bound, &gate).await?;
         // Before anything acts on the gate: has the store gone back behind what this state dir
         // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
         let high = marks::load(&marks::path(&self.inputs.root, self.space()))?;
-        let gate_mark = high.gates.get(&gate.key());
-        let checked = match high_water::check_gate(&gate.key(), gate_mark, observed.as_ref()) {
-            Ok(()) => check_streams(bound, &high.streams, Streams::Marked).await,
-            Err(rolled) => Err(StreamCheck::Rolled(rolled)),
-        };
-        match checked {
-            Ok(_) => {}
-            Err(StreamCheck::Unread(why)) => return Err(why),
-            Err(StreamCheck::Rolled(RolledBack { row, error: e })) => {
-                audit::refused("plane", "register", &row, &e);
-                error!("{}", e.message);
-                return Err(e.message);
-            }
-        }
+        let (seen, key) = (observed.as_ref(), gate.key());
+        check_before_acting(bound, &key, seen, &high.gates, &high.streams)
+            .await
+            .map_err(|check| refused(check, "register", true))?;
         if let Some(op_id) = resumed_op(observed.as_ref().map(|o| &o.gate), recorded.as_ref()) {
             warn!(
                 op_id = %op_id,
@@ -204,16 +192,26 @@ pub(super) async fn raise_streams(
     high: &mut marks::HighWater,
     bound: &Space,
 ) -> Result<(), String> {
-    let read = match check_streams(bound, &high.streams, Streams::All).await {
-        Ok(read) => read,
-        Err(StreamCheck::Unread(why)) => return Err(why),
-        Err(StreamCheck::Rolled(RolledBack { row, error })) => {
-            audit::refused("plane", "high-water", &row, &error);
-            return Err(error.message);
-        }
-    };
+    let read = check_streams(bound, &high.streams, Streams::All)
+        .await
+        .map_err(|check| refused(check, "high-water", false))?;
     for (stream, last) in read {
         high.raise_stream(&stream, last);
     }
     Ok(())
+}
+
+/// What a failed rollback check says: a read that failed as it is; a store behind its mark
+/// audited as refused over its row (and logged, `loud`, where the start refuses to act).
+fn refused(check: StreamCheck, operation: &str, loud: bool) -> String {
+    match check {
+        StreamCheck::Unread(why) => why,
+        StreamCheck::Rolled(RolledBack { row, error }) => {
+            audit::refused("plane", operation, &row, &error);
+            if loud {
+                error!("{}", error.message);
+            }
+            error.message
+        }
+    }
 }

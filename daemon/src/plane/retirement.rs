@@ -17,9 +17,9 @@ use cotal_core::lifecycle::{
     flight_conflict, flight_timed_out, BootResume, FindOpenOperations, RetireLifecycle,
 };
 pub(super) use cotal_core::lifecycle::{Ran, RetireEntry as Entry};
-use cotal_core::machine::{Machine, Replay};
+use cotal_core::machine::Script;
 use cotal_core::names::OpId;
-use cotal_io_nats::flights::{Boarded, Done, Flights};
+use cotal_io_nats::flights::{Boarded, Flights};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::NatsWorld;
 use tracing::{error, info};
@@ -82,19 +82,7 @@ impl Retirements {
         barrier: RetireLifecycle,
         entry: Entry,
     ) -> Result<Ran, EpError> {
-        let done = self.flight(barrier, entry)?;
-        tokio::time::timeout(RETIRE_WAIT, done)
-            .await
-            .map_err(|_| flight_timed_out(RETIRE_WAIT))?
-    }
-
-    fn flight(
-        self: &Arc<Self>,
-        barrier: RetireLifecycle,
-        entry: Entry,
-    ) -> Result<Done<Ran>, EpError> {
-        let target = barrier.coordinates();
-        let op_id = barrier.op_id.clone();
+        let (target, op_id) = (barrier.coordinates(), barrier.op_id.clone());
         let me = Arc::clone(self);
         let run = async move { me.execute(barrier).await };
         let (done, started) = match self.flights.board(op_id.clone(), target.clone(), run) {
@@ -103,7 +91,9 @@ impl Retirements {
             Err(other) => return Err(flight_conflict(&op_id, &other, &target)),
         };
         self.metrics.retirement_flight(entry.as_str(), started);
-        Ok(done)
+        tokio::time::timeout(RETIRE_WAIT, done)
+            .await
+            .map_err(|_| flight_timed_out(RETIRE_WAIT))?
     }
 
     /// One barrier run on the barrier connection, its family listed on the sealed ledger
@@ -127,14 +117,14 @@ impl Retirements {
         })
     }
 
-    /// Runs `machine` on the barrier connection with the ledger scanner for its listings: the
+    /// Runs `script` on the barrier connection with the ledger scanner for its listings: the
     /// reads a retirement's callers make before joining a flight.
-    pub(super) async fn read<M: Machine>(&self, machine: M) -> Result<M::Output, EpError> {
+    pub(super) async fn read<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let connections = self.connections.get()?;
         let bound = connections.barrier.space()?;
         let scanner = connections.scanners.ledger.space()?;
         let mut world = NatsWorld::new(&bound).scanning(Store::Auth, &scanner);
-        world.run(&mut { machine }).await
+        world.run_script(script).await
     }
 
     /// Boot crash-resume (reference §2.11): finds every retirement a crash interrupted and
@@ -146,10 +136,7 @@ impl Retirements {
             Ok(connections) => connections.hold.clone(),
             Err(e) => return error!("{}", BootResume::unstarted(&e.message)),
         };
-        let found = self
-            .read(Replay::new(FindOpenOperations { guard: Some(guard) }))
-            .await;
-        let open = match found {
+        let open = match self.read(FindOpenOperations { guard: Some(guard) }).await {
             Ok(open) => open,
             Err(e) => return error!("{}", BootResume::listing_failed(&e.message)),
         };
