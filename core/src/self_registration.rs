@@ -9,7 +9,7 @@ use crate::error::EpError;
 use crate::host::{confirm_registration, SelfAuthorizedInstance, AUTH_ENDPOINT};
 use crate::issuance::GateRef;
 use crate::machine::{script, Script};
-use crate::names::{EndpointName, InstanceId, SpaceName};
+use crate::names::{EndpointName, InstanceId, ManagerInstance, SpaceName};
 use crate::registration::Registered;
 use crate::serving::RegisterServing;
 
@@ -19,6 +19,13 @@ use crate::serving::RegisterServing;
 pub fn auth_gate(space: &SpaceName, instance: &InstanceId) -> Result<GateRef, EpError> {
     let endpoint = EndpointName::parse(AUTH_ENDPOINT)?;
     Ok(GateRef::new(space.clone(), endpoint, instance.clone()))
+}
+
+/// The plane's own manager instance, `auth-service:<space>`: the minting authority the heads and
+/// reservations it activates (its root-credential ensures, a platform's delegated activations)
+/// record. Audit only, never a key segment.
+pub fn plane_manager_instance(space: &SpaceName) -> Result<ManagerInstance, EpError> {
+    ManagerInstance::parse(&format!("auth-service:{space}"))
 }
 
 /// A stage of the plane's self-registration.
@@ -96,6 +103,13 @@ mod tests {
         let op = crate::names::OpId::mint([3; 20]);
         let ceremony = crate::host::auth_instance(&space, &instance, &serve_key, op).unwrap();
         assert_eq!(auth_gate(&space, &instance).unwrap(), ceremony.gate);
+    }
+
+    #[test]
+    fn the_planes_manager_instance_names_its_space() {
+        let space = SpaceName::parse("s1").unwrap();
+        let instance = plane_manager_instance(&space).unwrap();
+        assert_eq!(instance, ManagerInstance::parse("auth-service:s1").unwrap());
     }
 
     #[test]

@@ -20,6 +20,13 @@ impl<'s> NatsWorld<'s> {
         self
     }
 
+    /// Runs every request of each of `stores` on `space` (see [`NatsWorld::route`]).
+    pub fn routes(self, stores: &[Store], space: &'s Space) -> Self {
+        stores
+            .iter()
+            .fold(self, |world, store| world.route(*store, space))
+    }
+
     /// Answers liveness probes and evictions with `oracle`: the servers' own listing and
     /// verified kick (F68: eviction counts only once a complete sweep shows the holder gone).
     pub fn with_oracle(mut self, oracle: &Arc<Oracle>) -> Self {

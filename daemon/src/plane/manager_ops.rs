@@ -55,15 +55,17 @@ impl std::fmt::Debug for ManagerOps {
 }
 
 impl ManagerOps {
-    /// Runs one parsed request's core operation (the kind table is core's
-    /// [`ManagerServiceRequest::operation`]) on the connections its grants need.
+    /// Parses one request (its kind's closed body) and runs its core operation (the kind
+    /// table is core's [`ManagerServiceRequest::operation`]) on the connections its grants need.
     pub(super) async fn operate(
         &self,
         holder: Supervisor,
-        request: ManagerServiceRequest,
+        request: &Value,
         now_ms: u64,
     ) -> Result<Value, EpError> {
-        match request.operation(self.host(), holder, now_ms) {
+        let host = self.host();
+        let parsed = ManagerServiceRequest::parse(request, &host)?;
+        match parsed.operation(host, holder, now_ms) {
             Operation::Enroll(enrollment) => {
                 let entropy = random::entropy().map_err(EpError::unavailable)?;
                 self.serialized(enrollment.with(entropy)).await
