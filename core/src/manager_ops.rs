@@ -10,6 +10,7 @@
 use crate::actors::{AliasScript, LockHeld};
 use crate::enrollment::{EnrollManagedAgent, EnrollmentRequest, PrepareManagedRetirement};
 use crate::error::EpError;
+use crate::liveness::EvictionEvidence;
 use crate::machine::{Ctx, Halt, Script};
 use crate::manager::{
     AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin, GoalIndexScanRequest,
@@ -17,6 +18,7 @@ use crate::manager::{
 };
 use crate::manager_route::ManagerServiceRequest;
 use crate::names::{OwnerToken, Principal};
+use crate::reconcile::ReconcileReport;
 use crate::renewal::ManagerAuthority;
 use crate::run::{
     run_endpoint, AuthorizeRunAdmission, AuthorizeRunAttempt, RunAdmissionRequest,
@@ -190,8 +192,48 @@ impl Run<RunAttemptRequest> {
 #[derive(Debug)]
 pub struct Maintenance {
     pub authorize: AuthorizeMaintenance,
+    pub echo: MaintenanceEcho,
+}
+
+/// What a maintenance answer echoes: the request, for the authenticated owner.
+#[derive(Debug)]
+pub struct MaintenanceEcho {
     pub owner: OwnerToken,
     pub request: MaintenanceRequest,
+}
+
+/// What the maintenance door's plan came to: the eviction's evidence, or the reconcile's report.
+#[derive(Debug)]
+pub enum Maintained {
+    Evicted(Vec<EvictionEvidence>),
+    Reconciled(ReconcileReport),
+}
+
+impl MaintenanceEcho {
+    /// The answer, echoing the request for the authenticated owner: an eviction answered from
+    /// its evidence (refused when a holder was not verified gone, F68), a reconcile with the
+    /// reference's report.
+    pub fn answer(&self, done: Maintained) -> Result<Value, EpError> {
+        let answer = match done {
+            Maintained::Evicted(evidence) => {
+                self.request.eviction_answer(&self.owner, &evidence)?
+            }
+            Maintained::Reconciled(report) => self
+                .request
+                .reconcile_answer(&self.owner, &report.to_reference_json()),
+        };
+        json_value(&answer)
+    }
+}
+
+/// The host as a request is served: with the public face's exchange URL once that face is bound
+/// (enrolled agents exchange their secrets there).
+pub fn served_host(host: &ManagerHost, public_exchange: Option<&String>) -> ManagerHost {
+    let mut host = host.clone();
+    if let Some(url) = public_exchange {
+        host.agents.agent_bearer_exchange_url = url.clone();
+    }
+    host
 }
 
 /// The goal-index scan's door and the scan it authorizes (reference §4.7).
@@ -231,13 +273,15 @@ impl ManagerServiceRequest {
                 request,
             }),
             ManagerServiceRequest::Maintenance(request) => Operation::Maintenance(Maintenance {
-                owner: holder.owner().clone(),
+                echo: MaintenanceEcho {
+                    owner: holder.owner().clone(),
+                    request: request.clone(),
+                },
                 authorize: AuthorizeMaintenance {
                     host,
                     caller: holder,
-                    request: request.clone(),
+                    request,
                 },
-                request,
             }),
             ManagerServiceRequest::RetainedValidation(request) => {
                 let validate = ValidateRetainedAgent {
@@ -293,6 +337,31 @@ mod tests {
             &mut Replay::new(script),
             &mut ModelWorld::new(KvModel::new()),
         )
+    }
+
+    fn host() -> ManagerHost {
+        let key = nkeys::KeyPair::new_from_raw(nkeys::KeyPairType::Account, [7; 32]).unwrap();
+        ManagerHost {
+            space: crate::names::SpaceName::parse("s1").unwrap(),
+            account: crate::manager::AccountKey::parse(&key.public_key()).unwrap(),
+            signer: std::sync::Arc::new(key),
+            proof_secret: crate::manager::ProofSecret::new("secret"),
+            standing_ttl: crate::profiles::StandingTtl::DEFAULT,
+            agents: crate::manager::AgentOnboarding {
+                sentinel_creds: String::new(),
+                agent_bearer_exchange_url: String::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_request_is_served_with_the_public_exchange_once_bound() {
+        let unbound = served_host(&host(), None);
+        assert_eq!(unbound.agents.agent_bearer_exchange_url, "");
+        let url = "https://auth.example/exchange".to_owned();
+        let bound = served_host(&host(), Some(&url));
+        assert_eq!(bound.agents.agent_bearer_exchange_url, url);
+        assert_eq!(bound.space, host().space);
     }
 
     #[test]

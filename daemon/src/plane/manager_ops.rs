@@ -13,7 +13,7 @@ use cotal_core::issuance::GateRef;
 use cotal_core::kv::Store;
 use cotal_core::machine::Script;
 use cotal_core::manager::{MaintenancePlan, ManagerHost, Supervisor};
-use cotal_core::manager_ops::{json_value, GoalIndex, Maintenance, Operation};
+use cotal_core::manager_ops::{served_host, GoalIndex, Maintained, Maintenance, Operation};
 use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::trust::DaemonMaterial;
@@ -84,7 +84,6 @@ impl ManagerOps {
     /// connection with the family listed by the sealed auth scanner (F98); an eviction then
     /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
     async fn maintain(&self, maintenance: Maintenance) -> Result<Value, EpError> {
-        let (owner, request) = (&maintenance.owner, &maintenance.request);
         let connections = self.connections.get()?;
         let (issuer, scanner) = (
             connections.issuer.space()?,
@@ -94,17 +93,15 @@ impl ManagerOps {
             .scanning(Store::Auth, &scanner)
             .run_script(maintenance.authorize)
             .await?;
-        let answer = match plan {
+        let done = match plan {
             MaintenancePlan::Evict(holders) => {
-                let evidence = self.oracle.evict_with_evidence(&holders).await;
-                request.eviction_answer(owner, &evidence)?
+                Maintained::Evicted(self.oracle.evict_with_evidence(&holders).await)
             }
             MaintenancePlan::Reconcile(gate) => {
-                let report = self.reconcile(&gate).await?;
-                request.reconcile_answer(owner, &report.to_reference_json())
+                Maintained::Reconciled(self.reconcile(&gate).await?)
             }
         };
-        json_value(&answer)
+        maintenance.echo.answer(done)
     }
 
     /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
@@ -130,11 +127,7 @@ impl ManagerOps {
     /// The host, with the public face's exchange URL once that face is bound (enrolled agents
     /// exchange their secrets there).
     pub(super) fn host(&self) -> ManagerHost {
-        let mut host = self.host.clone();
-        if let Some(url) = self.public_exchange.get() {
-            host.agents.agent_bearer_exchange_url = url.clone();
-        }
-        host
+        served_host(&self.host, self.public_exchange.get())
     }
 
     /// Runs a door's script on the issuer connection, whose grant reads the manager gates and
