@@ -206,7 +206,7 @@ pub struct MaintenanceEcho {
 #[derive(Debug)]
 pub enum Maintained {
     Evicted(Vec<EvictionEvidence>),
-    Reconciled(ReconcileReport),
+    Reconciled(Box<ReconcileReport>),
 }
 
 impl MaintenanceEcho {

@@ -98,7 +98,7 @@ impl ManagerOps {
                 Maintained::Evicted(self.oracle.evict_with_evidence(&holders).await)
             }
             MaintenancePlan::Reconcile(gate) => {
-                Maintained::Reconciled(self.reconcile(&gate).await?)
+                Maintained::Reconciled(Box::new(self.reconcile(&gate).await?))
             }
         };
         maintenance.echo.answer(done)
