@@ -9,6 +9,7 @@ use cotal_core::kv::Store;
 use cotal_core::machine::{Replay, Script};
 use cotal_core::EpError;
 
+use crate::authority::AuthorityClient;
 use crate::driver::NatsWorld;
 use crate::liveness::Oracle;
 use crate::space::{SendHook, Space};
@@ -44,5 +45,22 @@ impl<'s> NatsWorld<'s> {
     /// Runs `script` to its end in this world.
     pub async fn run_script<S: Script>(&mut self, script: S) -> Result<S::Output, EpError> {
         self.run(&mut Replay::new(script)).await
+    }
+}
+
+impl AuthorityClient {
+    /// A short-lived connection's one job: runs `script` on this connection, in the world
+    /// `wire` sets up, then closes the connection whatever the outcome. The script's result,
+    /// then the close's own.
+    pub async fn run_once<S: Script>(
+        self,
+        script: S,
+        wire: impl FnOnce(NatsWorld<'_>) -> NatsWorld<'_>,
+    ) -> (Result<S::Output, EpError>, Result<(), EpError>) {
+        let result = match self.space() {
+            Ok(bound) => wire(NatsWorld::new(&bound)).run_script(script).await,
+            Err(e) => Err(e),
+        };
+        (result, self.close().await)
     }
 }

@@ -113,14 +113,9 @@ impl ManagerOps {
             .await
             .map_err(EpError::unavailable)?;
         let reconcile = ReconcileGate { gate: gate.clone() };
-        let result = match client.space() {
-            Ok(bound) => {
-                let mut world = NatsWorld::new(&bound).with_oracle(&self.oracle);
-                world.run_script(reconcile).await
-            }
-            Err(e) => Err(e),
-        };
-        let _ = client.close().await;
+        let (result, _closed) = client
+            .run_once(reconcile, |world| world.with_oracle(&self.oracle))
+            .await;
         result
     }
 
