@@ -12,6 +12,7 @@ use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io::ErrorKind;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use cotal_core::names::{OpId, SpaceName};
 use rustix::fs::OFlags;
@@ -124,5 +125,55 @@ impl LockFile {
             Err(TryLockError::WouldBlock) => Ok(Attempt::Busy(self)),
             Err(TryLockError::Error(e)) => Err(format!("cannot lock {}: {e}", self.path.display())),
         }
+    }
+}
+
+/// Takes the registration lock of `space`'s instance, waiting while another start holds it
+/// (its registration takes milliseconds): one attempt every `poll`, and a refusal naming the
+/// lock once `wait` has passed (a stopped or hung start). Blocks its thread between attempts:
+/// an async caller runs it on its blocking pool.
+pub fn lock_within(
+    root: &Path,
+    space: &SpaceName,
+    wait: Duration,
+    poll: Duration,
+) -> Result<RegistrationLock, String> {
+    let mut file = LockFile::open(root, space)?;
+    let waited = Instant::now();
+    loop {
+        file = match file.try_lock()? {
+            Attempt::Held(lock) => return Ok(lock),
+            Attempt::Busy(file) if waited.elapsed() < wait => file,
+            Attempt::Busy(file) => {
+                return Err(format!(
+                    "another start of this auth instance has been registering for {}s and still \
+                     holds {}; stop it (a stopped or hung `cotal-authd up`) and start again",
+                    wait.as_secs(),
+                    file.path().display()
+                ))
+            }
+        };
+        std::thread::sleep(poll);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_lock_is_waited_for_then_refused_by_name() {
+        let root = tempfile::tempdir().unwrap();
+        let space = SpaceName::parse("s1").unwrap();
+        let (wait, poll) = (Duration::from_millis(60), Duration::from_millis(10));
+        let held = lock_within(root.path(), &space, wait, poll).unwrap();
+        let e = lock_within(root.path(), &space, wait, poll).unwrap_err();
+        assert!(
+            e.starts_with("another start of this auth instance has been registering for 0s"),
+            "{e}"
+        );
+        assert!(e.contains(LOCK_FILE), "{e}");
+        drop(held);
+        assert!(lock_within(root.path(), &space, wait, poll).is_ok());
     }
 }

@@ -27,6 +27,12 @@
 //!   ledger implementation over leader-served reads and revision-pinned writes.
 //! * [`observed`] — [`RunRequestObserver`]: the issuing host's one-shot observations of the
 //!   served run requests (SPEC §14.8), exact at each take by a round trip through the server.
+//! * [`wiring`] — a [`NatsWorld`] set up in one expression (scanner, oracle, routes, hook) and a
+//!   script run to its end.
+//! * [`high_water`] — the authority streams' last sequences read and checked against a start's
+//!   high-water marks (`cotal_core::high_water`).
+//! * [`self_registration`] — the plane's self-registration run stage by stage
+//!   (`cotal_core::self_registration`).
 
 pub mod authority;
 pub mod callout;
@@ -35,6 +41,7 @@ pub mod driver;
 pub mod durables;
 pub mod flights;
 pub mod follow;
+pub mod high_water;
 pub mod host;
 pub mod journal;
 pub mod ledger;
@@ -42,8 +49,10 @@ pub mod liveness;
 pub mod observed;
 pub mod rail_server;
 pub mod reaper;
+pub mod self_registration;
 pub mod shape;
 pub mod space;
+pub mod wiring;
 
 pub use authority::{AuthorityClient, DataAccountSigner};
 pub use dial::{Dial, TlsSettings};

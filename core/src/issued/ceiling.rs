@@ -47,6 +47,13 @@ impl IssuedGeneration {
         ok.then(|| IssuedGeneration(s.to_owned()))
     }
 
+    /// A fresh generation from 16 bytes of the issuer's entropy (an interactive
+    /// `manager-caller`'s first issuance, SPEC §13.15): their lowercase hex, valid by
+    /// construction.
+    pub fn from_entropy(entropy: [u8; 16]) -> IssuedGeneration {
+        IssuedGeneration(entropy.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -268,4 +275,19 @@ pub struct IssuedEvidence {
     pub reference: IssuedRef,
     pub permissions: SubjectPermissions,
     pub resolved_revision: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IssuedGeneration;
+
+    #[test]
+    fn a_generation_from_entropy_is_its_lowercase_hex_and_parses() {
+        let mut entropy = [0_u8; 16];
+        entropy[0] = 0xab;
+        entropy[15] = 0x0f;
+        let fresh = IssuedGeneration::from_entropy(entropy);
+        assert_eq!(fresh.as_str(), "ab00000000000000000000000000000f");
+        assert_eq!(IssuedGeneration::parse(fresh.as_str()), Some(fresh));
+    }
 }

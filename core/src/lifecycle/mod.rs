@@ -11,6 +11,7 @@
 //! name (F60), and only a barrier rotates a root credential.
 
 mod activate;
+mod flight;
 mod resume;
 mod retire;
 mod retire_door;
@@ -18,6 +19,7 @@ mod root;
 pub mod rows;
 
 pub use activate::{ActivateLifecycle, Activated, ActivationRun, ACTIVATION_ATTEMPTS};
+pub use flight::{flight_conflict, flight_timed_out, BootResume, Ran, RetireEntry};
 pub use resume::{FindOpenOperations, OpenOperations};
 pub use retire::{
     interactive_retirement_op_id, managed_retirement_op_id, RetireLifecycle, Retirement,

@@ -62,6 +62,12 @@ impl AuthorizedAdmission {
     pub fn request(&self) -> &RunAdmissionRequest {
         &self.request
     }
+
+    /// The authenticated forward's subject as this phase parsed it: the caller whose issued
+    /// evidence the adapter resolves ([`RequestSubject::issued_ref`], F88).
+    pub fn caller(&self) -> &RequestSubject {
+        &self.subject
+    }
 }
 
 /// Phase one of §5.3: `supervise`, the registered manager, and the forwarded subject — a

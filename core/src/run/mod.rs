@@ -6,6 +6,7 @@
 mod admission;
 mod admit;
 mod attempt;
+mod caller;
 mod checkpoint;
 mod journal_read;
 mod observed;
@@ -27,6 +28,7 @@ pub use attempt::{
     sign_attempt, AnsweringAttempt, AttemptDecision, AttemptGrant, AuthorizeRunAttempt,
     AuthorizedAttempt, IssueRunAttempt, PlainAttempt, RunAttempt, ServedAttempt, ServedInputs,
 };
+pub use caller::{run_endpoint, RUN_ENDPOINT};
 pub use checkpoint::{pause_token, AnswerId, CheckpointState, JournalCheckpoint};
 pub use journal_read::{
     checkpoint_status_key, journal_checkpoint_rows, journal_pause, journal_stream, journal_subject,

@@ -12,7 +12,6 @@ use cotal_core::error::EpError;
 use cotal_core::inbox::KnownBindings;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::view::View;
 use cotal_io_http::bearer::BearerIssuer;
@@ -82,11 +81,9 @@ impl ConnectAuthorizer {
         })?;
         let issuer = connections.issuer.space()?;
         NatsWorld::new(&reader)
-            .route(Store::Sessions, &issuer)
-            .route(Store::Issued, &issuer)
-            .route(Store::Accepted, &issuer)
+            .routes(&[Store::Sessions, Store::Issued, Store::Accepted], &issuer)
             .with_actors(self.ledger.port())
-            .run(&mut Replay::new(decide))
+            .run_script(decide)
             .await
     }
 

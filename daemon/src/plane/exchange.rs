@@ -11,7 +11,6 @@ use cotal_core::error::EpError;
 use cotal_core::exchange::{BearerPlan, ExchangeRefusal, PlanExchange};
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
 use cotal_core::names::SpaceName;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_http::bearer::BearerIssuer;
@@ -63,24 +62,17 @@ impl Exchange {
             Ok(plan) => self.sign(plan, now),
             Err(refusal) => Err(refusal),
         };
-        match outcome {
+        let (audited, outcome) = match outcome {
             Ok((plan, token, exp)) => {
                 let instance = plan.act.manager_instance_id.as_ref();
                 let owner = plan.principal.owner().as_str();
                 let body = exchange::granted(&token, owner, exp, instance.map(|i| i.as_str()));
-                let caller = plan.principal.key();
-                let decided = Decided::new("exchange", &caller, &plan.row);
-                self.recorder.answer(request, &decided, Ok(body))
+                (plan.audited(), Ok(body))
             }
-            Err(ExchangeRefusal { caller, error }) => {
-                let (who, row) = match &caller {
-                    Some(p) => (p.key(), format!("actor.{}", p.key())),
-                    None => ("anonymous".to_owned(), "-".to_owned()),
-                };
-                let decided = Decided::new("exchange", &who, &row);
-                self.recorder.answer(request, &decided, Err(error))
-            }
-        }
+            Err(refusal) => (refusal.audited(), Err(refusal.error)),
+        };
+        let decided = Decided::new("exchange", &audited.caller, &audited.row);
+        self.recorder.answer(request, &decided, outcome)
     }
 
     /// The token checks the adapter owns (a served view, then the IdP token, then the derived
@@ -91,10 +83,7 @@ impl Exchange {
         request: ExchangeRequest,
         now: UnixSeconds,
     ) -> Result<BearerPlan, ExchangeRefusal> {
-        let anonymous = |error| ExchangeRefusal {
-            caller: None,
-            error,
-        };
+        let anonymous = ExchangeRefusal::anonymous;
         let ExchangeRequest {
             ttl_secs,
             manager_instance_id,
@@ -135,11 +124,12 @@ impl Exchange {
             connections.issuer.space()?,
             connections.scanners.ledger.space()?,
         );
-        let mut world = NatsWorld::new(&mint)
+        NatsWorld::new(&mint)
             .route(Store::Sessions, &issuer)
-            .with_actors(self.ledger.port());
-        world.set_scanner(Store::Auth, &scanner);
-        world.run(&mut Replay::new(planner)).await
+            .with_actors(self.ledger.port())
+            .scanning(Store::Auth, &scanner)
+            .run_script(planner)
+            .await
     }
 
     /// Signs the plan: the bearer's token and expiry.

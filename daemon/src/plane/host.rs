@@ -13,11 +13,9 @@ use cotal_core::host::{
 };
 use cotal_core::issuance::{GateObservation, GateRef};
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, OpId};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_io_fs::random;
-use cotal_io_nats::authority::AuthorityClient;
 use cotal_io_nats::host::run_fence_pushed;
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
@@ -67,11 +65,8 @@ impl Plane {
             instance: instance.clone(),
             op_id,
         };
-        let registered = match client.space() {
-            Ok(bound) => NatsWorld::new(&bound).run(&mut Replay::new(register)).await,
-            Err(e) => Err(e),
-        };
-        close(client).await;
+        let (registered, closed) = client.run_once(register, |world| world).await;
+        report_close(closed);
         registered
     }
 
@@ -103,9 +98,8 @@ impl Plane {
         let connections = self.connections.lock().await.clone();
         let connections = connections.ok_or_else(|| EpError::unavailable(NOT_READY))?;
         let bound = connections.reader.space()?;
-        NatsWorld::new(&bound)
-            .run(&mut Replay::new(ObserveHostGate { gate }))
-            .await
+        let observe = ObserveHostGate { gate };
+        NatsWorld::new(&bound).run_script(observe).await
     }
 
     /// Resolves once the incarnation at `process_epoch` is fenced: its gate gone, at another
@@ -139,13 +133,13 @@ impl Plane {
                 Err(EpError::unavailable(NOT_READY))
             }
         };
-        close(client).await;
+        report_close(client.close().await);
         fenced
     }
 }
 
-async fn close(client: AuthorityClient) {
-    if let Err(e) = client.close().await {
+fn report_close(closed: Result<(), EpError>) {
+    if let Err(e) = closed {
         tracing::warn!("closing a host connection failed: {}", e.message);
     }
 }

@@ -38,10 +38,9 @@ impl LocalManagerFile {
     }
 }
 
-/// Fresh entropy for an interactive `manager-caller`'s first issuance.
+/// Fresh entropy for an interactive `manager-caller`'s first issuance (core writes it as a
+/// generation).
 pub(super) fn fresh_generation() -> Result<IssuedGeneration, EpError> {
-    let fresh: [u8; 16] = random::random_bytes().map_err(EpError::internal)?;
-    let hex: String = fresh.iter().map(|b| format!("{b:02x}")).collect();
-    IssuedGeneration::parse(&hex)
-        .ok_or_else(|| EpError::internal("a drawn generation is not 32 hex digits"))
+    let fresh = random::random_bytes().map_err(EpError::internal)?;
+    Ok(IssuedGeneration::from_entropy(fresh))
 }

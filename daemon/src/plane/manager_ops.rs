@@ -8,19 +8,14 @@
 use std::sync::Arc;
 
 use cotal_core::actors::AliasScript;
-use cotal_core::enrollment::{EnrollManagedAgent, PrepareManagedRetirement};
 use cotal_core::error::EpError;
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::Store;
-use cotal_core::machine::{Replay, Script};
-use cotal_core::manager::{
-    AuthorizeGoalIndexScan, AuthorizeMaintenance, AuthorizeManagerAdmin, GoalIndexScanRequest,
-    MaintenancePlan, MaintenanceRequest, ManagerHost, ScanGoalIndex, Supervisor,
-    ValidateRetainedAgent,
-};
+use cotal_core::machine::Script;
+use cotal_core::manager::{MaintenancePlan, ManagerHost, Supervisor};
+use cotal_core::manager_ops::{served_host, GoalIndex, Maintained, Maintenance, Operation};
 use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
-use cotal_core::renewal::ManagerAuthority;
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::random;
 
@@ -60,101 +55,53 @@ impl std::fmt::Debug for ManagerOps {
 }
 
 impl ManagerOps {
-    /// Runs one parsed request's core operation on the connections its grants need.
+    /// Parses one request (its kind's closed body) and runs its core operation (the kind
+    /// table is core's [`ManagerServiceRequest::operation`]) on the connections its grants need.
     pub(super) async fn operate(
         &self,
         holder: Supervisor,
-        request: ManagerServiceRequest,
+        request: &Value,
         now_ms: u64,
     ) -> Result<Value, EpError> {
         let host = self.host();
-        match request {
-            ManagerServiceRequest::Enrollment(request) => {
-                let enroll = EnrollManagedAgent {
-                    host,
-                    caller: holder,
-                    request,
-                    fresh_uid_entropy: random::entropy().map_err(EpError::unavailable)?,
-                    now_ms,
-                };
-                json_of(&self.serialized(enroll).await?.to_json())
+        let parsed = ManagerServiceRequest::parse(request, &host)?;
+        match parsed.operation(host, holder, now_ms) {
+            Operation::Enroll(enrollment) => {
+                let entropy = random::entropy().map_err(EpError::unavailable)?;
+                self.serialized(enrollment.with(entropy)).await
             }
-            ManagerServiceRequest::PrepareRetirement(request) => {
-                let prepare = PrepareManagedRetirement {
-                    host,
-                    caller: holder,
-                    request,
-                };
-                json_of(&self.serialized(prepare).await?.to_json())
-            }
-            ManagerServiceRequest::RunAdmission(request) => {
-                self.runs.admit(host, holder, request).await
-            }
-            ManagerServiceRequest::RunAttempt(request) => {
-                self.runs.attempt(host, holder, request).await
-            }
-            ManagerServiceRequest::Maintenance(request) => self.maintain(holder, request).await,
-            ManagerServiceRequest::RetainedValidation(request) => {
-                let validate = ValidateRetainedAgent {
-                    host,
-                    caller: holder,
-                    request,
-                };
-                json_of(&self.with_ledger(validate).await?.to_json())
-            }
-            ManagerServiceRequest::AdminAuthorization(request) => {
-                let authorize = AuthorizeManagerAdmin {
-                    host,
-                    holder,
-                    request,
-                };
-                json_of(&self.with_ledger(authorize).await?.to_json())
-            }
-            ManagerServiceRequest::GoalIndexScan(request) => {
-                self.scan_goal_index(holder, request).await
-            }
-            ManagerServiceRequest::Authority(request) => {
-                let call = ManagerAuthority::new(host, holder, request, now_ms);
-                let bound = self.connections.get()?.issuer.space()?;
-                let material = NatsWorld::new(&bound).run(&mut Replay::new(call)).await?;
-                json_of(&material.to_json())
-            }
+            Operation::Serialized(script) => self.serialized(script).await,
+            Operation::WithLedger(script) => self.with_ledger(script).await,
+            Operation::OnIssuer(script) => self.on_issuer(script).await,
+            Operation::RunAdmission(run) => self.runs.admit(run).await,
+            Operation::RunAttempt(run) => self.runs.attempt(run).await,
+            Operation::Maintenance(maintenance) => self.maintain(maintenance).await,
+            Operation::GoalIndexScan(scan) => self.scan_goal_index(scan).await,
         }
     }
 
     /// `manager-service-maintenance`: the core door decides what may be done, on the issuer
     /// connection with the family listed by the sealed auth scanner (F98); an eviction then
     /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
-    async fn maintain(
-        &self,
-        caller: Supervisor,
-        request: MaintenanceRequest,
-    ) -> Result<Value, EpError> {
-        let owner = caller.owner().clone();
-        let authorize = AuthorizeMaintenance {
-            host: self.host(),
-            caller,
-            request: request.clone(),
-        };
+    async fn maintain(&self, maintenance: Maintenance) -> Result<Value, EpError> {
         let connections = self.connections.get()?;
         let (issuer, scanner) = (
             connections.issuer.space()?,
             connections.scanners.ledger.space()?,
         );
-        let mut world = NatsWorld::new(&issuer);
-        world.set_scanner(Store::Auth, &scanner);
-        let plan = world.run(&mut Replay::new(authorize)).await?;
-        let answer = match plan {
+        let plan = NatsWorld::new(&issuer)
+            .scanning(Store::Auth, &scanner)
+            .run_script(maintenance.authorize)
+            .await?;
+        let done = match plan {
             MaintenancePlan::Evict(holders) => {
-                let evidence = self.oracle.evict_with_evidence(&holders).await;
-                request.eviction_answer(&owner, &evidence)?
+                Maintained::Evicted(self.oracle.evict_with_evidence(&holders).await)
             }
             MaintenancePlan::Reconcile(gate) => {
-                let report = self.reconcile(&gate).await?;
-                request.reconcile_answer(&owner, &report.to_reference_json())
+                Maintained::Reconciled(Box::new(self.reconcile(&gate).await?))
             }
         };
-        json_of(&answer)
+        maintenance.echo.answer(done)
     }
 
     /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
@@ -165,35 +112,24 @@ impl ManagerOps {
         let client = crate::gate_cmd::open_reconciler(&self.server, &self.material, gate)
             .await
             .map_err(EpError::unavailable)?;
-        let result = async {
-            let bound = client.space()?;
-            let mut world = NatsWorld::new(&bound);
-            world.set_prober(self.oracle.prober());
-            world.set_evictor(self.oracle.evictor());
-            world
-                .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
-                .await
-        }
-        .await;
-        let _ = client.close().await;
+        let reconcile = ReconcileGate { gate: gate.clone() };
+        let (result, _closed) = client
+            .run_once(reconcile, |world| world.with_oracle(&self.oracle))
+            .await;
         result
     }
 
     /// The host, with the public face's exchange URL once that face is bound (enrolled agents
     /// exchange their secrets there).
     pub(super) fn host(&self) -> ManagerHost {
-        let mut host = self.host.clone();
-        if let Some(url) = self.public_exchange.get() {
-            host.agents.agent_bearer_exchange_url = url.clone();
-        }
-        host
+        served_host(&self.host, self.public_exchange.get())
     }
 
     /// Runs a door's script on the issuer connection, whose grant reads the manager gates and
     /// records (the goal-index scan's door, the platform control door's checks).
     pub(super) async fn on_issuer<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
-        NatsWorld::new(&bound).run(&mut Replay::new(script)).await
+        NatsWorld::new(&bound).run_script(script).await
     }
 
     /// Runs a registered-manager door that reads the host's actor ledger (retained-agent
@@ -203,30 +139,17 @@ impl ManagerOps {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
             .with_actors(self.ledger.port())
-            .run(&mut Replay::new(script))
+            .run_script(script)
             .await
     }
 
     /// `manager-goal-index-scan`: the door on the issuer connection (the manager gate), then the
     /// enumeration of the authenticated owner's index entries, listed and read on the sealed
     /// records scanner (reference §4.7, F98), and core writes the answer.
-    async fn scan_goal_index(
-        &self,
-        caller: Supervisor,
-        request: GoalIndexScanRequest,
-    ) -> Result<Value, EpError> {
-        let owner = caller.owner().clone();
-        let authorize = AuthorizeGoalIndexScan {
-            host: self.host(),
-            caller,
-            request: request.clone(),
-        };
-        self.on_issuer(authorize).await?;
+    async fn scan_goal_index(&self, goal_index: GoalIndex) -> Result<Value, EpError> {
+        self.on_issuer(goal_index.authorize).await?;
         let scanner = self.connections.get()?.scanners.records.space()?;
-        let scan = NatsWorld::new(&scanner)
-            .run(&mut Replay::new(ScanGoalIndex { owner, request }))
-            .await?;
-        json_of(&scan.to_json())
+        NatsWorld::new(&scanner).run_script(goal_index.scan).await
     }
 
     /// Runs a managed-agent operation under its alias lock on the issuer connection, with the
@@ -239,10 +162,4 @@ impl ManagerOps {
             .run_serialized(script)
             .await
     }
-}
-
-/// A result's wire JSON as a value for the answer.
-fn json_of(text: &str) -> Result<Value, EpError> {
-    serde_json::from_str(text)
-        .map_err(|e| EpError::internal(format!("the operation's result is not JSON: {e}")))
 }

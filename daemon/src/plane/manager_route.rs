@@ -107,12 +107,8 @@ impl ManagerRoute {
         let caller = format!("{owner}.{actor}");
         let refuse = |e| (caller.clone(), e);
         let holder = Supervisor::human(owner, grant.row.scope.clone());
-        let parsed = ManagerServiceRequest::parse(request, &self.ops.host()).map_err(refuse)?;
-        let body = self
-            .ops
-            .operate(holder, parsed, now_ms)
-            .await
-            .map_err(refuse)?;
+        let body = self.ops.operate(holder, request, now_ms).await;
+        let body = body.map_err(refuse)?;
         Ok((caller, body))
     }
 }

@@ -10,12 +10,11 @@ use std::pin::Pin;
 
 use cotal_core::error::EpError;
 use cotal_core::lifecycle::{ActivateLifecycle, Activated};
-use cotal_core::machine::Replay;
 use cotal_core::manager::PlatformAssignment;
-use cotal_core::manager_route::ManagerServiceRequest;
 use cotal_core::names::{platform_control_owner, SpaceName};
-use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, ManagerInstance};
+use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid};
 use cotal_core::platform_control::{AuthorizePlatformControl, PlatformControlRequest};
+use cotal_core::self_registration::plane_manager_instance;
 use cotal_io_fs::random;
 use cotal_io_nats::NatsWorld;
 use serde_json::Value;
@@ -51,7 +50,7 @@ impl Plane {
     ) -> Result<Activated, EpError> {
         self.refuse_unless_ready()?;
         let space = &self.registered.gate.space;
-        let manager_instance = ManagerInstance::parse(&format!("auth-service:{space}"))?;
+        let manager_instance = plane_manager_instance(space)?;
         let activate = ActivateLifecycle {
             owner: owner.owner().clone(),
             actor: actor.clone(),
@@ -62,7 +61,7 @@ impl Plane {
         let connections = self.connections.lock().await.clone();
         let connections = connections.ok_or_else(|| EpError::unavailable(NOT_READY))?;
         let bound = connections.mint.space()?;
-        NatsWorld::new(&bound).run(&mut Replay::new(activate)).await
+        NatsWorld::new(&bound).run_script(activate).await
     }
 
     /// One platform control call (see the module doc); every refusal comes before any write,
@@ -109,11 +108,8 @@ impl Plane {
             assignment,
         };
         let holder = ops.on_issuer(door).await.map_err(refuse)?;
-        let parsed = ManagerServiceRequest::parse(&inner, &host).map_err(refuse)?;
-        let body = ops
-            .operate(holder, parsed, crate::clock::now_ms())
-            .await
-            .map_err(refuse)?;
+        let body = ops.operate(holder, &inner, crate::clock::now_ms()).await;
+        let body = body.map_err(refuse)?;
         Ok((caller, kind, body))
     }
 }

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use cotal_core::control_rail::{AdmitRetireCall, RailAdmission, RetireCall};
+use cotal_core::decided::{Audited, RAIL_REFUSED_CALLER};
 use cotal_core::endpoint_rail::{Outcome, ServedCommand, TargetedRequest};
-use cotal_core::machine::Replay;
 use cotal_core::EpError;
 use cotal_io_nats::follow::Source;
 use cotal_io_nats::rail_server::{self, Decision, RailDoor};
@@ -69,29 +69,18 @@ impl Rail {
         let call = RetireCall::from_request(&self.space, request).map_err(refused)?;
         let admitted = self
             .retirements
-            .read(Replay::new(AdmitRetireCall { call: call.clone() }))
+            .read(AdmitRetireCall { call: call.clone() })
             .await
             .map_err(refused)?;
         if admitted == RailAdmission::AlreadyRetired {
             let output = call.output(&[]);
             return Ok((call, output));
         }
-        let ran = self
-            .retirements
-            .retire(call.barrier(), Entry::Rail)
-            .await
-            .map_err(|e| (e, Outcome::Executed))?;
-        if ran.retirement.not_started {
-            return Err((
-                EpError::failed_precondition(format!(
-                    "lifecycle {} of \"{}/{}\" was never current, so there is nothing to retire",
-                    call.target.uid, call.target.owner, call.target.actor
-                )),
-                Outcome::Executed,
-            ));
+        let ran = self.retirements.retire(call.barrier(), Entry::Rail).await;
+        match ran.and_then(|ran| call.answer(&ran)) {
+            Ok(output) => Ok((call, output)),
+            Err(e) => Err((e, Outcome::Executed)),
         }
-        let output = call.output(&ran.evicted);
-        Ok((call, output))
     }
 }
 
@@ -100,16 +89,15 @@ impl RailDoor for Rail {
         Box::pin(async move {
             match self.retire(request).await {
                 Ok((call, output)) => {
-                    let row = format!("lifecycle.{}.{}", call.target.owner, call.target.actor);
-                    let who = format!("{}.{}", call.caller.owner, call.caller.actor);
+                    let Audited { caller, row } = call.audited();
                     self.recorder
-                        .record(&Decided::new("retire-lifecycle", &who, &row), None);
+                        .record(&Decided::new("retire-lifecycle", &caller, &row), None);
                     Ok(output)
                 }
                 Err((e, outcome)) => {
                     let row = request.subject.target.to_string();
-                    self.recorder
-                        .record(&Decided::new("retire-lifecycle", "manager", &row), Some(&e));
+                    let decided = Decided::new("retire-lifecycle", RAIL_REFUSED_CALLER, &row);
+                    self.recorder.record(&decided, Some(&e));
                     Err((e, outcome))
                 }
             }
@@ -117,9 +105,7 @@ impl RailDoor for Rail {
     }
 
     fn refused_envelope(&self, error: &EpError) {
-        self.recorder.record(
-            &Decided::new("retire-lifecycle", "manager", ""),
-            Some(error),
-        );
+        let decided = Decided::new("retire-lifecycle", RAIL_REFUSED_CALLER, "");
+        self.recorder.record(&decided, Some(error));
     }
 }

@@ -3,21 +3,22 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use cotal_core::host::{
-    auth_instance, confirm_registration, resumed_op, PrepareSelfAuthorized, AUTH_ENDPOINT,
-};
-use cotal_core::issuance::{observe_gate, GateRef};
+use cotal_core::high_water::RolledBack;
+use cotal_core::host::{auth_instance, resumed_op};
+use cotal_core::issuance::{observe_gate, GateObservation, GateRef};
 use cotal_core::kv::{Revision, Store};
 use cotal_core::machine::{script, Replay};
-use cotal_core::names::{EndpointName, OpId, SpaceName};
+use cotal_core::names::{OpId, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
-use cotal_core::rollback::{self, Mark};
-use cotal_core::serving::RegisterServing;
-use cotal_io_fs::registration::{self, Attempt, LockFile, RegistrationLock};
+use cotal_core::rollback::Mark;
+use cotal_core::self_registration::auth_gate;
+use cotal_io_fs::registration::{self, RegistrationLock};
 use cotal_io_fs::{marks, random};
 use cotal_io_nats::authority::AuthorityClient;
+use cotal_io_nats::high_water::{check_before_acting, check_streams, StreamCheck, Streams};
+use cotal_io_nats::self_registration::register_self;
 use cotal_io_nats::{drive, NatsWorld, Space};
 use tracing::{error, info, warn};
 
@@ -66,38 +67,27 @@ impl Start<'_> {
             let own = [mint.conn_id(), client.conn_id()].map(|c| c.as_str().to_owned());
             let oracle = Arc::new(self.oracle().sparing(own));
             let world = || {
-                let mut world = NatsWorld::new(&bound);
                 #[cfg(feature = "kill-points")]
-                world.set_send_hook(kill.as_ref().map(KillPoint::hook));
-                world.set_evictor(oracle.evictor());
-                world.set_prober(oracle.prober());
-                world
+                let hook = kill.as_ref().map(KillPoint::hook);
+                #[cfg(not(feature = "kill-points"))]
+                let hook = None;
+                NatsWorld::new(&bound).hooked(hook).with_oracle(&oracle)
             };
-            let provisioned = world()
-                .run(&mut Replay::new(PrepareSelfAuthorized(&ceremony)))
+            let provisioned = |provisioned| {
+                if provisioned {
+                    info!(gate = %ceremony.gate.key(), "provisioned the gate");
+                }
+            };
+            let reg = register_self(&bound, &ceremony, world, provisioned)
                 .await
-                .map_err(|e| {
-                    format!("publishing the auth cluster or provisioning the gate failed: {e}")
+                .map_err(|stopped| {
+                    if stopped.audited() {
+                        audit::refused("plane", "register", &ceremony.gate.key(), &stopped.error);
+                    }
+                    stopped.sentence()
                 })?;
-            if provisioned {
-                info!(gate = %ceremony.gate.key(), "provisioned the gate");
-            }
-            let register = RegisterServing {
-                register: ceremony.registration().map_err(|e| e.message.clone())?,
-                status: serde_json::Map::new(),
-            };
-            let serving = world().run(&mut Replay::new(register)).await.map_err(|e| {
-                audit::refused("plane", "register", &ceremony.gate.key(), &e);
-                format!("registering the auth instance failed: {e}")
-            })?;
-            let reg = serving.registered;
-            let gate = ceremony.gate.clone();
-            let confirm = script(|cx| confirm_registration(cx, &gate, &reg));
-            drive(&mut Replay::new(confirm), &bound)
-                .await
-                .map_err(|e| format!("registering the auth instance failed: {e}"))?;
             registration::clear(&record)?;
-            let gate_revision = self.raise_mark(&bound, &gate).await?;
+            let gate_revision = self.raise_mark(&bound, &ceremony.gate).await?;
             audit::granted(
                 "plane",
                 "register",
@@ -135,39 +125,16 @@ impl Start<'_> {
     /// fresh one, recorded durably before the ceremony freezes the gate.
     async fn operation(&self, bound: &Space, record: &Path) -> Result<OpId, String> {
         let recorded = registration::load(record)?;
-        let gate = GateRef::new(
-            self.space().clone(),
-            EndpointName::parse(AUTH_ENDPOINT).map_err(|e| e.message)?,
-            self.inputs.identity.instance.clone(),
-        );
-        let observed = drive(
-            &mut Replay::new(script(|cx| observe_gate(cx, &gate))),
-            bound,
-        )
-        .await
-        .map_err(|e| format!("reading the plane's gate failed: {e}"))?;
+        let gate =
+            auth_gate(self.space(), &self.inputs.identity.instance).map_err(|e| e.message)?;
+        let observed = observe(bound, &gate).await?;
         // Before anything acts on the gate: has the store gone back behind what this state dir
         // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
         let high = marks::load(&marks::path(&self.inputs.root, self.space()))?;
-        if let Some(mark) = high.gates.get(&gate.key()) {
-            if let Err(e) = rollback::check(&gate.key(), mark, observed.as_ref()) {
-                audit::refused("plane", "register", &gate.key(), &e);
-                error!("{}", e.message);
-                return Err(e.message);
-            }
-        }
-        for store in ROLLBACK_STORES {
-            let stream = &bound.layout(store).stream;
-            let Some(mark) = high.streams.get(stream) else {
-                continue;
-            };
-            let last = bound.last_sequence(store).await?;
-            if let Err(e) = rollback::check_stream(stream, *mark, last) {
-                audit::refused("plane", "register", stream, &e);
-                error!("{}", e.message);
-                return Err(e.message);
-            }
-        }
+        let (seen, key) = (observed.as_ref(), gate.key());
+        check_before_acting(bound, &key, seen, &high.gates, &high.streams)
+            .await
+            .map_err(|check| refused(check, "register", true))?;
         if let Some(op_id) = resumed_op(observed.as_ref().map(|o| &o.gate), recorded.as_ref()) {
             warn!(
                 op_id = %op_id,
@@ -186,9 +153,8 @@ impl Start<'_> {
     /// Raises the high-water mark to the gate as it stands after this start's registration;
     /// returns the gate's revision then, the floor the fence watch holds it to.
     async fn raise_mark(&self, bound: &Space, gate: &GateRef) -> Result<Revision, String> {
-        let seen = drive(&mut Replay::new(script(|cx| observe_gate(cx, gate))), bound)
-            .await
-            .map_err(|e| format!("reading the plane's gate failed: {e}"))?
+        let seen = observe(bound, gate)
+            .await?
             .ok_or_else(|| format!("gate {} vanished right after its registration", gate.key()))?;
         let path = marks::path(&self.inputs.root, self.space());
         let mut high = marks::load(&path)?;
@@ -199,51 +165,53 @@ impl Start<'_> {
     }
 }
 
+/// One leader read of the plane's own gate.
+async fn observe(bound: &Space, gate: &GateRef) -> Result<Option<GateObservation>, String> {
+    drive(&mut Replay::new(script(|cx| observe_gate(cx, gate))), bound)
+        .await
+        .map_err(|e| format!("reading the plane's gate failed: {e}"))
+}
+
 /// How long a start waits for another start of the same instance to finish registering.
 const REGISTRATION_LOCK_WAIT: Duration = Duration::from_secs(30);
 const REGISTRATION_LOCK_POLL: Duration = Duration::from_millis(20);
 
-/// Takes the registration lock of `space`'s instance, waiting while another start holds it
-/// (its registration takes milliseconds; a stopped or hung one is refused after a bound).
+/// Takes the registration lock of `space`'s instance, waiting on the blocking pool while
+/// another start holds it (io-fs bounds the wait and names a stopped or hung holder).
 async fn lock_registration(root: &Path, space: &SpaceName) -> Result<RegistrationLock, String> {
-    let mut file = LockFile::open(root, space)?;
-    let waited = Instant::now();
-    loop {
-        file = match file.try_lock()? {
-            Attempt::Held(lock) => return Ok(lock),
-            Attempt::Busy(file) if waited.elapsed() < REGISTRATION_LOCK_WAIT => file,
-            Attempt::Busy(file) => {
-                return Err(format!(
-                    "another start of this auth instance has been registering for {}s and still \
-                     holds {}; stop it (a stopped or hung `cotal-authd up`) and start again",
-                    REGISTRATION_LOCK_WAIT.as_secs(),
-                    file.path().display()
-                ))
-            }
-        };
-        tokio::time::sleep(REGISTRATION_LOCK_POLL).await;
-    }
+    let (root, space) = (root.to_owned(), space.clone());
+    let (wait, poll) = (REGISTRATION_LOCK_WAIT, REGISTRATION_LOCK_POLL);
+    tokio::task::spawn_blocking(move || registration::lock_within(&root, &space, wait, poll))
+        .await
+        .map_err(|e| format!("the registration lock task failed: {e}"))?
 }
 
-/// The stores whose stream sequences the rollback check keeps: the two authority stores.
-pub(super) const ROLLBACK_STORES: [Store; 2] = [Store::Auth, Store::Records];
-
-/// Raises the stream marks of [`ROLLBACK_STORES`] to their last sequences as `bound` reads them;
-/// a stream found below its mark is refused (the mark stands, never lowered).
+/// Raises the stream marks of core's rollback stores to their last sequences as `bound` reads
+/// them; a stream found below its mark is refused (the mark stands, never lowered).
 pub(super) async fn raise_streams(
     high: &mut marks::HighWater,
     bound: &Space,
 ) -> Result<(), String> {
-    for store in ROLLBACK_STORES {
-        let stream = &bound.layout(store).stream;
-        let last = bound.last_sequence(store).await?;
-        if let Some(mark) = high.streams.get(stream) {
-            if let Err(e) = rollback::check_stream(stream, *mark, last) {
-                audit::refused("plane", "high-water", stream, &e);
-                return Err(e.message);
-            }
-        }
-        high.raise_stream(stream, last);
+    let read = check_streams(bound, &high.streams, Streams::All)
+        .await
+        .map_err(|check| refused(check, "high-water", false))?;
+    for (stream, last) in read {
+        high.raise_stream(&stream, last);
     }
     Ok(())
+}
+
+/// What a failed rollback check says: a read that failed as it is; a store behind its mark
+/// audited as refused over its row (and logged, `loud`, where the start refuses to act).
+fn refused(check: StreamCheck, operation: &str, loud: bool) -> String {
+    match check {
+        StreamCheck::Unread(why) => why,
+        StreamCheck::Rolled(RolledBack { row, error }) => {
+            audit::refused("plane", operation, &row, &error);
+            if loud {
+                error!("{}", error.message);
+            }
+            error.message
+        }
+    }
 }

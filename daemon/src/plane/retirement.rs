@@ -4,18 +4,22 @@
 //!
 //! A flight runs on its own task ([`Flights`]), so a caller that stops waiting never cancels a
 //! barrier halfway: the next caller of the same op id joins the run still in flight, or, once it
-//! ended, starts a new run that resumes from what the stores hold. Each run takes the plane claim as its guard and lists its family on the sealed
-//! ledger scanner.
+//! ended, starts a new run that resumes from what the stores hold. Each run takes the plane claim
+//! as its guard and lists its family on the sealed ledger scanner. The entries, the refusals and
+//! the boot resume's sentences are `core::lifecycle`'s ([`BootResume`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_core::error::EpError;
 use cotal_core::kv::Store;
-use cotal_core::lifecycle::{FindOpenOperations, RetireLifecycle, Retirement};
-use cotal_core::machine::{Machine, Replay};
-use cotal_core::names::{OpId, Principal};
-use cotal_io_nats::flights::{Boarded, Done, Flights};
+use cotal_core::lifecycle::{
+    flight_conflict, flight_timed_out, BootResume, FindOpenOperations, RetireLifecycle,
+};
+pub(super) use cotal_core::lifecycle::{Ran, RetireEntry as Entry};
+use cotal_core::machine::Script;
+use cotal_core::names::OpId;
+use cotal_io_nats::flights::{Boarded, Flights};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::NatsWorld;
 use tracing::{error, info};
@@ -30,35 +34,6 @@ use crate::audit;
 pub(super) const RETIRE_WAIT: Duration = Duration::from_secs(30);
 // A retire door answers within its wait, never cut first by the loopback face's deadline.
 const _: () = assert!(RETIRE_WAIT.as_secs() < cotal_io_http::face::LOOPBACK_DEADLINE.as_secs());
-
-/// Who asked for a retirement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Entry {
-    /// A loopback retire door.
-    Door,
-    /// The auth control rail's `retire-lifecycle`.
-    Rail,
-    /// The boot's crash-resume.
-    Boot,
-}
-
-impl Entry {
-    fn as_str(self) -> &'static str {
-        match self {
-            Entry::Door => "door",
-            Entry::Rail => "rail",
-            Entry::Boot => "boot",
-        }
-    }
-}
-
-/// What one barrier run did.
-#[derive(Debug, Clone)]
-pub(super) struct Ran {
-    pub(super) retirement: Retirement,
-    /// Every principal the run evicted (and verified gone).
-    pub(super) evicted: Vec<Principal>,
-}
 
 /// The plane's retirement flights.
 pub(super) struct Retirements {
@@ -75,14 +50,6 @@ impl std::fmt::Debug for Retirements {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Retirements").finish_non_exhaustive()
     }
-}
-
-/// The coordinates a flight is bound to: the alias and the uid.
-fn coordinates(barrier: &RetireLifecycle) -> String {
-    format!(
-        "{}/{} {}",
-        barrier.owner, barrier.actor, barrier.lifecycle_uid
-    )
 }
 
 impl Retirements {
@@ -115,38 +82,18 @@ impl Retirements {
         barrier: RetireLifecycle,
         entry: Entry,
     ) -> Result<Ran, EpError> {
-        let done = self.flight(barrier, entry)?;
-        tokio::time::timeout(RETIRE_WAIT, done).await.map_err(|_| {
-            EpError::unavailable(format!(
-                "the retirement did not finish within {RETIRE_WAIT:?}; it goes on, and \
-                     asking again joins it or resumes it"
-            ))
-        })?
-    }
-
-    fn flight(
-        self: &Arc<Self>,
-        barrier: RetireLifecycle,
-        entry: Entry,
-    ) -> Result<Done<Ran>, EpError> {
-        let target = coordinates(&barrier);
-        let op_id = barrier.op_id.clone();
+        let (target, op_id) = (barrier.coordinates(), barrier.op_id.clone());
         let me = Arc::clone(self);
         let run = async move { me.execute(barrier).await };
-        match self.flights.board(op_id.clone(), target.clone(), run) {
-            Ok(Boarded::Started(done)) => {
-                self.metrics.retirement_flight(entry.as_str(), true);
-                Ok(done)
-            }
-            Ok(Boarded::Joined(done)) => {
-                self.metrics.retirement_flight(entry.as_str(), false);
-                Ok(done)
-            }
-            Err(other) => Err(EpError::conflict(format!(
-                "operation {op_id} is already in flight for another lifecycle ({other}); this \
-                 retirement of {target} was a full no-op - nothing was retired"
-            ))),
-        }
+        let (done, started) = match self.flights.board(op_id.clone(), target.clone(), run) {
+            Ok(Boarded::Started(done)) => (done, true),
+            Ok(Boarded::Joined(done)) => (done, false),
+            Err(other) => return Err(flight_conflict(&op_id, &other, &target)),
+        };
+        self.metrics.retirement_flight(entry.as_str(), started);
+        tokio::time::timeout(RETIRE_WAIT, done)
+            .await
+            .map_err(|_| flight_timed_out(RETIRE_WAIT))?
     }
 
     /// One barrier run on the barrier connection, its family listed on the sealed ledger
@@ -154,35 +101,30 @@ impl Retirements {
     async fn execute(&self, mut barrier: RetireLifecycle) -> Result<Ran, EpError> {
         let connections = self.connections.get()?;
         barrier.guard = Some(connections.hold.clone());
-        let retirement;
-        let evicted;
-        {
-            let bound = connections.barrier.space()?;
-            let scanner = connections.scanners.ledger.space()?;
-            let mut world = NatsWorld::new(&bound);
-            world.set_scanner(Store::Auth, &scanner);
-            world.set_evictor(self.oracle.evictor());
-            world.set_prober(self.oracle.prober());
-            #[cfg(feature = "kill-points")]
-            world.set_send_hook(self.kill.as_ref().map(KillPoint::hook));
-            retirement = world.run(&mut Replay::new(barrier)).await?;
-            evicted = world.evicted();
-        }
+        let (bound, scanner) = (
+            connections.barrier.space()?,
+            connections.scanners.ledger.space()?,
+        );
+        let mut world = NatsWorld::new(&bound)
+            .scanning(Store::Auth, &scanner)
+            .with_oracle(&self.oracle);
+        #[cfg(feature = "kill-points")]
+        world.set_send_hook(self.kill.as_ref().map(KillPoint::hook));
+        let retirement = world.run_script(barrier).await?;
         Ok(Ran {
             retirement,
-            evicted,
+            evicted: world.evicted(),
         })
     }
 
-    /// Runs `machine` on the barrier connection with the ledger scanner for its listings: the
+    /// Runs `script` on the barrier connection with the ledger scanner for its listings: the
     /// reads a retirement's callers make before joining a flight.
-    pub(super) async fn read<M: Machine>(&self, machine: M) -> Result<M::Output, EpError> {
+    pub(super) async fn read<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let connections = self.connections.get()?;
         let bound = connections.barrier.space()?;
         let scanner = connections.scanners.ledger.space()?;
-        let mut world = NatsWorld::new(&bound);
-        world.set_scanner(Store::Auth, &scanner);
-        world.run(&mut { machine }).await
+        let mut world = NatsWorld::new(&bound).scanning(Store::Auth, &scanner);
+        world.run_script(script).await
     }
 
     /// Boot crash-resume (reference §2.11): finds every retirement a crash interrupted and
@@ -192,59 +134,28 @@ impl Retirements {
     pub(super) async fn resume_open(self: &Arc<Self>) {
         let guard = match self.connections.get() {
             Ok(connections) => connections.hold.clone(),
-            Err(e) => {
-                error!(
-                    "auth-barrier: the boot resume could not start: {}",
-                    e.message
-                );
-                return;
-            }
+            Err(e) => return error!("{}", BootResume::unstarted(&e.message)),
         };
-        let found = self
-            .read(Replay::new(FindOpenOperations { guard: Some(guard) }))
-            .await;
-        let open = match found {
+        let open = match self.read(FindOpenOperations { guard: Some(guard) }).await {
             Ok(open) => open,
-            Err(e) => {
-                error!(
-                    "auth-barrier: listing the open operations FAILED ({}) - any retirement a \
-                     crash interrupted stays frozen until a later start or a retire request \
-                     resumes it (fail-closed)",
-                    e.message
-                );
-                return;
-            }
+            Err(e) => return error!("{}", BootResume::listing_failed(&e.message)),
         };
-        for e in &open.unexamined {
-            error!(
-                "auth-barrier: a lifecycle gate could not be examined for resume ({}) - it stays \
-                 as it is (fail-closed)",
-                e.message
-            );
+        for line in BootResume::unexamined(&open) {
+            error!("{line}");
         }
         for barrier in open.retirements {
             let (op, uid) = (barrier.op_id.clone(), barrier.lifecycle_uid.clone());
-            let row = format!("gate.{uid}");
+            let row = BootResume::row(&uid);
             match self.retire(barrier, Entry::Boot).await {
                 Ok(ran) => {
                     audit::granted("plane", "resume-retirement", &row, audit::At::default());
-                    info!(
-                        op = %op,
-                        lifecycle = %uid,
-                        evicted = ran.evicted.len(),
-                        "auth-barrier: resumed retirement {op} for {uid}: finished, {} \
-                         principal(s) evicted",
-                        ran.evicted.len()
-                    );
+                    let evicted = ran.evicted.len();
+                    let line = BootResume::finished(&op, &uid, evicted);
+                    info!(op = %op, lifecycle = %uid, evicted, "{line}");
                 }
                 Err(e) => {
                     audit::refused("plane", "resume-retirement", &row, &e);
-                    error!(
-                        "auth-barrier: resuming retirement {op} for {uid} FAILED ({}) - the gate \
-                         stays frozen and nothing mints for this alias until a resume succeeds \
-                         (fail-closed)",
-                        e.message
-                    );
+                    error!("{}", BootResume::failed(&op, &uid, &e.message));
                 }
             }
         }

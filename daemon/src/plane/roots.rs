@@ -10,6 +10,7 @@ use cotal_core::error::EpError;
 use cotal_core::exchange::RootInputs;
 use cotal_core::lifecycle::RootEntropy;
 use cotal_core::names::{CredentialId, LifecycleUid, ManagerInstance, Principal, SpaceName};
+use cotal_core::self_registration::plane_manager_instance;
 use cotal_io_fs::random;
 
 /// How many actors' root ids the plane remembers as hints. Past it the hints are dropped
@@ -25,8 +26,7 @@ pub(super) struct RootHints {
 
 impl RootHints {
     pub(super) fn new(space: &SpaceName) -> Result<RootHints, String> {
-        let manager_instance =
-            ManagerInstance::parse(&format!("auth-service:{space}")).map_err(|e| e.message)?;
+        let manager_instance = plane_manager_instance(space).map_err(|e| e.message)?;
         Ok(RootHints {
             manager_instance,
             known: Mutex::new(HashMap::new()),

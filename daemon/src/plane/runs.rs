@@ -9,15 +9,14 @@ use std::sync::Arc;
 
 use crate::ledger::Ledger;
 use cotal_core::error::EpError;
-use cotal_core::issued::{IssuedEvidence, IssuedRef, ResolveIssued};
+use cotal_core::issued::{IssuedEvidence, ResolveIssued};
 use cotal_core::jwt::UnixSeconds;
-use cotal_core::machine::{Replay, Script};
-use cotal_core::manager::{ManagerHost, Supervisor};
-use cotal_core::names::{EndpointName, SpaceName};
+use cotal_core::machine::Script;
+use cotal_core::manager_ops::Run;
+use cotal_core::names::SpaceName;
 use cotal_core::run::{
-    parse_request_subject, sign_attempt, AdmitRun, AuthorizeRunAdmission, AuthorizeRunAttempt,
-    AuthorizedAttempt, JournalCheckpoint, OperatorAnswers, RequestSubject, RunAdmissionRequest,
-    RunAttemptRequest, ServedInputs,
+    run_endpoint, sign_attempt, AdmitRun, AuthorizedAttempt, JournalCheckpoint, OperatorAnswers,
+    RequestSubject, RunAdmissionRequest, RunAttemptRequest, ServedCall, ServedInputs,
 };
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_nats::async_nats::jetstream;
@@ -27,9 +26,6 @@ use cotal_io_nats::{NatsWorld, RunJournals};
 use serde_json::Value;
 
 use super::connections::PlaneLink;
-
-/// The endpoint whose runs this plane admits: the remote manager's.
-const RUN_ENDPOINT: &str = "manager";
 
 /// What the run kinds need, built once per plane.
 pub(super) struct Runs {
@@ -54,60 +50,32 @@ impl Runs {
     /// Runs one core phase on the plane's issuing connection.
     async fn on_issuer<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
-        NatsWorld::new(&bound).run(&mut Replay::new(script)).await
+        NatsWorld::new(&bound).run_script(script).await
     }
 
-    /// The issued evidence a served subject's caller presents, resolved with live-source
-    /// checking (F79) against this plane's actor ledger; a legacy-rail subject names none.
+    /// The issued evidence a served subject's caller presents (core names it: F79), resolved
+    /// with live-source checking against this plane's actor ledger.
     async fn evidence(&self, subject: &RequestSubject) -> Result<IssuedEvidence, EpError> {
-        let generation = subject.generation.clone().ok_or_else(|| {
-            EpError::permission_denied("the request rode the legacy rail: no issued authority")
-        })?;
-        let reference = IssuedRef {
-            space: self.space.clone(),
-            owner: subject.owner.clone(),
-            actor: subject.actor.clone(),
-            uid: subject.uid.clone(),
-            generation,
-        };
+        let reference = subject.issued_ref(&self.space)?;
         let bound = self.connections.get()?.issuer.space()?;
+        let now_secs = crate::clock::now_secs();
         NatsWorld::new(&bound)
             .with_actors(self.ledger.port())
-            .run(&mut Replay::new(ResolveIssued {
+            .run_script(ResolveIssued {
                 reference,
-                now_secs: crate::clock::now_secs(),
-            }))
+                now_secs,
+            })
             .await
-    }
-
-    fn endpoint() -> Result<EndpointName, EpError> {
-        EndpointName::parse(RUN_ENDPOINT).map_err(EpError::stored)
     }
 
     /// `manager-run-admission` (§5.3): authenticate the manager and its forward, take the one
     /// observation of the forwarded run-start, resolve its caller's issuance, then create the
     /// admission create-only. Keeps F88.
-    pub(super) async fn admit(
-        &self,
-        host: ManagerHost,
-        holder: Supervisor,
-        request: RunAdmissionRequest,
-    ) -> Result<Value, EpError> {
-        let authorized = self
-            .on_issuer(AuthorizeRunAdmission {
-                request: request.clone(),
-                host,
-                holder,
-                endpoint: Self::endpoint()?,
-            })
-            .await?;
+    pub(super) async fn admit(&self, run: Run<RunAdmissionRequest>) -> Result<Value, EpError> {
+        let (authorize, request) = run.authorize()?;
+        let authorized = self.on_issuer(authorize).await?;
         let observed = self.observed.take(authorized.subject()).await;
-        let evidence = match parse_request_subject(authorized.subject()) {
-            Some(subject) => self.evidence(&subject).await,
-            None => Err(EpError::internal(
-                "an authorized run-start subject stopped parsing",
-            )),
-        };
+        let evidence = self.evidence(authorized.caller()).await;
         let outcome = self
             .on_issuer(AdmitRun {
                 authorized,
@@ -123,32 +91,17 @@ impl Runs {
     /// still needs — nothing for a plain attempt or a read operator; the observation and the
     /// caller's evidence for a served resume; those and the journal's pause for an answer —
     /// and sign the granted credentials for the manager's held nkeys. Keeps F84, F87, F88.
-    pub(super) async fn attempt(
-        &self,
-        host: ManagerHost,
-        holder: Supervisor,
-        request: RunAttemptRequest,
-    ) -> Result<Value, EpError> {
-        let owner = holder.owner().clone();
-        let authorized = self
-            .on_issuer(AuthorizeRunAttempt {
-                request: request.clone(),
-                host,
-                holder,
-                endpoint: Self::endpoint()?,
-            })
-            .await?;
+    pub(super) async fn attempt(&self, run: Run<RunAttemptRequest>) -> Result<Value, EpError> {
+        let (authorize, request, owner) = run.authorize()?;
+        let authorized = self.on_issuer(authorize).await?;
         let decision = match authorized {
             AuthorizedAttempt::Plain(plain) => self.on_issuer(plain.issue()).await?,
             AuthorizedAttempt::Served(served) => {
-                let inputs = self.served_inputs(served.call().served(), served.call().subject());
-                let inputs = inputs.await;
+                let inputs = self.served_inputs(served.call()).await;
                 self.on_issuer(served.issue(inputs)).await?
             }
             AuthorizedAttempt::Answering(answering) => {
-                let inputs = self
-                    .served_inputs(answering.call().served(), answering.call().subject())
-                    .await;
+                let inputs = self.served_inputs(answering.call()).await;
                 let checkpoint = self.checkpoint(answering.answers()).await;
                 self.on_issuer(answering.issue(inputs, checkpoint)).await?
             }
@@ -170,14 +123,14 @@ impl Runs {
     ) -> Result<Option<JournalCheckpoint>, EpError> {
         let bound = self.connections.get()?.issuer.space()?;
         let journals = RunJournals::new(jetstream::new(bound.client().clone()), self.space.clone());
-        read_journal_checkpoint(&journals, &bound, &Self::endpoint()?, answers).await
+        read_journal_checkpoint(&journals, &bound, &run_endpoint()?, answers).await
     }
 
     /// The one observation of a served subject and its caller's evidence.
-    async fn served_inputs(&self, served: &str, subject: &RequestSubject) -> ServedInputs {
+    async fn served_inputs(&self, call: &ServedCall) -> ServedInputs {
         ServedInputs {
-            observed: self.observed.take(served).await,
-            evidence: self.evidence(subject).await,
+            observed: self.observed.take(call.served()).await,
+            evidence: self.evidence(call.subject()).await,
         }
     }
 }

@@ -8,7 +8,6 @@
 use crate::ledger::Ledger;
 use cotal_core::enrollment::{VerifyAsked, VerifyAtDoor};
 use cotal_core::error::EpError;
-use cotal_core::machine::Replay;
 use cotal_core::manager::ManagerHost;
 use cotal_core::names::SpaceName;
 use cotal_io_http::face::{Answer, DoorRequest};
@@ -54,11 +53,11 @@ impl VerifyDoor {
         let bound = self.connections.get()?.issuer.space()?;
         NatsWorld::new(&bound)
             .with_actors(self.ledger.port())
-            .run(&mut Replay::new(VerifyAtDoor {
+            .run_script(VerifyAtDoor {
                 space: self.space.clone(),
                 host: self.host.clone(),
                 asked,
-            }))
+            })
             .await
     }
 }
