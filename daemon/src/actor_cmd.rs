@@ -456,10 +456,9 @@ pub async fn revoke_credential(
     use cotal_core::kv::Store;
     use cotal_core::ledger::Revocation;
     use cotal_core::lifecycle::RevokeRootCredential;
-    use cotal_core::machine::Replay;
     use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
     use cotal_io_nats::liveness::Oracle;
-    use cotal_io_nats::{AuthorityClient, DataAccountSigner, NatsWorld, SpaceOptions};
+    use cotal_io_nats::{AuthorityClient, DataAccountSigner, SpaceOptions};
 
     let actor_token =
         ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
@@ -486,11 +485,7 @@ pub async fn revoke_credential(
         owner: owner.owner().clone(),
         actor: actor_token,
     };
-    let outcome = match client.space() {
-        Ok(bound) => NatsWorld::new(&bound).run(&mut Replay::new(revoke)).await,
-        Err(e) => Err(e),
-    };
-    let _ = client.close().await;
+    let (outcome, _closed) = client.run_once(revoke, |world| world).await;
     let principal = holder.key();
     let revoked = match outcome {
         Ok(revoked) => revoked,
