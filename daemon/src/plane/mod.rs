@@ -28,6 +28,7 @@ mod connections;
 mod decision;
 mod exchange;
 mod faces;
+mod high_water;
 mod host;
 mod kill_point;
 #[cfg(not(feature = "kill-points"))]
@@ -602,7 +603,7 @@ impl Plane {
         let raised = async {
             let mut high = marks::load(&self.high_water)?;
             let bound = connections.barrier.space().map_err(|e| e.message)?;
-            register::raise_streams(&mut high, &bound).await?;
+            high_water::raise_streams(&mut high, &bound).await?;
             marks::save(&self.high_water, &high)
         };
         if let Err(e) = raised.await {

@@ -5,22 +5,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cotal_core::high_water::RolledBack;
 use cotal_core::host::{auth_instance, resumed_op};
-use cotal_core::issuance::{observe_gate, GateObservation, GateRef};
-use cotal_core::kv::{Revision, Store};
-use cotal_core::machine::{script, Replay};
+use cotal_core::kv::Store;
 use cotal_core::names::{OpId, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
-use cotal_core::rollback::Mark;
 use cotal_core::self_registration::auth_gate;
+use cotal_io_fs::random;
 use cotal_io_fs::registration::{self, RegistrationLock};
-use cotal_io_fs::{marks, random};
 use cotal_io_nats::authority::AuthorityClient;
-use cotal_io_nats::high_water::{check_before_acting, check_streams, StreamCheck, Streams};
 use cotal_io_nats::self_registration::register_self;
-use cotal_io_nats::{drive, NatsWorld, Space};
-use tracing::{error, info, warn};
+use cotal_io_nats::{NatsWorld, Space};
+use tracing::{info, warn};
 
 #[cfg(feature = "kill-points")]
 use super::kill_point::{KillPoint, REGISTRATION_KILL_AT};
@@ -122,19 +117,14 @@ impl Start<'_> {
     /// The operation this start registers under (crash-safe self-registration): the one an
     /// earlier start recorded, when the gate is still frozen by it ([`resumed_op`]: that start
     /// crashed mid-ceremony, and the registration lock this start holds proves it gone), else a
-    /// fresh one, recorded durably before the ceremony freezes the gate.
+    /// fresh one, recorded durably before the ceremony freezes the gate. Nothing acts on the
+    /// gate before the rollback check ([`Start::check_rollback`]).
     async fn operation(&self, bound: &Space, record: &Path) -> Result<OpId, String> {
         let recorded = registration::load(record)?;
         let gate =
             auth_gate(self.space(), &self.inputs.identity.instance).map_err(|e| e.message)?;
-        let observed = observe(bound, &gate).await?;
-        // Before anything acts on the gate: has the store gone back behind what this state dir
-        // saw? A rolled-back gate could be registered at a superseded epoch (ecosystem §8).
-        let high = marks::load(&marks::path(&self.inputs.root, self.space()))?;
-        let (seen, key) = (observed.as_ref(), gate.key());
-        check_before_acting(bound, &key, seen, &high.gates, &high.streams)
-            .await
-            .map_err(|check| refused(check, "register", true))?;
+        let observed = super::high_water::observe(bound, &gate).await?;
+        self.check_rollback(bound, &gate, observed.as_ref()).await?;
         if let Some(op_id) = resumed_op(observed.as_ref().map(|o| &o.gate), recorded.as_ref()) {
             warn!(
                 op_id = %op_id,
@@ -149,29 +139,6 @@ impl Start<'_> {
     }
 }
 
-impl Start<'_> {
-    /// Raises the high-water mark to the gate as it stands after this start's registration;
-    /// returns the gate's revision then, the floor the fence watch holds it to.
-    async fn raise_mark(&self, bound: &Space, gate: &GateRef) -> Result<Revision, String> {
-        let seen = observe(bound, gate)
-            .await?
-            .ok_or_else(|| format!("gate {} vanished right after its registration", gate.key()))?;
-        let path = marks::path(&self.inputs.root, self.space());
-        let mut high = marks::load(&path)?;
-        high.raise_gate(&gate.key(), Mark::of(&seen));
-        raise_streams(&mut high, bound).await?;
-        marks::save(&path, &high)?;
-        Ok(seen.revision)
-    }
-}
-
-/// One leader read of the plane's own gate.
-async fn observe(bound: &Space, gate: &GateRef) -> Result<Option<GateObservation>, String> {
-    drive(&mut Replay::new(script(|cx| observe_gate(cx, gate))), bound)
-        .await
-        .map_err(|e| format!("reading the plane's gate failed: {e}"))
-}
-
 /// How long a start waits for another start of the same instance to finish registering.
 const REGISTRATION_LOCK_WAIT: Duration = Duration::from_secs(30);
 const REGISTRATION_LOCK_POLL: Duration = Duration::from_millis(20);
@@ -184,34 +151,4 @@ async fn lock_registration(root: &Path, space: &SpaceName) -> Result<Registratio
     tokio::task::spawn_blocking(move || registration::lock_within(&root, &space, wait, poll))
         .await
         .map_err(|e| format!("the registration lock task failed: {e}"))?
-}
-
-/// Raises the stream marks of core's rollback stores to their last sequences as `bound` reads
-/// them; a stream found below its mark is refused (the mark stands, never lowered).
-pub(super) async fn raise_streams(
-    high: &mut marks::HighWater,
-    bound: &Space,
-) -> Result<(), String> {
-    let read = check_streams(bound, &high.streams, Streams::All)
-        .await
-        .map_err(|check| refused(check, "high-water", false))?;
-    for (stream, last) in read {
-        high.raise_stream(&stream, last);
-    }
-    Ok(())
-}
-
-/// What a failed rollback check says: a read that failed as it is; a store behind its mark
-/// audited as refused over its row (and logged, `loud`, where the start refuses to act).
-fn refused(check: StreamCheck, operation: &str, loud: bool) -> String {
-    match check {
-        StreamCheck::Unread(why) => why,
-        StreamCheck::Rolled(RolledBack { row, error }) => {
-            audit::refused("plane", operation, &row, &error);
-            if loud {
-                error!("{}", error.message);
-            }
-            error.message
-        }
-    }
 }
