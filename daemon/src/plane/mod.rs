@@ -23,6 +23,7 @@
 //! today (F68); should a family ever hold rows, their holders are kicked and verified gone
 //! before the reopen.
 
+mod boot_resume;
 mod connect;
 mod connections;
 mod decision;

@@ -6,29 +6,27 @@
 //! barrier halfway: the next caller of the same op id joins the run still in flight, or, once it
 //! ended, starts a new run that resumes from what the stores hold. Each run takes the plane claim
 //! as its guard and lists its family on the sealed ledger scanner. The entries, the refusals and
-//! the boot resume's sentences are `core::lifecycle`'s ([`BootResume`]).
+//! the boot resume's sentences are `core::lifecycle`'s; the boot resume is
+//! [`super::boot_resume`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cotal_core::error::EpError;
 use cotal_core::kv::Store;
-use cotal_core::lifecycle::{
-    flight_conflict, flight_timed_out, BootResume, FindOpenOperations, RetireLifecycle,
-};
+use cotal_core::lifecycle::{flight_conflict, flight_timed_out, RetireLifecycle};
 pub(super) use cotal_core::lifecycle::{Ran, RetireEntry as Entry};
 use cotal_core::machine::Script;
 use cotal_core::names::OpId;
+use cotal_core::plane_claim::ClaimHold;
 use cotal_io_nats::flights::{Boarded, Flights};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::NatsWorld;
-use tracing::{error, info};
 
 use super::connections::PlaneLink;
 #[cfg(feature = "kill-points")]
 use super::kill_point::{KillPoint, RETIREMENT_KILL_AT};
 use super::metrics::PlaneMetrics;
-use crate::audit;
 
 /// The longest one request waits for its flight; the flight itself goes on.
 pub(super) const RETIRE_WAIT: Duration = Duration::from_secs(30);
@@ -117,6 +115,11 @@ impl Retirements {
         })
     }
 
+    /// The plane claim every run takes as its guard.
+    pub(super) fn guard(&self) -> Result<ClaimHold, EpError> {
+        Ok(self.connections.get()?.hold.clone())
+    }
+
     /// Runs `script` on the barrier connection with the ledger scanner for its listings: the
     /// reads a retirement's callers make before joining a flight.
     pub(super) async fn read<S: Script>(&self, script: S) -> Result<S::Output, EpError> {
@@ -125,40 +128,6 @@ impl Retirements {
         let scanner = connections.scanners.ledger.space()?;
         let mut world = NatsWorld::new(&bound).scanning(Store::Auth, &scanner);
         world.run_script(script).await
-    }
-
-    /// Boot crash-resume (reference §2.11): finds every retirement a crash interrupted and
-    /// finishes each before the plane answers anything. Loud on every failure, never failing
-    /// the boot: a retirement that cannot finish leaves its gate frozen, so nothing mints for
-    /// that alias until a later resume (or a retire request) succeeds (fail-closed).
-    pub(super) async fn resume_open(self: &Arc<Self>) {
-        let guard = match self.connections.get() {
-            Ok(connections) => connections.hold.clone(),
-            Err(e) => return error!("{}", BootResume::unstarted(&e.message)),
-        };
-        let open = match self.read(FindOpenOperations { guard: Some(guard) }).await {
-            Ok(open) => open,
-            Err(e) => return error!("{}", BootResume::listing_failed(&e.message)),
-        };
-        for line in BootResume::unexamined(&open) {
-            error!("{line}");
-        }
-        for barrier in open.retirements {
-            let (op, uid) = (barrier.op_id.clone(), barrier.lifecycle_uid.clone());
-            let row = BootResume::row(&uid);
-            match self.retire(barrier, Entry::Boot).await {
-                Ok(ran) => {
-                    audit::granted("plane", "resume-retirement", &row, audit::At::default());
-                    let evicted = ran.evicted.len();
-                    let line = BootResume::finished(&op, &uid, evicted);
-                    info!(op = %op, lifecycle = %uid, evicted, "{line}");
-                }
-                Err(e) => {
-                    audit::refused("plane", "resume-retirement", &row, &e);
-                    error!("{}", BootResume::failed(&op, &uid, &e.message));
-                }
-            }
-        }
     }
 
     /// Stops every run in flight (the plane is closing): each resumes under its op id on the
