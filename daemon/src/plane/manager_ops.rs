@@ -2,20 +2,17 @@
 //! the plane connection whose grant it needs: the manager-service operations on the issuer,
 //! managed-agent enrollment and retirement preparation under the alias lock with the broker's
 //! durables, runs ([`super::runs`]), the ledger-reading doors with the host's actor ledger
-//! attached, maintenance with the plane's oracle and the reconciler's own connection, and the
-//! goal-index scan on the sealed records scanner.
+//! attached, maintenance ([`super::maintenance`]), and the goal-index scan on the sealed records
+//! scanner.
 
 use std::sync::Arc;
 
 use cotal_core::actors::AliasScript;
 use cotal_core::error::EpError;
-use cotal_core::issuance::GateRef;
-use cotal_core::kv::Store;
 use cotal_core::machine::Script;
-use cotal_core::manager::{MaintenancePlan, ManagerHost, Supervisor};
-use cotal_core::manager_ops::{served_host, GoalIndex, Maintained, Maintenance, Operation};
+use cotal_core::manager::{ManagerHost, Supervisor};
+use cotal_core::manager_ops::{served_host, GoalIndex, Operation};
 use cotal_core::manager_route::ManagerServiceRequest;
-use cotal_core::reconcile::{ReconcileGate, ReconcileReport};
 use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::random;
 
@@ -78,45 +75,6 @@ impl ManagerOps {
             Operation::Maintenance(maintenance) => self.maintain(maintenance).await,
             Operation::GoalIndexScan(scan) => self.scan_goal_index(scan).await,
         }
-    }
-
-    /// `manager-service-maintenance`: the core door decides what may be done, on the issuer
-    /// connection with the family listed by the sealed auth scanner (F98); an eviction then
-    /// runs on the plane's oracle (verified by a complete sweep) and core writes the answer.
-    async fn maintain(&self, maintenance: Maintenance) -> Result<Value, EpError> {
-        let connections = self.connections.get()?;
-        let (issuer, scanner) = (
-            connections.issuer.space()?,
-            connections.scanners.ledger.space()?,
-        );
-        let plan = NatsWorld::new(&issuer)
-            .scanning(Store::Auth, &scanner)
-            .run_script(maintenance.authorize)
-            .await?;
-        let done = match plan {
-            MaintenancePlan::Evict(holders) => {
-                Maintained::Evicted(self.oracle.evict_with_evidence(&holders).await)
-            }
-            MaintenancePlan::Reconcile(gate) => {
-                Maintained::Reconciled(Box::new(self.reconcile(&gate).await?))
-            }
-        };
-        maintenance.echo.answer(done)
-    }
-
-    /// `reconcile-registration`: the liveness-guarded repair `cotal-authd gate reconcile` runs
-    /// (F52, F53, F68), on its own short-lived connection scoped to the target gate, with the
-    /// plane's oracle as prober and evictor. A refusal (holder alive or unknown, eviction
-    /// unverified, raced) leaves the gate frozen and answers its sentence.
-    async fn reconcile(&self, gate: &GateRef) -> Result<ReconcileReport, EpError> {
-        let client = crate::gate_cmd::open_reconciler(&self.server, &self.material, gate)
-            .await
-            .map_err(EpError::unavailable)?;
-        let reconcile = ReconcileGate { gate: gate.clone() };
-        let (result, _closed) = client
-            .run_once(reconcile, |world| world.with_oracle(&self.oracle))
-            .await;
-        result
     }
 
     /// The host, with the public face's exchange URL once that face is bound (enrolled agents

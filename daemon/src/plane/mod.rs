@@ -34,6 +34,7 @@ mod host;
 mod kill_point;
 #[cfg(not(feature = "kill-points"))]
 pub use kill_point::refuse_requested as refuse_requested_kill_points;
+mod maintenance;
 mod manager_caller;
 mod manager_ops;
 mod manager_route;
