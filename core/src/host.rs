@@ -525,6 +525,55 @@ impl FenceEnd {
         }
     }
 
+    /// The operator's sentence for a plane whose fence at `epoch` on `gate` ended this way
+    /// (F21, F22, F69): a successor's registration, a barrier holding the gate, the gate gone,
+    /// or a store that rolled back below the revision the plane stood at after registering
+    /// (ecosystem §8).
+    pub fn plane_copy(&self, gate: &GateRef, epoch: ProcessEpoch) -> String {
+        match self {
+            FenceEnd::RolledBack { seen, floor } => format!(
+                "gate {} is at revision {}, below the {} it stood at after this plane's \
+                 registration: the store rolled back (an acknowledged write was lost), so \
+                 nothing it says can be trusted; investigate before starting again",
+                gate.key(),
+                seen.revision.0,
+                floor.0
+            ),
+            FenceEnd::Superseded(seen) => format!(
+                "the gate moved from epoch {epoch} to {} (generation {}, {}); a successor registered",
+                seen.gate.process_epoch(),
+                seen.gate.generation(),
+                seen.gate.state().as_str()
+            ),
+            FenceEnd::Held(seen) => format!(
+                "the gate is {} at generation {} ({}), not open at this plane's epoch {epoch}; a \
+                 barrier holds it",
+                seen.gate.state().as_str(),
+                seen.gate.generation(),
+                seen.gate
+                    .op()
+                    .map(|op| format!("{}:{}", op.kind().as_str(), op.op_id()))
+                    .unwrap_or_default()
+            ),
+            FenceEnd::Gone => format!("gate {} is gone", gate.key()),
+        }
+    }
+
+    /// The refusal a plane audits when its fence ended on a rolled-back gate (`None` for any
+    /// other end): `failed-precondition` with `copy` ([`FenceEnd::plane_copy`]) and the
+    /// rollback detail naming the gate.
+    pub fn rollback_refusal(&self, gate: &GateRef, copy: &str) -> Option<EpError> {
+        let FenceEnd::RolledBack { .. } = self else {
+            return None;
+        };
+        Some(
+            EpError::failed_precondition(copy.to_owned()).with_detail(serde_json::json!({
+                "kind": crate::rollback::ROLLBACK_DETECTED,
+                "gate": gate.key(),
+            })),
+        )
+    }
+
     /// The end a read that fences decided, in the order the checks matter: a rolled-back read
     /// first (its other fields cannot be trusted), then another epoch, then a held gate.
     fn of(seen: Option<GateObservation>, epoch: ProcessEpoch, floor: Option<Revision>) -> Self {

@@ -546,3 +546,86 @@ fn await_host_fence_answers_a_wrong_observation_with_internal() {
     let done = fence.step(Some(Observation::Slept));
     assert!(matches!(done, Step::Done(Err(e)) if e.code == ErrorCode::Internal));
 }
+
+/// The plane's sentence for each way its fence ends, and the rollback refusal it audits only
+/// for a rolled-back gate (F21, F22, F69; ecosystem §8).
+#[test]
+fn a_fence_end_says_why_the_plane_stopped() {
+    let mut world = ModelWorld::default();
+    let first = register(&mut world, 1).unwrap();
+    register(&mut world, 2).unwrap();
+    let superseded = drive(
+        &mut AwaitHostFence::new(gate(), first.process_epoch).unwrap(),
+        &mut world,
+    )
+    .unwrap();
+    let FenceEnd::Superseded(seen) = &superseded else {
+        panic!("the second start supersedes the first");
+    };
+    let copy = superseded.plane_copy(&gate(), ProcessEpoch(0));
+    assert_eq!(
+        copy,
+        format!(
+            "the gate moved from epoch 0 to 1 (generation {}, open); a successor registered",
+            seen.gate.generation()
+        )
+    );
+    assert!(superseded.rollback_refusal(&gate(), &copy).is_none());
+
+    let rolled = FenceEnd::RolledBack {
+        seen: seen.clone(),
+        floor: cotal_core::kv::Revision(seen.revision.0 + 5),
+    };
+    let copy = rolled.plane_copy(&gate(), ProcessEpoch(1));
+    assert_eq!(
+        copy,
+        format!(
+            "gate {} is at revision {}, below the {} it stood at after this plane's \
+             registration: the store rolled back (an acknowledged write was lost), so nothing \
+             it says can be trusted; investigate before starting again",
+            gate().key(),
+            seen.revision.0,
+            seen.revision.0 + 5
+        )
+    );
+    let refusal = rolled.rollback_refusal(&gate(), &copy).unwrap();
+    assert_eq!(refusal.code, ErrorCode::FailedPrecondition);
+    assert_eq!(refusal.message, copy);
+    assert_eq!(
+        refusal.details,
+        vec![json!({"kind": cotal_core::rollback::ROLLBACK_DETECTED, "gate": gate().key()})]
+    );
+
+    assert_eq!(
+        FenceEnd::Gone.plane_copy(&gate(), ProcessEpoch(0)),
+        format!("gate {} is gone", gate().key())
+    );
+}
+
+/// A frozen gate at the plane's own epoch: a barrier holds it, named with its op.
+#[test]
+fn a_held_fence_end_names_the_barrier_op() {
+    let mut world = ModelWorld::default();
+    register(&mut world, 1).unwrap();
+    fault_the_reopen(&mut world, Fault::Unavailable);
+    register(&mut world, 2).unwrap_err();
+    let held = drive(
+        &mut AwaitHostFence::new(gate(), ProcessEpoch(0)).unwrap(),
+        &mut world,
+    )
+    .unwrap();
+    let FenceEnd::Held(seen) = &held else {
+        panic!("a frozen gate at the epoch holds it");
+    };
+    let op = seen.gate.op().unwrap();
+    assert_eq!(
+        held.plane_copy(&gate(), ProcessEpoch(0)),
+        format!(
+            "the gate is frozen at generation {} ({}:{}), not open at this plane's epoch 0; a \
+             barrier holds it",
+            seen.gate.generation(),
+            op.kind().as_str(),
+            op.op_id()
+        )
+    );
+}

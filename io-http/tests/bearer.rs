@@ -891,3 +891,48 @@ fn rotating_to_a_key_already_in_the_ring_is_refused() {
         r#"key kid "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k" is already in the ring; rotate to a fresh key"#
     );
 }
+
+// ---- the trust root's issuer keys as a ring -------------------------------------------------
+
+/// The trust root's `issuer.json` with the TEST 1 key alone.
+fn trust_root_keys(space: &SpaceName) -> cotal_core::trust::IssuerKeys {
+    let key = cotal_core::trust::IssuerKey::from_seed(seed(SEED_1)).unwrap();
+    let bytes = json!({
+        "ver": 1,
+        "issuer": format!("urn:cotal:auth:{space}"),
+        "activeKid": key.kid(),
+        "keys": [{"kid": key.kid(), "privateJwk": {
+            "kty": "OKP", "crv": "Ed25519", "x": key.x(), "d": URL_SAFE_NO_PAD.encode(key.seed()),
+        }}],
+    })
+    .to_string();
+    cotal_core::trust::IssuerKeys::parse(bytes.as_bytes(), space, "issuer.json").unwrap()
+}
+
+#[test]
+fn the_issuer_adopts_a_rotation_and_a_prune_of_the_trust_roots_keys_once_each() {
+    let space = SpaceName::parse("bearer").unwrap();
+    let one = trust_root_keys(&space);
+    let issuer = BearerIssuer::new(space.clone(), KeyRing::of_issuer_keys(&one).unwrap());
+    assert_eq!(issuer.ring().kids(), vec![KID_1]);
+    // The same keys again: nothing to adopt.
+    assert_eq!(issuer.adopt(KeyRing::of_issuer_keys(&one).unwrap()), None);
+
+    let next = cotal_core::trust::IssuerKey::from_seed(seed(SEED_2)).unwrap();
+    let rotated = one.rotated(next).unwrap();
+    let adopted = issuer.adopt(KeyRing::of_issuer_keys(&rotated).unwrap());
+    // The signing key first, then the one that still verifies.
+    assert_eq!(adopted, Some(vec![KID_2.to_owned(), KID_1.to_owned()]));
+    assert_eq!(issuer.ring().current().kid(), KID_2);
+    assert_eq!(
+        issuer.adopt(KeyRing::of_issuer_keys(&rotated).unwrap()),
+        None
+    );
+
+    let pruned = rotated.pruned();
+    assert_eq!(
+        issuer.adopt(KeyRing::of_issuer_keys(&pruned).unwrap()),
+        Some(vec![KID_2.to_owned()])
+    );
+    assert_eq!(issuer.ring().kids(), vec![KID_2]);
+}

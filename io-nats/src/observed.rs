@@ -39,11 +39,17 @@ use tokio::task::JoinHandle;
 use tokio::time::timeout;
 use tracing::warn;
 
+use crate::follow::Source;
+
 /// The longest the background task holds the subscribers while waiting for a delivery.
 pub const DRAIN_WAIT: Duration = Duration::from_millis(25);
 
 /// How long a round trip through the server may take before it counts as failed.
 pub const ROUND_TRIP_WAIT: Duration = Duration::from_secs(2);
+
+/// How long [`RunRequestObserver::follow`] waits before it retries a failed move to a renewed
+/// connection.
+pub const RENEWAL_FOLLOW_RETRY: Duration = Duration::from_millis(100);
 
 /// Records the run requests callers publish on the served run request subjects of one space,
 /// so that the host issues for a forwarded request only if the broker really carried it, and
@@ -111,6 +117,46 @@ impl RunRequestObserver {
             subscribers,
         };
         Ok(())
+    }
+
+    /// [`start`](Self::start) on `source`'s current connection, confirmed by the server before
+    /// it returns, and the observation kept on that connection across its renewals: each
+    /// renewed connection is subscribed ([`rebind`](Self::rebind)) before the binding that
+    /// keeps the one it replaces open is let go; a failed move is retried every
+    /// [`RENEWAL_FOLLOW_RETRY`] until it lands. The follower ends once the source is gone.
+    pub async fn follow<S: Source + 'static>(
+        source: S,
+        space: SpaceName,
+    ) -> Result<Arc<RunRequestObserver>, EpError> {
+        let (mut held, mut renewals) = source.current()?;
+        renewals.borrow_and_update();
+        let observer = Arc::new(RunRequestObserver::start(held.client().clone(), space).await?);
+        let follower = Arc::clone(&observer);
+        tokio::spawn(async move {
+            // Woken by each renewal; a failed move is retried until it lands.
+            while renewals.changed().await.is_ok() {
+                loop {
+                    renewals.borrow_and_update();
+                    let Ok((fresh, _)) = source.current() else {
+                        return;
+                    };
+                    match follower.rebind(fresh.client().clone()).await {
+                        // Only now may the replaced connection go: the binding held keeps it open.
+                        Ok(()) => {
+                            drop(std::mem::replace(&mut held, fresh));
+                            break;
+                        }
+                        Err(e) => warn!(
+                            "moving the run request observation to the renewed issuing \
+                             connection failed ({}); retrying",
+                            e.message
+                        ),
+                    }
+                    tokio::time::sleep(RENEWAL_FOLLOW_RETRY).await;
+                }
+            }
+        });
+        Ok(observer)
     }
 
     /// Consumes the observation of exactly `subject`: first a round trip through the server and

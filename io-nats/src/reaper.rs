@@ -10,6 +10,7 @@
 //! so nothing the plane needs is ever reaped. The listing and deletes run on the sealed
 //! auth-scanner connection, the one plane connection granted them.
 
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, consumer};
@@ -19,6 +20,7 @@ use cotal_core::profiles::MANAGER_EXECUTOR_TTL_SECS;
 use futures::TryStreamExt;
 
 use crate::shape::StoreLayout;
+use crate::space::Space;
 
 /// How often the plane sweeps the auth stream's consumers.
 pub const REAP_PERIOD: Duration = Duration::from_secs(30);
@@ -76,4 +78,34 @@ pub async fn reap_auth_consumers(
         reaped.deleted.push(info.name);
     }
     Ok(reaped)
+}
+
+/// Every [`REAP_PERIOD`], deletes each consumer on `space`'s auth stream older than the one
+/// credential that can create one (F98), on the binding `scanner` returns (the sealed auth
+/// scanner's current one). A failed sweep is logged and tried again next period; it never ends
+/// on its own: the caller drops it.
+pub async fn reap_every_period(
+    scanner: impl Fn() -> Result<Arc<Space>, cotal_core::EpError>,
+    space: &SpaceName,
+) -> std::convert::Infallible {
+    loop {
+        tokio::time::sleep(REAP_PERIOD).await;
+        let swept = match scanner() {
+            Ok(bound) => {
+                reap_auth_consumers(bound.client(), space, MAX_CONSUMER_AGE, SystemTime::now())
+                    .await
+            }
+            Err(e) => Err(e.message),
+        };
+        match swept {
+            Ok(reaped) if !reaped.deleted.is_empty() => tracing::warn!(
+                "deleted {} consumer(s) on the auth stream that outlived the executor \
+                 credential that made them: {}",
+                reaped.deleted.len(),
+                reaped.deleted.join(", ")
+            ),
+            Ok(_) => {}
+            Err(why) => tracing::warn!("the auth-consumer sweep failed: {why}"),
+        }
+    }
 }

@@ -19,6 +19,7 @@ use cotal_core::standby::{self, LedgerWitness, OnRefusal, Witnessed};
 use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
+use cotal_io_nats::follow::Source;
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{drive, NatsWorld, Replicas, SpaceOptions, StoreSet};
 use nkeys::KeyPair;
@@ -59,6 +60,19 @@ impl PlaneLink {
         self.0
             .upgrade()
             .ok_or_else(|| EpError::unavailable("the auth service is shutting down; retry shortly"))
+    }
+}
+
+/// The issuing connection, current across its renewals, as long as the plane holds it: where
+/// the run request observation follows it.
+pub(super) struct Issuing(pub(super) PlaneLink);
+
+impl Source for Issuing {
+    fn current(
+        &self,
+    ) -> Result<(Arc<cotal_io_nats::Space>, tokio::sync::watch::Receiver<u64>), EpError> {
+        let connections = self.0.get()?;
+        (&connections.issuer).current()
     }
 }
 

@@ -3,9 +3,9 @@
 //! refuses every door first; a serving one hands the request to its [`Doors`] (the exchange,
 //! the manager-service authority route, the retire doors and the verify-enrollment door).
 
-use cotal_core::trust::{DaemonMaterial, IssuerKeys};
+use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::discovery;
-use cotal_io_http::bearer::{BearerIssuer, KeyRing, SigningKey};
+use cotal_io_http::bearer::{BearerIssuer, KeyRing};
 use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
 use serde_json::{json, Value};
 use std::sync::{Arc, OnceLock};
@@ -84,21 +84,8 @@ pub(super) fn bearer_issuer(
 ) -> Result<BearerIssuer, String> {
     Ok(BearerIssuer::new(
         space.clone(),
-        key_ring(material.issuer())?,
+        KeyRing::of_issuer_keys(material.issuer())?,
     ))
-}
-
-/// The ring of `keys`: the active one signs, the others verify.
-pub(super) fn key_ring(keys: &IssuerKeys) -> Result<KeyRing, String> {
-    let load = |seed: &[u8; 32]| {
-        SigningKey::from_seed(seed)
-            .map_err(|e| format!("an issuer key does not load: {}", e.message))
-    };
-    let published = keys
-        .published()
-        .map(|k| load(k.seed()))
-        .collect::<Result<Vec<_>, String>>()?;
-    KeyRing::with_published(load(keys.active().seed())?, published).map_err(|e| e.message)
 }
 
 impl PlaneFaces {

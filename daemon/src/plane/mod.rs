@@ -55,7 +55,7 @@ use std::time::Duration;
 
 use cotal_core::endpoint_rail::retire_lifecycle_served;
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
-use cotal_core::host::{auth_principal, AwaitHostFence, FenceEnd};
+use cotal_core::host::{auth_principal, AwaitHostFence};
 use cotal_core::issuance::GateRef;
 use cotal_core::kv::{Revision, Store};
 use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
@@ -67,7 +67,7 @@ use cotal_io_fs::instance::Identity;
 use cotal_io_fs::ledger_home::LedgerHome;
 use cotal_io_fs::marks;
 use cotal_io_fs::secrets::{SecretKey, SecretStore};
-use cotal_io_http::bearer::BearerIssuer;
+use cotal_io_http::bearer::{BearerIssuer, KeyRing};
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
 use cotal_io_nats::authority::DataAccountSigner;
@@ -369,7 +369,11 @@ impl Plane {
                 return Err(why);
             }
         };
-        let observed = match observe_run_requests(&inputs.space, &connections).await {
+        // Confirmed by the server before anything reports ready (SPEC 14.8), and kept on the
+        // issuing connection across its renewals.
+        let issuing = connections::Issuing(connections::PlaneLink::to(&connections));
+        let observed = RunRequestObserver::follow(issuing, inputs.space.clone()).await;
+        let observed = match observed.map_err(|e| e.message) {
             Ok(observed) => observed,
             Err(why) => {
                 release(Some(rail), &retirements, Some(callout), connections).await;
@@ -443,7 +447,7 @@ impl Plane {
                 // fence watch.
                 let why = tokio::select! {
                     why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
-                    never = reap_auth_consumers(&connections, &space) => match never {},
+                    never = reaper::reap_every_period(|| connections.scanners.ledger.space(), &space) => match never {},
                     never = follow_issuer_keys(&secrets, &space, &followed) => match never {},
                 };
                 let (kind, cause) = match &why {
@@ -662,85 +666,6 @@ async fn start_rail(
         .await
 }
 
-/// Subscribes the issuing connection to the served run request subjects (SPEC 14.8), confirmed
-/// by the server before anything reports ready, and keeps the observation on that connection
-/// across its renewals: each renewed connection is subscribed before the one it replaces is let
-/// go. The follower holds the plane's connections weakly and ends with them.
-async fn observe_run_requests(
-    space: &SpaceName,
-    connections: &Arc<Connections>,
-) -> Result<Arc<RunRequestObserver>, String> {
-    let mut renewals = connections.issuer.renewals();
-    renewals.borrow_and_update();
-    let mut held = connections.issuer.space().map_err(|e| e.message)?;
-    let observer = RunRequestObserver::start(held.client().clone(), space.clone())
-        .await
-        .map(Arc::new)
-        .map_err(|e| e.message)?;
-    let link = connections::PlaneLink::to(connections);
-    let follower = Arc::clone(&observer);
-    tokio::spawn(async move {
-        // Woken by each renewal; a failed move is retried until it lands.
-        while renewals.changed().await.is_ok() {
-            loop {
-                renewals.borrow_and_update();
-                let Ok(connections) = link.get() else { return };
-                let fresh = connections.issuer.space();
-                drop(connections);
-                let Ok(fresh) = fresh else { return };
-                match follower.rebind(fresh.client().clone()).await {
-                    // Only now may the replaced connection go: the binding held keeps it open.
-                    Ok(()) => {
-                        drop(std::mem::replace(&mut held, fresh));
-                        break;
-                    }
-                    Err(e) => warn!(
-                        "moving the run request observation to the renewed issuing connection \
-                         failed ({}); retrying",
-                        e.message
-                    ),
-                }
-                tokio::time::sleep(RENEWAL_FOLLOW_RETRY).await;
-            }
-        }
-    });
-    Ok(observer)
-}
-
-/// Every [`reaper::REAP_PERIOD`], deletes each consumer on the auth stream older than the one
-/// credential that can create one (F98; [`reaper`]), on the sealed auth scanner. A failed sweep
-/// is logged and tried again next period.
-async fn reap_auth_consumers(
-    connections: &Arc<Connections>,
-    space: &cotal_core::names::SpaceName,
-) -> std::convert::Infallible {
-    loop {
-        tokio::time::sleep(reaper::REAP_PERIOD).await;
-        let swept = match connections.scanners.ledger.space() {
-            Ok(bound) => {
-                reaper::reap_auth_consumers(
-                    bound.client(),
-                    space,
-                    reaper::MAX_CONSUMER_AGE,
-                    std::time::SystemTime::now(),
-                )
-                .await
-            }
-            Err(e) => Err(e.message),
-        };
-        match swept {
-            Ok(reaped) if !reaped.deleted.is_empty() => tracing::warn!(
-                "deleted {} consumer(s) on the auth stream that outlived the executor \
-                 credential that made them: {}",
-                reaped.deleted.len(),
-                reaped.deleted.join(", ")
-            ),
-            Ok(_) => {}
-            Err(why) => tracing::warn!("the auth-consumer sweep failed: {why}"),
-        }
-    }
-}
-
 /// How often a running plane re-reads its issuer keys: how late, at most, it adopts an
 /// `issuer rotate` or `issuer prune`.
 const ISSUER_RELOAD: Duration = Duration::from_secs(2);
@@ -762,24 +687,16 @@ async fn follow_issuer_keys(
             .get(&key)
             .and_then(|bytes| bytes.ok_or_else(|| "it is missing".to_owned()))
             .and_then(|bytes| IssuerKeys::parse(&bytes, space, key.as_str()).map_err(|e| e.message))
-            .and_then(|keys| faces::key_ring(&keys));
+            .and_then(|keys| KeyRing::of_issuer_keys(&keys));
         match read {
             Ok(ring) => {
                 unreadable = false;
-                let now: Vec<String> = ring.kids().into_iter().map(str::to_owned).collect();
-                let before: Vec<String> = bearers
-                    .ring()
-                    .kids()
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect();
-                if now != before {
+                if let Some(now) = bearers.adopt(ring) {
                     tracing::info!(
                         signing = now.first().map(String::as_str).unwrap_or_default(),
                         published = ?now,
                         "adopted the issuer keys of the trust root"
                     );
-                    bearers.replace_ring(ring);
                 }
             }
             Err(why) => {
@@ -791,10 +708,6 @@ async fn follow_issuer_keys(
         }
     }
 }
-
-/// How long the run request observation waits before it retries a failed move to a renewed
-/// connection.
-const RENEWAL_FOLLOW_RETRY: Duration = Duration::from_millis(100);
 
 /// The plane's doors: the exchange (its root credentials minted on the mint connection) and
 /// the manager-service authority route (on the issuer connection), sharing one cache of the
@@ -1191,40 +1104,8 @@ async fn watch_fence(
         // rather than serve on authority it can no longer hold.
         e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
     };
-    let why = match fenced {
-        Ok(FenceEnd::RolledBack { seen, floor }) => {
-            let why = format!(
-                "gate {} is at revision {}, below the {} it stood at after this plane's \
-                 registration: the store rolled back (an acknowledged write was lost), so \
-                 nothing it says can be trusted; investigate before starting again",
-                gate.key(),
-                seen.revision.0,
-                floor.0
-            );
-            metrics.rollback();
-            let refusal = cotal_core::EpError::failed_precondition(why.clone()).with_detail(
-                serde_json::json!({"kind": cotal_core::rollback::ROLLBACK_DETECTED, "gate": gate.key()}),
-            );
-            crate::audit::refused("plane", "fence-watch", &gate.key(), &refusal);
-            why
-        }
-        Ok(FenceEnd::Superseded(seen)) => format!(
-            "the gate moved from epoch {epoch} to {} (generation {}, {}); a successor registered",
-            seen.gate.process_epoch(),
-            seen.gate.generation(),
-            seen.gate.state().as_str()
-        ),
-        Ok(FenceEnd::Held(seen)) => format!(
-            "the gate is {} at generation {} ({}), not open at this plane's epoch {epoch}; a \
-             barrier holds it",
-            seen.gate.state().as_str(),
-            seen.gate.generation(),
-            seen.gate
-                .op()
-                .map(|op| format!("{}:{}", op.kind().as_str(), op.op_id()))
-                .unwrap_or_default()
-        ),
-        Ok(FenceEnd::Gone) => format!("gate {} is gone", gate.key()),
+    let end = match fenced {
+        Ok(end) => end,
         Err(e) => {
             return Ended::Failed(format!(
                 "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
@@ -1234,6 +1115,11 @@ async fn watch_fence(
             ))
         }
     };
+    let why = end.plane_copy(gate, epoch);
+    if let Some(refusal) = end.rollback_refusal(gate, &why) {
+        metrics.rollback();
+        crate::audit::refused("plane", "fence-watch", &gate.key(), &refusal);
+    }
     warn!(gate = %gate.key(), "fenced: {why}");
     Ended::Fenced(why)
 }

@@ -13,6 +13,7 @@
 use std::fmt;
 
 use cotal_core::jwt::UnixSeconds;
+use cotal_core::trust::IssuerKeys;
 use cotal_core::EpError;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, ThumbprintHash};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey};
@@ -165,6 +166,21 @@ impl KeyRing {
             });
         }
         Ok(ring)
+    }
+
+    /// The trust root's issuer keys ([`IssuerKeys`]) as a ring: the active one signs, every
+    /// one it still lists is published and accepted (a rotation's previous keys, until
+    /// `issuer prune`). The error is one sentence.
+    pub fn of_issuer_keys(keys: &IssuerKeys) -> Result<Self, String> {
+        let load = |seed: &[u8; 32]| {
+            SigningKey::from_seed(seed)
+                .map_err(|e| format!("an issuer key does not load: {}", e.message))
+        };
+        let published = keys
+            .published()
+            .map(|k| load(k.seed()))
+            .collect::<Result<Vec<_>, String>>()?;
+        KeyRing::with_published(load(keys.active().seed())?, published).map_err(|e| e.message)
     }
 
     /// The key that signs new bearers.

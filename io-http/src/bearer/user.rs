@@ -270,6 +270,19 @@ impl BearerIssuer {
         *self.ring.write().unwrap_or_else(PoisonError::into_inner) = ring;
     }
 
+    /// Adopts `ring` when its kids differ from the ring in use (a rotation or a prune of the
+    /// trust root's keys), and returns the kids it published then, signing key first; `None`
+    /// when nothing changed.
+    pub fn adopt(&self, ring: KeyRing) -> Option<Vec<String>> {
+        let now: Vec<String> = ring.kids().into_iter().map(str::to_owned).collect();
+        let before: Vec<String> = self.ring().kids().into_iter().map(str::to_owned).collect();
+        if now == before {
+            return None;
+        }
+        self.replace_ring(ring);
+        Some(now)
+    }
+
     /// Signs a bearer for `act` with the current key, valid from `now` for `ttl_secs`
     /// (default: the view's cap). Refuses (`bad-request`) a claim the verifier would refuse,
     /// a lifetime outside `(0, cap]` (900 s, or 300 s for `transfer-writer`), and a token
