@@ -15,7 +15,7 @@
 //! `/jwks`, the capability-guarded doors: [`exchange`], [`manager_route`], [`retire_doors`])
 //! and, when asked, the public face. Every self-minted connection carries a 15-minute JWT
 //! re-minted in process at half-life. A start that fails after the connections opened releases
-//! them in reverse ([`release`]).
+//! them in reverse ([`Taken`]).
 //!
 //! Eviction: the registration's evictor is the servers' own listing and the system account's
 //! kick ([`Oracle`](cotal_io_nats::liveness::Oracle)), as `gate reconcile` uses. The plane mints
@@ -305,179 +305,14 @@ impl Plane {
         };
         let (connections, registered) = start.open_all().await?;
         let connections = Arc::new(connections);
-        let (readiness, watched) = watch::channel(Readiness::Ready);
-        let capability = Capability::generate().map_err(|e| e.to_string())?;
-        let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
-        let metrics = Arc::new(PlaneMetrics::new());
-        // One bearer issuer for the exchange, the callout and /jwks: a rotation the plane
-        // adopts is seen by all three at once.
-        let bearers = match faces::bearer_issuer(&inputs.material, &inputs.space) {
-            Ok(bearers) => bearers,
+        let mut taken = Taken::default();
+        match start.serve(&connections, registered, &mut taken).await {
+            Ok(plane) => Ok(plane),
             Err(why) => {
-                if let Ok(connections) = Arc::try_unwrap(connections) {
-                    let _ = connections.close().await;
-                }
-                return Err(why);
+                taken.release(connections).await;
+                Err(why)
             }
-        };
-        metrics.registered(registered.process_epoch.0, registered.generation.0);
-        // Before the plane answers anything: finish what a crash interrupted (reference
-        // §2.11), then open the control rail, whose retirements share these flights.
-        let retirements = match Retirements::new(
-            connections::PlaneLink::to(&connections),
-            Arc::new(start.oracle().sparing(connections.nkeys())),
-            Arc::clone(&metrics),
-        ) {
-            Ok(retirements) => retirements,
-            Err(why) => {
-                if let Ok(connections) = Arc::try_unwrap(connections) {
-                    let _ = connections.close().await;
-                }
-                return Err(why);
-            }
-        };
-        retirements.resume_open().await;
-        let rail = match start_rail(
-            inputs,
-            &registered,
-            &connections,
-            &retirements,
-            watched.clone(),
-            &metrics,
-        )
-        .await
-        {
-            Ok(rail) => rail,
-            Err(why) => {
-                release(None, &retirements, None, connections).await;
-                return Err(why);
-            }
-        };
-        let callout = serve_callout(
-            inputs,
-            &bearers,
-            &connections,
-            served_ledger(inputs, &connections),
-            watched.clone(),
-            Arc::clone(&metrics),
-        )
-        .await;
-        let callout = match callout {
-            Ok(callout) => callout,
-            Err(why) => {
-                release(Some(rail), &retirements, None, connections).await;
-                return Err(why);
-            }
-        };
-        // Confirmed by the server before anything reports ready (SPEC 14.8), and kept on the
-        // issuing connection across its renewals.
-        let issuing = connections::Issuing(connections::PlaneLink::to(&connections));
-        let observed = RunRequestObserver::follow(issuing, inputs.space.clone()).await;
-        let observed = match observed.map_err(|e| e.message) {
-            Ok(observed) => observed,
-            Err(why) => {
-                release(Some(rail), &retirements, Some(callout), connections).await;
-                return Err(why);
-            }
-        };
-        let public_exchange = Arc::new(std::sync::OnceLock::new());
-        let doors = doors(
-            inputs,
-            &bearers,
-            &connections,
-            &retirements,
-            &metrics,
-            &public_exchange,
-            observed,
-        );
-        let manager_ops = doors
-            .as_ref()
-            .map(|d| Arc::clone(&d.manager.ops))
-            .map_err(String::clone);
-        let faces = match doors {
-            Ok(doors) => PlaneFaces::new(
-                &inputs.material,
-                bearers.clone(),
-                inputs.composition.context(),
-                Box::new(doors),
-                watched,
-                Arc::clone(&metrics),
-            ),
-            Err(why) => Err(why),
-        };
-        let faces = match (faces, manager_ops) {
-            (Ok(faces), Ok(ops)) => (Arc::new(faces), ops),
-            (Err(why), _) | (_, Err(why)) => {
-                release(Some(rail), &retirements, Some(callout), connections).await;
-                return Err(why);
-            }
-        };
-        let (faces, manager_ops) = faces;
-        // TLS is required when the plane dials TLS, or when the server it reached says so in
-        // its INFO (a nats:// URL the client upgraded).
-        let server_tls =
-            inputs.server.requires_tls() || connections.callout.server_info().tls_required;
-        let (loopback, public) = match bind_faces(inputs, &faces, guard, server_tls).await {
-            Ok(bound) => {
-                if let Some((_, url)) = &bound.1 {
-                    let _ = public_exchange.set(url.clone());
-                }
-                bound
-            }
-            Err(why) => {
-                drop(faces);
-                release(Some(rail), &retirements, Some(callout), connections).await;
-                return Err(why);
-            }
-        };
-        let (tx, ended) = watch::channel(None);
-        let monitor = tokio::spawn({
-            let connections = Arc::clone(&connections);
-            let readiness = readiness.clone();
-            let metrics = Arc::clone(&metrics);
-            let (gate, epoch, floor) = (
-                registered.gate.clone(),
-                registered.process_epoch,
-                registered.gate_revision,
-            );
-            let space = inputs.space.clone();
-            let (secrets, followed) = (Arc::clone(&inputs.secrets), bearers.clone());
-            async move {
-                // The reaper and the key follower never end on their own: they stop with the
-                // fence watch.
-                let why = tokio::select! {
-                    why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
-                    never = reaper::reap_every_period(|| connections.scanners.ledger.space(), &space) => match never {},
-                    never = follow_issuer_keys(&secrets, &space, &followed) => match never {},
-                };
-                let (kind, cause) = match &why {
-                    Ended::Fenced(why) => ("fenced", why.clone()),
-                    Ended::Failed(why) => ("failed", why.clone()),
-                };
-                metrics.ended(kind);
-                readiness.send_replace(Readiness::Unavailable(cause));
-                tx.send_replace(Some(why));
-            }
-        });
-        Ok(Plane {
-            registered,
-            ended,
-            readiness,
-            monitor: Mutex::new(Some(monitor)),
-            rail: Mutex::new(Some(rail)),
-            retirements,
-            connections: Mutex::new(Some(connections)),
-            callout: Mutex::new(Some(callout)),
-            loopback,
-            public,
-            capability,
-            high_water: marks::path(&inputs.root, &inputs.space),
-            dialer: start.dialer.clone(),
-            unreleased: Mutex::new(None),
-            closing: Mutex::new(()),
-            manager_ops,
-            recorder: decision::Recorder::new(&metrics),
-        })
+        }
     }
 
     /// Whether the plane serves now.
@@ -600,6 +435,138 @@ impl Plane {
     }
 }
 
+impl Start<'_> {
+    /// Everything after the connections, the registration and the claim: the control rail,
+    /// the callout, the run request observation, the faces and the fence watch. What it takes
+    /// goes into `taken`, which the caller releases when this fails.
+    async fn serve(
+        &self,
+        connections: &Arc<Connections>,
+        registered: Registered,
+        taken: &mut Taken,
+    ) -> Result<Plane, String> {
+        let inputs = self.inputs;
+        let (readiness, watched) = watch::channel(Readiness::Ready);
+        let capability = Capability::generate().map_err(|e| e.to_string())?;
+        let guard = Capability::from_hex(capability.expose_hex()).map_err(|e| e.to_string())?;
+        let metrics = Arc::new(PlaneMetrics::new());
+        // One bearer issuer for the exchange, the callout and /jwks: a rotation the plane
+        // adopts is seen by all three at once.
+        let bearers = faces::bearer_issuer(&inputs.material, &inputs.space)?;
+        metrics.registered(registered.process_epoch.0, registered.generation.0);
+        // Before the plane answers anything: finish what a crash interrupted (reference
+        // §2.11), then open the control rail, whose retirements share these flights.
+        let retirements = Retirements::new(
+            connections::PlaneLink::to(connections),
+            Arc::new(self.oracle().sparing(connections.nkeys())),
+            Arc::clone(&metrics),
+        )?;
+        taken.retirements = Some(Arc::clone(&retirements));
+        retirements.resume_open().await;
+        let rail = start_rail(
+            inputs,
+            &registered,
+            connections,
+            &retirements,
+            watched.clone(),
+            &metrics,
+        )
+        .await?;
+        taken.rail = Some(rail);
+        let ledger = served_ledger(inputs, connections);
+        let callout = serve_callout(
+            inputs,
+            &bearers,
+            connections,
+            ledger,
+            watched.clone(),
+            &metrics,
+        );
+        taken.callout = Some(callout.await?);
+        // Confirmed by the server before anything reports ready (SPEC 14.8), and kept on the
+        // issuing connection across its renewals.
+        let issuing = connections::Issuing(connections::PlaneLink::to(connections));
+        let observed = RunRequestObserver::follow(issuing, inputs.space.clone())
+            .await
+            .map_err(|e| e.message)?;
+        let public_exchange = Arc::new(std::sync::OnceLock::new());
+        let doors = doors(
+            inputs,
+            &bearers,
+            connections,
+            &retirements,
+            &metrics,
+            &public_exchange,
+            observed,
+        )?;
+        let manager_ops = Arc::clone(&doors.manager.ops);
+        let faces = Arc::new(PlaneFaces::new(
+            &inputs.material,
+            bearers.clone(),
+            inputs.composition.context(),
+            Box::new(doors),
+            watched,
+            Arc::clone(&metrics),
+        )?);
+        // TLS is required when the plane dials TLS, or when the server it reached says so in
+        // its INFO (a nats:// URL the client upgraded).
+        let server_tls =
+            inputs.server.requires_tls() || connections.callout.server_info().tls_required;
+        let (loopback, public) = bind_faces(inputs, &faces, guard, server_tls).await?;
+        if let Some((_, url)) = &public {
+            let _ = public_exchange.set(url.clone());
+        }
+        let (tx, ended) = watch::channel(None);
+        let monitor = tokio::spawn({
+            let connections = Arc::clone(connections);
+            let readiness = readiness.clone();
+            let metrics = Arc::clone(&metrics);
+            let (gate, epoch, floor) = (
+                registered.gate.clone(),
+                registered.process_epoch,
+                registered.gate_revision,
+            );
+            let space = inputs.space.clone();
+            let (secrets, followed) = (Arc::clone(&inputs.secrets), bearers.clone());
+            async move {
+                // The reaper and the key follower never end on their own: they stop with the
+                // fence watch.
+                let why = tokio::select! {
+                    why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
+                    never = reaper::reap_every_period(|| connections.scanners.ledger.space(), &space) => match never {},
+                    never = follow_issuer_keys(&secrets, &space, &followed) => match never {},
+                };
+                let (kind, cause) = match &why {
+                    Ended::Fenced(why) => ("fenced", why.clone()),
+                    Ended::Failed(why) => ("failed", why.clone()),
+                };
+                metrics.ended(kind);
+                readiness.send_replace(Readiness::Unavailable(cause));
+                tx.send_replace(Some(why));
+            }
+        });
+        Ok(Plane {
+            registered,
+            ended,
+            readiness,
+            monitor: Mutex::new(Some(monitor)),
+            rail: Mutex::new(taken.rail.take()),
+            retirements,
+            connections: Mutex::new(Some(Arc::clone(connections))),
+            callout: Mutex::new(taken.callout.take()),
+            loopback,
+            public,
+            capability,
+            high_water: marks::path(&inputs.root, &inputs.space),
+            dialer: self.dialer.clone(),
+            unreleased: Mutex::new(None),
+            closing: Mutex::new(()),
+            manager_ops,
+            recorder: decision::Recorder::new(&metrics),
+        })
+    }
+}
+
 impl Plane {
     /// Raises the stream marks to what the stores hold as the plane stops, so the next start's
     /// rollback check covers every write this run made (root credentials, revocations,
@@ -618,25 +585,31 @@ impl Plane {
     }
 }
 
-/// What a failed start took, released in reverse: the callout, the control rail and its
-/// retirements, then the connections (the claim among them). Best effort: the start's own
-/// error is what the caller reports.
-async fn release(
+/// What a start took after its connections, released in reverse when a later step fails: the
+/// callout, the control rail and its retirements, then the connections (the claim among them).
+/// Best effort: the start's own error is what the caller reports.
+#[derive(Default)]
+struct Taken {
+    retirements: Option<Arc<Retirements>>,
     rail: Option<JoinHandle<()>>,
-    retirements: &Retirements,
     callout: Option<CalloutService>,
-    connections: Arc<Connections>,
-) {
-    if let Some(rail) = rail {
-        rail.abort();
-        let _ = rail.await;
-    }
-    retirements.close().await;
-    if let Some(callout) = callout {
-        let _ = callout.close().await;
-    }
-    if let Ok(connections) = Arc::try_unwrap(connections) {
-        let _ = connections.close().await;
+}
+
+impl Taken {
+    async fn release(self, connections: Arc<Connections>) {
+        if let Some(rail) = self.rail {
+            rail.abort();
+            let _ = rail.await;
+        }
+        if let Some(retirements) = self.retirements {
+            retirements.close().await;
+        }
+        if let Some(callout) = self.callout {
+            let _ = callout.close().await;
+        }
+        if let Ok(connections) = Arc::try_unwrap(connections) {
+            let _ = connections.close().await;
+        }
     }
 }
 
@@ -825,7 +798,7 @@ async fn serve_callout(
     connections: &Arc<Connections>,
     ledger: Ledger,
     readiness: watch::Receiver<Readiness>,
-    metrics: Arc<PlaneMetrics>,
+    metrics: &Arc<PlaneMetrics>,
 ) -> Result<CalloutService, String> {
     let keys = CalloutKeys::from_material(&inputs.material).map_err(|e| e.message)?;
     let authorizer = connect::ConnectAuthorizer {
@@ -835,7 +808,7 @@ async fn serve_callout(
         ledger,
         connections: connections::PlaneLink::to(connections),
         readiness,
-        recorder: decision::Recorder::new(&metrics),
+        recorder: decision::Recorder::new(metrics),
         bindings: std::sync::Mutex::default(),
     };
     cotal_io_nats::callout::serve(connections.callout.clone(), keys, Arc::new(authorizer))
