@@ -21,7 +21,7 @@ use std::path::PathBuf;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tracing::{error, info, info_span, Instrument};
 
-use crate::embedded::Embedded;
+use crate::embedded::{self, Embedded};
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
 use cotal_core::trust::{ServerTls, Serving};
@@ -106,7 +106,7 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
                 tls: embedded_tls(&args.tls)?,
                 cluster: None,
             };
-            let embedded = Embedded::start(&dir, serving.tls.is_some(), |listen, store| {
+            let embedded = embedded::start(&dir, serving.tls.is_some(), |listen, store| {
                 cotal_core::trust::broker_config_with(&broker, listen, store, &serving)
                     .map_err(|e| e.message)
             })?;

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::require_server;
-use cotal_authd::embedded::Embedded;
+use cotal_authd::embedded::{self, Embedded};
 use cotal_authd::plane::{Ended, Plane, PlaneInputs};
 use cotal_authd::trust_cmd::embedded_dir;
 use cotal_core::liveness::Listing;
@@ -46,7 +46,7 @@ fn space(root: &Path, name: &str) -> (PlaneInputs, Embedded) {
     let space = SpaceName::parse(name).unwrap();
     trust::init(root, &space, IDP).unwrap();
     let broker = trust::load_broker(root, &space).unwrap();
-    let server = Embedded::start(&embedded_dir(root, &space), false, |listen, store| {
+    let server = embedded::start(&embedded_dir(root, &space), false, |listen, store| {
         cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
     })
     .unwrap();

@@ -39,11 +39,14 @@ pub mod callout;
 pub mod dial;
 pub mod driver;
 pub mod durables;
+pub mod embedded;
 pub mod flights;
 pub mod follow;
 pub mod high_water;
 pub mod host;
 pub mod journal;
+#[cfg(feature = "kill-points")]
+pub mod kill_point;
 pub mod ledger;
 pub mod liveness;
 pub mod observed;
