@@ -14,6 +14,8 @@
 //! the instant between a plane's claim and its lock, which it takes right after.
 
 use crate::error::{EpError, ErrorCode};
+use crate::liveness::Listing;
+use crate::names::Principal;
 use crate::plane_claim::ClaimRefusal;
 use crate::plane_probe::PlaneQuery;
 
@@ -120,6 +122,260 @@ pub fn on_claim_refusal(refusal: &EpError, standby: bool, waiting: bool) -> OnRe
         }
         None if waiting && refusal.code == ErrorCode::Unavailable => OnRefusal::Retry,
         _ => OnRefusal::Refuse,
+    }
+}
+
+/// How long a start waits for this very instance's predecessor, which its registration just
+/// fenced, to release the plane claim.
+pub const PREDECESSOR_WAIT_MS: u64 = 10_000;
+
+/// What a start does after one refused attempt at the plane claim ([`ClaimWait::next`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NextAttempt {
+    /// This instance's own predecessor holds the claim and releases it as it exits: wait for
+    /// the claim to move. `first`: the start begins waiting now (say so once).
+    Predecessor { first: bool },
+    /// A standby's unserved read: try again shortly ([`on_claim_refusal`]).
+    Retry,
+    /// Stop with the refusal.
+    Refuse,
+    /// Stop: no plane on this host serves the standby's ledger ([`refusal`]).
+    Unserved,
+    /// A standby waits for the claim to move. `witnessed`: the active plane was seen serving
+    /// this standby's ledger at this look; `first`: the standby begins waiting now.
+    Wait { witnessed: bool, first: bool },
+}
+
+/// A start's wait on the plane claim (reference §2.5 step 5, §2.10): the rule for each refused
+/// attempt, in order. A `live-peer` holder whose scanner connections all carry this instance's
+/// own gate principal is its fenced predecessor, waited on for [`PREDECESSOR_WAIT_MS`] at most;
+/// anything else goes to the standby's rule ([`on_claim_refusal`]) and, for a standby that
+/// waits, to the ledger witness ([`LedgerWitness`]).
+#[derive(Debug, Clone)]
+pub struct ClaimWait {
+    standby: bool,
+    waiting: bool,
+    witness: LedgerWitness,
+}
+
+impl ClaimWait {
+    /// Before the first attempt; `standby` waits on a live plane instead of refusing.
+    pub fn new(standby: bool) -> ClaimWait {
+        ClaimWait {
+            standby,
+            waiting: false,
+            witness: LedgerWitness::new(0),
+        }
+    }
+
+    /// The held row's scanner connections to look up in the servers' listing before
+    /// [`ClaimWait::next`], when the refusal is `live-peer` and the start has waited less than
+    /// [`PREDECESSOR_WAIT_MS`] (`waited_ms` since its first attempt); `None` otherwise.
+    pub fn predecessor_query(refusal: &EpError, waited_ms: u64) -> Option<PlaneQuery> {
+        let query = ClaimRefusal::live_peer(refusal)?;
+        (waited_ms < PREDECESSOR_WAIT_MS).then_some(query)
+    }
+
+    /// True when the listing shows the held row's scanner connections and every one of them
+    /// carries `holder`, this instance's gate principal: its own predecessor, which this start's
+    /// registration just fenced. An incomplete listing shows nothing, so it is never one.
+    pub fn own_predecessor(query: &PlaneQuery, listing: &Listing, holder: &Principal) -> bool {
+        let mut held = listing
+            .of_tuple(&query.ledger)
+            .chain(listing.of_tuple(&query.records))
+            .peekable();
+        held.peek().is_some() && held.all(|c| c.principal.as_ref() == Some(holder))
+    }
+
+    /// The rule for one refused attempt: `own_predecessor` from
+    /// [`ClaimWait::own_predecessor`], `waited_ms` since the first attempt, `served` asks
+    /// whether the standby's ledger is served now (see [`LedgerWitness::look`]).
+    pub fn next<E>(
+        &mut self,
+        refusal: &EpError,
+        own_predecessor: bool,
+        waited_ms: u64,
+        served: impl FnOnce() -> Result<bool, E>,
+    ) -> Result<NextAttempt, E> {
+        if own_predecessor {
+            return Ok(NextAttempt::Predecessor {
+                first: self.begin_waiting(),
+            });
+        }
+        match on_claim_refusal(refusal, self.standby, self.waiting) {
+            OnRefusal::Wait => {}
+            OnRefusal::Retry => return Ok(NextAttempt::Retry),
+            OnRefusal::Refuse => return Ok(NextAttempt::Refuse),
+        }
+        let witnessed =
+            match self
+                .witness
+                .look(ClaimRefusal::live_peer(refusal), waited_ms, served)?
+            {
+                Witnessed::Now => true,
+                Witnessed::Waiting => false,
+                Witnessed::Refused => return Ok(NextAttempt::Unserved),
+            };
+        Ok(NextAttempt::Wait {
+            witnessed,
+            first: self.begin_waiting(),
+        })
+    }
+
+    /// Marks the start as waiting; true the first time.
+    fn begin_waiting(&mut self) -> bool {
+        !std::mem::replace(&mut self.waiting, true)
+    }
+}
+
+#[cfg(test)]
+mod claim_wait_tests {
+    use super::*;
+    use crate::liveness::{Listed, ServerRef};
+    use crate::plane_probe::ConnTuple;
+
+    const NKEY_A: &str = "UAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
+    const NKEY_B: &str = "UBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBBB";
+
+    fn query() -> PlaneQuery {
+        PlaneQuery {
+            ledger: ConnTuple::new("S1", 1, NKEY_A).unwrap(),
+            records: ConnTuple::new("S1", 2, NKEY_B).unwrap(),
+        }
+    }
+
+    fn listed(cid: u64, user: &str, principal: Option<&Principal>) -> Listed {
+        Listed {
+            server: ServerRef {
+                name: "n1".into(),
+                id: "S1".into(),
+            },
+            cid,
+            principal: principal.cloned(),
+            name: "cotal:auth-scan:s".into(),
+            user: Some(user.into()),
+        }
+    }
+
+    fn live_peer() -> EpError {
+        let q = query();
+        EpError::conflict("a live plane holds the claim").with_detail(serde_json::json!({
+                "kind": crate::plane_claim::PLANE_CLAIM_REFUSED,
+                "reason": "live-peer",
+                "ledger": q.ledger.to_json(),
+                "records": q.records.to_json(),
+        }))
+    }
+
+    #[test]
+    fn a_live_peer_is_looked_up_only_within_the_predecessor_wait() {
+        let refusal = live_peer();
+        assert_eq!(ClaimWait::predecessor_query(&refusal, 0), Some(query()));
+        assert_eq!(
+            ClaimWait::predecessor_query(&refusal, PREDECESSOR_WAIT_MS),
+            None
+        );
+        let unknown = EpError::unavailable("cannot read the plane claim");
+        assert_eq!(ClaimWait::predecessor_query(&unknown, 0), None);
+    }
+
+    #[test]
+    fn a_holder_is_the_own_predecessor_only_when_every_listed_scanner_carries_this_principal() {
+        let own = Principal::parse("local.own").unwrap();
+        let other = Principal::parse("local.other").unwrap();
+        let both = |p: Option<&Principal>, q: Option<&Principal>| {
+            Listing::Complete(vec![listed(1, NKEY_A, p), listed(2, NKEY_B, q)])
+        };
+        assert!(ClaimWait::own_predecessor(
+            &query(),
+            &both(Some(&own), Some(&own)),
+            &own
+        ));
+        assert!(!ClaimWait::own_predecessor(
+            &query(),
+            &both(Some(&own), Some(&other)),
+            &own
+        ));
+        assert!(!ClaimWait::own_predecessor(
+            &query(),
+            &both(Some(&own), None),
+            &own
+        ));
+        // Nothing listed (gone, or a listing that could not decide): not this instance's.
+        assert!(!ClaimWait::own_predecessor(
+            &query(),
+            &Listing::Complete(vec![]),
+            &own
+        ));
+        assert!(!ClaimWait::own_predecessor(
+            &query(),
+            &Listing::Incomplete("a server did not answer".into()),
+            &own
+        ));
+    }
+
+    #[test]
+    fn a_start_waits_on_its_predecessor_and_says_so_once() {
+        let mut wait = ClaimWait::new(false);
+        let refusal = live_peer();
+        let never = || -> Result<bool, ()> { unreachable!("no witness for a predecessor") };
+        assert_eq!(
+            wait.next(&refusal, true, 0, never),
+            Ok(NextAttempt::Predecessor { first: true })
+        );
+        assert_eq!(
+            wait.next(&refusal, true, 10, never),
+            Ok(NextAttempt::Predecessor { first: false })
+        );
+        // Another live plane: a start that is not a standby refuses.
+        assert_eq!(
+            wait.next(&refusal, false, 20, || Ok::<_, ()>(true)),
+            Ok(NextAttempt::Refuse)
+        );
+    }
+
+    #[test]
+    fn a_standby_witnesses_the_ledger_then_waits_and_is_refused_when_nothing_serves_it() {
+        let refusal = live_peer();
+        let mut wait = ClaimWait::new(true);
+        assert_eq!(
+            wait.next(&refusal, false, 0, || Ok::<_, ()>(true)),
+            Ok(NextAttempt::Wait {
+                witnessed: true,
+                first: true
+            })
+        );
+        assert_eq!(
+            wait.next(&refusal, false, 50, || Ok::<_, ()>(false)),
+            Ok(NextAttempt::Wait {
+                witnessed: false,
+                first: false
+            })
+        );
+        // Waiting, an unserved read is retried.
+        let unavailable = EpError::unavailable("cannot read the plane claim");
+        assert_eq!(
+            wait.next(&unavailable, false, 60, || Ok::<_, ()>(true)),
+            Ok(NextAttempt::Retry)
+        );
+
+        let mut unserved = ClaimWait::new(true);
+        assert_eq!(
+            unserved.next(&refusal, false, 0, || Ok::<_, ()>(false)),
+            Ok(NextAttempt::Wait {
+                witnessed: false,
+                first: true
+            })
+        );
+        assert_eq!(
+            unserved.next(&refusal, false, WITNESS_GRACE_MS, || Ok::<_, ()>(false)),
+            Ok(NextAttempt::Unserved)
+        );
+        // The adapter's failure to answer is the caller's error.
+        assert_eq!(
+            ClaimWait::new(true).next(&refusal, false, 0, || Err("unreadable")),
+            Err("unreadable")
+        );
     }
 }
 

@@ -15,11 +15,11 @@ use cotal_core::plane_claim::{
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
-use cotal_core::standby::{self, LedgerWitness, OnRefusal, Witnessed};
+use cotal_core::standby::{self, ClaimWait, NextAttempt};
 use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
-use cotal_io_nats::follow::Source;
+use cotal_io_nats::follow::{Followed, Interest, Source};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{drive, NatsWorld, Replicas, SpaceOptions, StoreSet};
 use nkeys::KeyPair;
@@ -342,12 +342,11 @@ impl Start<'_> {
         // One claim id per open, whatever the number of attempts.
         let claim_id = KeyPair::new_user().public_key();
         let (ledger, records) = (tuple(&scanners.ledger)?, tuple(&scanners.records)?);
-        let mut waiting = false;
+        let mut plan = ClaimWait::new(self.inputs.standby);
         let waited = std::time::Instant::now();
         // A write of the claim row (a release, a reclaim) wakes a waiting start at once; the
         // poll covers a holder that dies without writing it, whose end only the oracle sees.
         let mut claim_writes = claim_writes(barrier, self.space()).await;
-        let mut witness = LedgerWitness::new(0);
         loop {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -388,49 +387,45 @@ impl Start<'_> {
                 }
                 Err(e) => e,
             };
-            if self
-                .is_own_predecessor(&oracle, &refusal, waited.elapsed())
-                .await
-            {
-                if !waiting {
-                    info!(
-                        "waiting for this instance's predecessor, which this start's \
-                         registration fenced, to release the plane claim"
-                    );
-                    waiting = true;
+            // A live peer is looked up in the servers' listing: this instance's own fenced
+            // predecessor is waited on for a while, any other live plane goes to the rule.
+            let own = match ClaimWait::predecessor_query(&refusal, elapsed_ms(waited)) {
+                Some(query) => {
+                    ClaimWait::own_predecessor(&query, &oracle.sweep().await, &self.holder)
                 }
-                wait_claim(&mut claim_writes).await;
-                continue;
-            }
-            match standby::on_claim_refusal(&refusal, self.inputs.standby, waiting) {
-                OnRefusal::Wait => {}
-                OnRefusal::Retry => {
+                None => false,
+            };
+            let ledger = &self.inputs.ledger;
+            match plan.next(&refusal, own, elapsed_ms(waited), || ledger.is_served())? {
+                NextAttempt::Predecessor { first } => {
+                    if first {
+                        info!(
+                            "waiting for this instance's predecessor, which this start's \
+                             registration fenced, to release the plane claim"
+                        );
+                    }
+                }
+                NextAttempt::Retry => {
                     warn!("standby: {}; retrying", refusal.message);
                     tokio::time::sleep(STANDBY_POLL).await;
                     continue;
                 }
-                OnRefusal::Refuse => {
+                NextAttempt::Refuse => {
                     audit::refused("plane", "claim", PLANE_CLAIM_KEY, &refusal);
                     return Err(refusal.message);
                 }
-            }
-            let ledger = &self.inputs.ledger;
-            let looked = witness.look(
-                ClaimRefusal::live_peer(&refusal),
-                elapsed_ms(waited),
-                || ledger.is_served(),
-            )?;
-            match looked {
-                Witnessed::Now => info!(
-                    ledger = %ledger.describe(),
-                    "standby: the active plane serves this standby's actor ledger"
-                ),
-                Witnessed::Waiting => {}
-                Witnessed::Refused => return Err(standby::refusal(&ledger.describe())),
-            }
-            if !waiting {
-                info!("standby: {}; waiting to take over", refusal.message);
-                waiting = true;
+                NextAttempt::Unserved => return Err(standby::refusal(&ledger.describe())),
+                NextAttempt::Wait { witnessed, first } => {
+                    if witnessed {
+                        info!(
+                            ledger = %ledger.describe(),
+                            "standby: the active plane serves this standby's actor ledger"
+                        );
+                    }
+                    if first {
+                        info!("standby: {}; waiting to take over", refusal.message);
+                    }
+                }
             }
             wait_claim(&mut claim_writes).await;
         }
@@ -466,30 +461,6 @@ impl Start<'_> {
         Err(why)
     }
 
-    /// True when a `live-peer` refusal names scanner connections of this very instance (they
-    /// carry its gate principal): a predecessor on the same identity, which this start's
-    /// registration just fenced and which releases the claim as it exits. Waited on for
-    /// [`PREDECESSOR_WAIT`] at most; any other live plane is refused at once.
-    async fn is_own_predecessor(
-        &self,
-        oracle: &Oracle,
-        refusal: &EpError,
-        waited: Duration,
-    ) -> bool {
-        let Some(query) = ClaimRefusal::live_peer(refusal) else {
-            return false;
-        };
-        if waited >= PREDECESSOR_WAIT {
-            return false;
-        }
-        let listing = oracle.sweep().await;
-        let mut held = listing
-            .of_tuple(&query.ledger)
-            .chain(listing.of_tuple(&query.records))
-            .peekable();
-        held.peek().is_some() && held.all(|c| c.principal.as_ref() == Some(&self.holder))
-    }
-
     /// The servers' own listing and the system account's kick, as this plane's system user.
     pub(super) fn oracle(&self) -> Oracle {
         Oracle::new(
@@ -501,37 +472,32 @@ impl Start<'_> {
     }
 }
 
-/// A subscription on the claim row's subject (`$KV.cotal_auth_<space>.plane`) on the barrier
-/// connection, or `None` when it cannot be made (the wait then polls alone).
-async fn claim_writes(
-    barrier: &AuthorityClient,
+/// The writes of the claim row (`$KV.cotal_auth_<space>.plane`) on the barrier connection,
+/// subscribed now when it can be (else the wait polls alone until it can) and followed across
+/// the connection's renewals: a standby may wait longer than one credential lives.
+async fn claim_writes<'a>(
+    barrier: &'a AuthorityClient,
     space: &SpaceName,
-) -> Option<cotal_io_nats::async_nats::Subscriber> {
+) -> Followed<&'a AuthorityClient> {
     let subject = format!(
         "{}{PLANE_CLAIM_KEY}",
         cotal_io_nats::shape::StoreLayout::of(Store::Auth, space).subject_prefix
     );
-    let binding = barrier.space().ok()?;
-    let subscriber = binding.client().subscribe(subject).await.ok()?;
-    binding.client().flush().await.ok()?;
-    Some(subscriber)
+    let label = format!("{} (claim wait)", barrier.label());
+    let mut writes = Followed::new(label, barrier, vec![Interest::Subject(subject)]);
+    let _ = writes.listen().await;
+    writes
 }
 
-/// Waits one [`STANDBY_POLL`], or less when the claim row is written first.
 /// Milliseconds since `since`, as core's monotonic inputs take them.
 fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-async fn wait_claim(writes: &mut Option<cotal_io_nats::async_nats::Subscriber>) {
-    use futures::StreamExt;
-    match writes {
-        Some(subscriber) => {
-            tokio::select! {
-                () = tokio::time::sleep(STANDBY_POLL) => {}
-                _ = subscriber.next() => {}
-            }
-        }
-        None => tokio::time::sleep(STANDBY_POLL).await,
+/// Waits one [`STANDBY_POLL`], or less when the claim row is written first.
+async fn wait_claim(writes: &mut Followed<&AuthorityClient>) {
+    tokio::select! {
+        () = tokio::time::sleep(STANDBY_POLL) => {}
+        _ = writes.next() => {}
     }
 }

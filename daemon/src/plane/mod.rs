@@ -104,7 +104,8 @@ const UNREACHABLE_LIMIT: Duration = Duration::from_secs(10);
 const BROKER_LOSS_GRACE: Duration = Duration::from_millis(200);
 /// How long a start waits for this very instance's predecessor, which its registration just
 /// fenced, to release the plane claim.
-pub const PREDECESSOR_WAIT: Duration = Duration::from_secs(10);
+pub const PREDECESSOR_WAIT: Duration =
+    Duration::from_millis(cotal_core::standby::PREDECESSOR_WAIT_MS);
 /// How often a standby re-tries the plane claim: how late, at most, it notices that the active
 /// plane died or released it (plus one listing).
 pub const STANDBY_POLL: Duration = Duration::from_millis(250);
