@@ -57,10 +57,12 @@ use cotal_core::endpoint_rail::retire_lifecycle_served;
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
 use cotal_core::host::{auth_principal, AwaitHostFence};
 use cotal_core::issuance::GateRef;
+use cotal_core::jwt::Permissions;
 use cotal_core::kv::{Revision, Store};
 use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
 use cotal_core::names::{LifecycleUid, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::profiles::ConnId;
 use cotal_core::profiles::StandingTtl;
 use cotal_core::trust::{DaemonMaterial, IssuerKeys, ISSUER_FILE};
 use cotal_io_fs::instance::Identity;
@@ -76,6 +78,7 @@ use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::host::hold_fence_pushed;
 use cotal_io_nats::observed::RunRequestObserver;
 use cotal_io_nats::reaper;
+use cotal_io_nats::AuthorityClient;
 use cotal_io_nats::Replicas;
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
@@ -887,19 +890,37 @@ fn raise_fd_limit() -> u64 {
     limit.current.unwrap_or(u64::MAX)
 }
 
+/// The seven stores of every space: what the mint writer ensures and the issuer binds.
+const SPACE_STORES: [Store; 7] = [
+    Store::Auth,
+    Store::Records,
+    Store::Admission,
+    Store::Contracts,
+    Store::Issued,
+    Store::Accepted,
+    Store::Sessions,
+];
+
 impl Start<'_> {
+    /// Opens the self-minted connection of `role` over `stores`, granted by its space-wide
+    /// builder `grants` (only the mint creates a missing store).
+    async fn open_granted(
+        &self,
+        role: PlaneConnection,
+        grants: fn(&SpaceName, &ConnId) -> Result<Permissions, cotal_core::EpError>,
+        stores: &[Store],
+    ) -> Result<AuthorityClient, String> {
+        let space = self.space().clone();
+        let options = self.dialer.options(stores, false);
+        self.dialer
+            .open(role, move |conn| grants(&space, conn), options)
+            .await
+    }
+
     /// Opens every connection in order, registers, and takes the claim.
     async fn open_all(&self) -> Result<(Connections, Registered), String> {
         let space = self.space().clone();
-        let mut all = vec![
-            Store::Auth,
-            Store::Records,
-            Store::Admission,
-            Store::Contracts,
-            Store::Issued,
-            Store::Accepted,
-            Store::Sessions,
-        ];
+        let mut all = SPACE_STORES.to_vec();
         // A replicated ledger's store rides the mint connection, which creates it if missing.
         if matches!(self.inputs.ledger, LedgerHome::Replicated) {
             all.push(Store::Actors);
@@ -937,58 +958,35 @@ impl Start<'_> {
                 )
                 .await?
         };
-        let issuer = {
-            let space = space.clone();
-            self.dialer
-                .open(
-                    PlaneConnection::RemoteManagerIssuer,
-                    move |conn| plane_grants::remote_manager_issuer(&space, conn),
-                    self.dialer.options(
-                        &[
-                            Store::Auth,
-                            Store::Records,
-                            Store::Contracts,
-                            Store::Issued,
-                            Store::Accepted,
-                            Store::Admission,
-                            Store::Sessions,
-                        ],
-                        false,
-                    ),
-                )
-                .await?
-        };
-        let barrier = {
-            let space = space.clone();
-            self.dialer
-                .open(
-                    PlaneConnection::AuthBarrier,
-                    move |conn| plane_grants::auth_barrier(&space, conn),
-                    self.dialer.options(&[Store::Auth, Store::Records], false),
-                )
-                .await?
-        };
+        let issuer = self
+            .open_granted(
+                PlaneConnection::RemoteManagerIssuer,
+                plane_grants::remote_manager_issuer,
+                &SPACE_STORES,
+            )
+            .await?;
+        let barrier = self
+            .open_granted(
+                PlaneConnection::AuthBarrier,
+                plane_grants::auth_barrier,
+                &[Store::Auth, Store::Records],
+            )
+            .await?;
         let scanners = Scanners {
-            ledger: {
-                let space = space.clone();
-                self.dialer
-                    .open(
-                        PlaneConnection::AuthScan,
-                        move |conn| plane_grants::auth_scan(&space, conn),
-                        self.dialer.options(&[Store::Auth], false),
-                    )
-                    .await?
-            },
-            records: {
-                let space = space.clone();
-                self.dialer
-                    .open(
-                        PlaneConnection::RecordsScan,
-                        move |conn| plane_grants::records_scan(&space, conn),
-                        self.dialer.options(&[Store::Records], false),
-                    )
-                    .await?
-            },
+            ledger: self
+                .open_granted(
+                    PlaneConnection::AuthScan,
+                    plane_grants::auth_scan,
+                    &[Store::Auth],
+                )
+                .await?,
+            records: self
+                .open_granted(
+                    PlaneConnection::RecordsScan,
+                    plane_grants::records_scan,
+                    &[Store::Records],
+                )
+                .await?,
         };
         let (hold, serving) = self.claim(&barrier, &scanners).await?;
         let admin = {
