@@ -123,8 +123,5 @@ impl VerbConnection {
 
 /// The trust root's data account as the signer of an operator's short connection.
 pub fn operator_signer(material: &DaemonMaterial) -> DataAccountSigner {
-    DataAccountSigner {
-        account: material.data_account().to_owned(),
-        signer: Arc::new(material.data_signing_key().clone()),
-    }
+    DataAccountSigner::of(material)
 }

@@ -109,10 +109,7 @@ impl CalloutKeys {
             material.callout_account(),
             material.callout_signing_key().clone(),
             &xkey_seed,
-            DataAccountSigner {
-                account: material.data_account().to_owned(),
-                signer: Arc::new(material.data_signing_key().clone()),
-            },
+            DataAccountSigner::of(material),
         )
     }
 

@@ -248,10 +248,7 @@ impl Dialer {
         Dialer {
             server: inputs.server.clone(),
             space: inputs.space.clone(),
-            signer: DataAccountSigner {
-                account: inputs.material.data_account().to_owned(),
-                signer: Arc::new(inputs.material.data_signing_key().clone()),
-            },
+            signer: DataAccountSigner::of(&inputs.material),
             replicas: inputs.replicas,
             tags: principal_tags(holder),
         }

@@ -751,10 +751,7 @@ fn doors(
                 durables: Arc::new(NatsDurables::new(
                     &inputs.server,
                     inputs.space.clone(),
-                    DataAccountSigner {
-                        account: material.data_account().to_owned(),
-                        signer: Arc::new(material.data_signing_key().clone()),
-                    },
+                    DataAccountSigner::of(material),
                     auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?,
                 )),
                 runs: runs::Runs {
