@@ -94,6 +94,7 @@ pub mod plane_grants;
 pub mod plane_probe;
 pub mod platform_control;
 pub mod profiles;
+pub mod readiness;
 pub mod reconcile;
 pub mod registration;
 pub mod registry;

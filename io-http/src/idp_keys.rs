@@ -34,6 +34,17 @@ pub struct IdpSource {
     pub jwks_uri: String,
 }
 
+impl IdpSource {
+    /// The IdP the trust root pins (`idp.json`).
+    pub fn pinned(pin: &cotal_core::trust::IdpPin) -> IdpSource {
+        IdpSource {
+            issuer: pin.issuer().to_owned(),
+            audience: pin.audience().to_owned(),
+            jwks_uri: pin.jwks_uri().to_owned(),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Cache {
     verifier: Option<Arc<IdpVerifier>>,

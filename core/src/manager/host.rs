@@ -10,6 +10,7 @@ use nkeys::KeyPair;
 use crate::error::EpError;
 use crate::names::{is_platform_owner, DerivedOwner, OwnerToken, SpaceName};
 use crate::profiles::StandingTtl;
+use crate::trust::DaemonMaterial;
 
 use super::platform::{AssignmentState, PlatformAssignment};
 use super::proof::ProofSecret;
@@ -31,6 +32,36 @@ pub struct ManagerHost {
     pub proof_secret: ProofSecret,
     pub standing_ttl: StandingTtl,
     pub agents: AgentOnboarding,
+}
+
+impl ManagerHost {
+    /// The host a plane serves from its trust root: its space, the data account and its
+    /// signing key (whose seed is the proof secret), the standing lifetime only the trusted host
+    /// sets (reference §2.3 step 0), and the sentinel creds enrolled agents present. The agents'
+    /// exchange URL is empty: the route fills it in once the public face is bound. The error is
+    /// one sentence.
+    pub fn of_trust_root(
+        space: SpaceName,
+        material: &DaemonMaterial,
+        standing_ttl: StandingTtl,
+    ) -> Result<ManagerHost, String> {
+        let signing_seed = material
+            .data_signing_key()
+            .seed()
+            .map_err(|e| format!("the data account's signing key has no seed: {e}"))?;
+        Ok(ManagerHost {
+            space,
+            account: AccountKey::parse(material.data_account())
+                .ok_or("the trust root's data account is not an account key")?,
+            signer: Arc::new(material.data_signing_key().clone()),
+            proof_secret: ProofSecret::new(signing_seed),
+            standing_ttl,
+            agents: AgentOnboarding {
+                sentinel_creds: material.sentinel_creds().to_owned(),
+                agent_bearer_exchange_url: String::new(),
+            },
+        })
+    }
 }
 
 impl fmt::Debug for ManagerHost {
@@ -144,5 +175,40 @@ impl Supervisor {
                 assignment.instance_id
             ),
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jwt::UnixSeconds;
+    use crate::trust::{provision, IdpPin, ProvisionSeeds};
+
+    #[test]
+    fn the_host_of_a_trust_root_signs_for_its_data_account_and_onboards_with_its_sentinel() {
+        let mut entropy = [0u8; ProvisionSeeds::ENTROPY_BYTES];
+        for (i, b) in entropy.iter_mut().enumerate() {
+            *b = u8::try_from(i % 251).unwrap();
+        }
+        let space = SpaceName::parse("host").unwrap();
+        let root = provision(
+            &space,
+            IdpPin::from_url("http://127.0.0.1:4190").unwrap(),
+            &ProvisionSeeds::from_entropy(&entropy),
+            UnixSeconds(1_780_000_000),
+        )
+        .unwrap();
+        let material = &root.daemon;
+        let host =
+            ManagerHost::of_trust_root(space.clone(), material, StandingTtl::DEFAULT).unwrap();
+        assert_eq!(host.space, space);
+        assert_eq!(host.account.as_str(), material.data_account());
+        assert_eq!(
+            host.signer.public_key(),
+            material.data_signing_key().public_key()
+        );
+        assert_eq!(host.standing_ttl, StandingTtl::DEFAULT);
+        assert_eq!(host.agents.sentinel_creds, material.sentinel_creds());
+        assert_eq!(host.agents.agent_bearer_exchange_url, "");
     }
 }

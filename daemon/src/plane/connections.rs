@@ -15,6 +15,7 @@ use cotal_core::plane_claim::{
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::profiles::{principal_tags, ConnId};
+use cotal_core::readiness::DRAINING_AGENT_COPY;
 use cotal_core::standby::{self, ClaimWait, NextAttempt};
 use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
@@ -59,7 +60,7 @@ impl PlaneLink {
     pub(super) fn get(&self) -> Result<Arc<Connections>, EpError> {
         self.0
             .upgrade()
-            .ok_or_else(|| EpError::unavailable("the auth service is shutting down; retry shortly"))
+            .ok_or_else(|| EpError::unavailable(DRAINING_AGENT_COPY))
     }
 }
 

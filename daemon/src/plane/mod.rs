@@ -49,6 +49,7 @@ mod roots;
 mod runs;
 mod verify_door;
 
+pub use cotal_core::readiness::Readiness;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +60,7 @@ use cotal_core::host::{auth_principal, AwaitHostFence};
 use cotal_core::issuance::GateRef;
 use cotal_core::jwt::Permissions;
 use cotal_core::kv::{Revision, Store};
-use cotal_core::manager::{AccountKey, AgentOnboarding, ManagerHost, ProofSecret};
+use cotal_core::manager::ManagerHost;
 use cotal_core::names::{LifecycleUid, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::ConnId;
@@ -180,42 +181,6 @@ impl HostedContext {
             "accountPublicKey": self.account_public_key,
             "lifecycleUid": self.lifecycle_uid.as_str(),
         })
-    }
-}
-
-/// Whether the plane serves (reference §2.8).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Readiness {
-    Ready,
-    /// Its close has begun.
-    Draining,
-    /// It stopped serving on its own; the cause for the operator.
-    Unavailable(String),
-}
-
-/// What an agent is told by a plane that is shutting down.
-const DRAINING_AGENT_COPY: &str = "the auth service is shutting down; retry shortly";
-
-impl Readiness {
-    /// The refusal every operation of a plane that does not serve answers with: for the agent
-    /// that asked, nothing to act on but a retry (the operator's cause is on `/health` and in
-    /// the log, reference §2.6). `None` while ready.
-    pub fn refusal(&self) -> Option<cotal_core::EpError> {
-        match self {
-            Readiness::Ready => None,
-            Readiness::Draining => Some(cotal_core::EpError::unavailable(DRAINING_AGENT_COPY)),
-            Readiness::Unavailable(_) => Some(cotal_core::EpError::unavailable(
-                cotal_core::plane_claim::FENCED_AGENT_COPY,
-            )),
-        }
-    }
-
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Readiness::Ready => "ready",
-            Readiness::Draining => "draining",
-            Readiness::Unavailable(_) => "unavailable",
-        }
     }
 }
 
@@ -700,29 +665,8 @@ fn doors(
 ) -> Result<faces::PlaneDoors, String> {
     let ledger = served_ledger(inputs, connections);
     let material = &inputs.material;
-    let pin = material.idp();
-    let idp = Arc::new(IdpKeys::new(IdpSource {
-        issuer: pin.issuer().to_owned(),
-        audience: pin.audience().to_owned(),
-        jwks_uri: pin.jwks_uri().to_owned(),
-    }));
-    let signing_seed = material
-        .data_signing_key()
-        .seed()
-        .map_err(|e| format!("the data account's signing key has no seed: {e}"))?;
-    let host = ManagerHost {
-        space: inputs.space.clone(),
-        account: AccountKey::parse(material.data_account())
-            .ok_or("the trust root's data account is not an account key")?,
-        signer: Arc::new(material.data_signing_key().clone()),
-        proof_secret: ProofSecret::new(signing_seed),
-        standing_ttl: inputs.standing_ttl,
-        agents: AgentOnboarding {
-            sentinel_creds: material.sentinel_creds().to_owned(),
-            // Known once the public face is bound: the route fills it in (`public_exchange`).
-            agent_bearer_exchange_url: String::new(),
-        },
-    };
+    let idp = Arc::new(IdpKeys::new(IdpSource::pinned(material.idp())));
+    let host = ManagerHost::of_trust_root(inputs.space.clone(), material, inputs.standing_ttl)?;
     Ok(faces::PlaneDoors {
         exchange: exchange::Exchange {
             space: inputs.space.clone(),
