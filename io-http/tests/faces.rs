@@ -1319,6 +1319,47 @@ fn the_faces_connection_caps_stay_under_the_descriptor_limit() {
     assert_eq!(connection_ceiling(100), 1);
 }
 
+/// Both faces bound together; a public face that cannot bind (its port taken) closes the
+/// loopback one and names the port.
+#[tokio::test]
+async fn start_faces_binds_both_or_closes_the_loopback_face_when_the_public_one_cannot_bind() {
+    use cotal_io_http::face::start_faces;
+    let stub = Stub::new();
+    let capability = || Capability::from_hex(CAP).unwrap();
+    let (lo, pu) = start_faces(
+        LoopbackConfig::new(0, capability()),
+        Some(PublicConfig::new(0, false)),
+        Arc::clone(&stub),
+    )
+    .await
+    .unwrap();
+    let pu = pu.unwrap();
+    assert_eq!(get(lo.local_addr(), "/health").await.status, StatusCode::OK);
+    assert_eq!(get(pu.local_addr(), "/health").await.status, StatusCode::OK);
+
+    let taken = pu.local_addr().port();
+    let refused = start_faces(
+        LoopbackConfig::new(0, capability()),
+        Some(PublicConfig::new(taken, false)),
+        Arc::clone(&stub),
+    )
+    .await
+    .unwrap_err();
+    assert!(
+        refused.starts_with(&format!(
+            "cannot bind the public face on 127.0.0.1:{taken}: "
+        )),
+        "{refused}"
+    );
+    let (alone, none) = start_faces(LoopbackConfig::new(0, capability()), None, stub)
+        .await
+        .unwrap();
+    assert!(none.is_none());
+    alone.close(Duration::from_secs(5)).await;
+    lo.close(Duration::from_secs(5)).await;
+    pu.close(Duration::from_secs(5)).await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Graceful close.
 

@@ -88,8 +88,8 @@ use tracing::{error, warn};
 use crate::ledger::Ledger;
 use connections::{Connections, Scanners};
 use cotal_io_http::face::{
-    start_loopback, start_public, Capability, FaceHandle, LoopbackConfig, PublicConfig,
-    PublicFaceSettings, CLOSE_GRACE,
+    start_faces, Capability, FaceHandle, LoopbackConfig, PublicConfig, PublicFaceSettings,
+    CLOSE_GRACE,
 };
 use faces::PlaneFaces;
 use metrics::PlaneMetrics;
@@ -770,29 +770,14 @@ async fn bind_faces(
     guard: Capability,
     server_tls: bool,
 ) -> Result<(FaceHandle, Option<(FaceHandle, String)>), String> {
-    let fd_limit = raise_fd_limit();
-    let loopback = LoopbackConfig::new(inputs.port, guard).within_fd_limit(fd_limit);
-    let loopback = start_loopback(loopback, Arc::clone(faces))
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot bind the loopback face on 127.0.0.1:{}: {e}",
-                inputs.port
-            )
-        })?;
-    let Some(settings) = &inputs.public else {
+    let loopback = LoopbackConfig::new(inputs.port, guard);
+    let public = inputs
+        .public
+        .as_ref()
+        .map(|s| PublicConfig::new(s.port, s.trusted_proxy));
+    let (loopback, public) = start_faces(loopback, public, Arc::clone(faces)).await?;
+    let (Some(settings), Some(public)) = (&inputs.public, public) else {
         return Ok((loopback, None));
-    };
-    let public = PublicConfig::new(settings.port, settings.trusted_proxy).within_fd_limit(fd_limit);
-    let public = match start_public(public, Arc::clone(faces)).await {
-        Ok(public) => public,
-        Err(e) => {
-            loopback.close(CLOSE_GRACE).await;
-            return Err(format!(
-                "cannot bind the public face on 127.0.0.1:{}: {e}",
-                settings.port
-            ));
-        }
     };
     let url = settings
         .url
@@ -806,29 +791,6 @@ async fn bind_faces(
         &url,
     );
     Ok((loopback, Some((public, url))))
-}
-
-/// Raises the process's soft file-descriptor limit to its hard one (what the operator allows;
-/// the soft default of 1,024 is a historical leftover) and returns the limit the faces' caps
-/// must stay under. A limit that cannot be raised is kept as it is: the caps then follow it.
-fn raise_fd_limit() -> u64 {
-    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
-    let limit = getrlimit(Resource::Nofile);
-    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum) {
-        if current < maximum
-            && setrlimit(
-                Resource::Nofile,
-                Rlimit {
-                    current: Some(maximum),
-                    maximum: Some(maximum),
-                },
-            )
-            .is_ok()
-        {
-            return maximum;
-        }
-    }
-    limit.current.unwrap_or(u64::MAX)
 }
 
 /// The seven stores of every space: what the mint writer ensures and the issuer binds.

@@ -47,8 +47,9 @@ pub use hyper::StatusCode;
 pub use peer::PeerKey;
 pub use routes::{Door, Face, Route};
 pub use server::{
-    connection_ceiling, start_loopback, start_public, FaceHandle, LoopbackConfig, PublicConfig,
-    CLOSE_GRACE, LOOPBACK_DEADLINE, LOOPBACK_MAX_CONNECTIONS, LOOPBACK_MAX_IN_FLIGHT,
-    PEER_TOO_MANY_CONNECTIONS, PUBLIC_DEADLINE, PUBLIC_MAX_CONNECTIONS, PUBLIC_MAX_IN_FLIGHT,
-    PUBLIC_PEER_MAX_CONNECTIONS, PUBLIC_PEER_MAX_IN_FLIGHT, RESERVED_FDS, TOO_MANY_CONNECTIONS,
+    connection_ceiling, raise_fd_limit, start_faces, start_loopback, start_public, FaceHandle,
+    LoopbackConfig, PublicConfig, CLOSE_GRACE, LOOPBACK_DEADLINE, LOOPBACK_MAX_CONNECTIONS,
+    LOOPBACK_MAX_IN_FLIGHT, PEER_TOO_MANY_CONNECTIONS, PUBLIC_DEADLINE, PUBLIC_MAX_CONNECTIONS,
+    PUBLIC_MAX_IN_FLIGHT, PUBLIC_PEER_MAX_CONNECTIONS, PUBLIC_PEER_MAX_IN_FLIGHT, RESERVED_FDS,
+    TOO_MANY_CONNECTIONS,
 };

@@ -171,6 +171,58 @@ impl PublicConfig {
     }
 }
 
+/// Raises the process's soft file-descriptor limit to its hard one (what the operator allows;
+/// the soft default of 1,024 is a historical leftover) and returns the limit the faces' caps
+/// must stay under. A limit that cannot be raised is kept as it is: the caps then follow it.
+pub fn raise_fd_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum) {
+        if current < maximum
+            && setrlimit(
+                Resource::Nofile,
+                Rlimit {
+                    current: Some(maximum),
+                    maximum: Some(maximum),
+                },
+            )
+            .is_ok()
+        {
+            return maximum;
+        }
+    }
+    limit.current.unwrap_or(u64::MAX)
+}
+
+/// Binds a plane's faces: the loopback one and, when asked, the public one, each with its
+/// connection caps under the process's descriptor limit, raised first ([`raise_fd_limit`]). A
+/// public face that cannot bind closes the loopback one first. The error is one sentence
+/// naming the face and its port.
+pub async fn start_faces<H: FaceHandler>(
+    loopback: LoopbackConfig,
+    public: Option<PublicConfig>,
+    handler: Arc<H>,
+) -> Result<(FaceHandle, Option<FaceHandle>), String> {
+    let fd_limit = raise_fd_limit();
+    let port = loopback.port;
+    let loopback = start_loopback(loopback.within_fd_limit(fd_limit), Arc::clone(&handler))
+        .await
+        .map_err(|e| format!("cannot bind the loopback face on 127.0.0.1:{port}: {e}"))?;
+    let Some(public) = public else {
+        return Ok((loopback, None));
+    };
+    let port = public.port;
+    match start_public(public.within_fd_limit(fd_limit), handler).await {
+        Ok(public) => Ok((loopback, Some(public))),
+        Err(e) => {
+            loopback.close(CLOSE_GRACE).await;
+            Err(format!(
+                "cannot bind the public face on 127.0.0.1:{port}: {e}"
+            ))
+        }
+    }
+}
+
 /// Binds the loopback face on 127.0.0.1 and serves it until [`FaceHandle::close`].
 pub async fn start_loopback<H: FaceHandler>(
     config: LoopbackConfig,
