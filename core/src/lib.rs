@@ -55,6 +55,7 @@ pub mod actors;
 pub mod authority;
 pub mod barrier;
 pub mod bearer;
+pub mod bundle;
 pub mod callout;
 pub mod canon;
 pub mod connect;

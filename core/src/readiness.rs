@@ -1,9 +1,14 @@
 //! Whether a plane serves (reference §2.8), and what an agent is told when it does not: a
 //! plane that is not serving refuses every operation first, with a copy that gives the agent
 //! nothing to act on but a retry (the operator's cause is on `/health` and in the log,
-//! reference §2.6).
+//! reference §2.6). The readiness as `/health` and a hosted handle report it, and the context
+//! a platform assigned a hosted plane (reference §2.3), are here too: their member order is the
+//! bytes a caller reads.
+
+use serde_json::{json, Value};
 
 use crate::error::EpError;
+use crate::names::LifecycleUid;
 use crate::plane_claim::FENCED_AGENT_COPY;
 
 /// What an agent is told by a plane that is shutting down (or whose connections are already
@@ -39,12 +44,110 @@ impl Readiness {
             Readiness::Unavailable(_) => "unavailable",
         }
     }
+
+    /// `/health`'s body: `{ok, issuer, state, cause?, context?}`, the cause only once the
+    /// plane stopped serving on its own, the context only for a hosted plane.
+    pub fn health(&self, issuer: &str, context: Option<&HostedContext>) -> Value {
+        let mut health = json!({"ok": true, "issuer": issuer, "state": self.as_str()});
+        if let Some(map) = health.as_object_mut() {
+            if let Readiness::Unavailable(cause) = self {
+                map.insert("cause".into(), cause.clone().into());
+            }
+            if let Some(context) = context {
+                map.insert("context".into(), context.to_json());
+            }
+        }
+        health
+    }
+}
+
+/// The context a platform assigned a hosted plane (reference §2.3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedContext {
+    pub account_public_key: String,
+    pub lifecycle_uid: LifecycleUid,
+}
+
+impl HostedContext {
+    /// `{accountPublicKey, lifecycleUid}`, as `/health` and the readiness show it.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "accountPublicKey": self.account_public_key,
+            "lifecycleUid": self.lifecycle_uid.as_str(),
+        })
+    }
+}
+
+/// The readiness a hosted handle reports (reference §2.8): `{state, context, cause?}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostedReadiness {
+    pub state: &'static str,
+    pub context: HostedContext,
+    pub cause: Option<String>,
+}
+
+impl HostedReadiness {
+    /// `readiness` of the plane serving `context`: the cause only once it ended on its own.
+    pub fn of(readiness: &Readiness, context: HostedContext) -> HostedReadiness {
+        let cause = match readiness {
+            Readiness::Unavailable(cause) => Some(cause.clone()),
+            Readiness::Ready | Readiness::Draining => None,
+        };
+        HostedReadiness {
+            state: readiness.as_str(),
+            context,
+            cause,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let mut readiness = json!({"state": self.state, "context": self.context.to_json()});
+        if let (Some(cause), Some(map)) = (&self.cause, readiness.as_object_mut()) {
+            map.insert("cause".into(), cause.clone().into());
+        }
+        readiness
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
+
+    fn context() -> HostedContext {
+        HostedContext {
+            account_public_key: "ACONTEXT".into(),
+            lifecycle_uid: LifecycleUid::parse("0123456789abcdefghijklmnopqrstu").unwrap(),
+        }
+    }
+
+    #[test]
+    fn health_and_the_hosted_readiness_carry_the_cause_only_once_the_plane_ended_on_its_own() {
+        let issuer = "urn:cotal:auth:s";
+        assert_eq!(
+            Readiness::Ready.health(issuer, None).to_string(),
+            r#"{"ok":true,"issuer":"urn:cotal:auth:s","state":"ready"}"#
+        );
+        let ended = Readiness::Unavailable("fenced".into());
+        let uid = context().lifecycle_uid.as_str().to_owned();
+        assert_eq!(
+            ended.health(issuer, Some(&context())).to_string(),
+            format!(
+                r#"{{"ok":true,"issuer":"urn:cotal:auth:s","state":"unavailable","cause":"fenced","context":{{"accountPublicKey":"ACONTEXT","lifecycleUid":"{uid}"}}}}"#
+            )
+        );
+        assert_eq!(
+            HostedReadiness::of(&Readiness::Draining, context())
+                .to_json()
+                .to_string(),
+            format!(
+                r#"{{"state":"draining","context":{{"accountPublicKey":"ACONTEXT","lifecycleUid":"{uid}"}}}}"#
+            )
+        );
+        let hosted = HostedReadiness::of(&ended, context());
+        assert_eq!(hosted.cause.as_deref(), Some("fenced"));
+        assert_eq!(hosted.to_json()["cause"], "fenced");
+    }
 
     #[test]
     fn a_plane_that_does_not_serve_refuses_with_the_agent_copy_never_the_cause() {

@@ -31,11 +31,11 @@ use cotal_io_fs::trust::{self, Composition as Material};
 use cotal_io_fs::{instance, ledger_home};
 use cotal_io_http::face::{check_public_face, PublicFaceFlags};
 use cotal_io_nats::Replicas;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use crate::plane::Readiness;
 use crate::plane::{Composition, Ended, HostedContext, OwnedConnection, Plane, PlaneInputs};
 pub use crate::plane::{ObserveAssignment, Observed};
+pub use cotal_core::readiness::HostedReadiness;
 
 /// What a platform gives one hosted context.
 #[derive(Debug)]
@@ -86,24 +86,6 @@ pub struct HostInput {
     pub cluster: Value,
     /// The schema artifacts its commands' digests name.
     pub artifacts: Vec<Value>,
-}
-
-/// The readiness a hosted handle reports (reference §2.8): `{state, context, cause?}`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostedReadiness {
-    pub state: &'static str,
-    pub context: HostedContext,
-    pub cause: Option<String>,
-}
-
-impl HostedReadiness {
-    pub fn to_json(&self) -> Value {
-        let mut readiness = json!({"state": self.state, "context": self.context.to_json()});
-        if let (Some(cause), Some(map)) = (&self.cause, readiness.as_object_mut()) {
-            map.insert("cause".into(), cause.clone().into());
-        }
-        readiness
-    }
 }
 
 /// One running hosted context.
@@ -296,16 +278,7 @@ impl HostedHandle {
     /// `{state, context, cause?}`: `ready`, `draining` once a close began, or `unavailable`
     /// with the cause once the context ended on its own.
     pub fn readiness(&self) -> HostedReadiness {
-        let readiness = self.plane.readiness();
-        let cause = match &readiness {
-            Readiness::Unavailable(cause) => Some(cause.clone()),
-            Readiness::Ready | Readiness::Draining => None,
-        };
-        HostedReadiness {
-            state: readiness.as_str(),
-            context: self.context.clone(),
-            cause,
-        }
+        HostedReadiness::of(&self.plane.readiness(), self.context.clone())
     }
 
     /// The loopback face's URL.

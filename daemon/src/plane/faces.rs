@@ -3,7 +3,8 @@
 //! refuses every door first; a serving one hands the request to its [`Doors`] (the exchange,
 //! the manager-service authority route, the retire doors and the verify-enrollment door).
 
-use cotal_core::trust::DaemonMaterial;
+use cotal_core::bundle::MeshBundle;
+use cotal_core::trust::{DaemonMaterial, IdpPin};
 use cotal_io_fs::discovery;
 use cotal_io_http::bearer::{BearerIssuer, KeyRing};
 use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
@@ -32,13 +33,13 @@ pub(super) struct PlaneFaces {
     /// The bearer issuer the doors share: `/jwks` publishes its ring as it is now.
     bearers: BearerIssuer,
     /// A hosted plane's assigned context, which `/health` names.
-    context: Option<Value>,
+    context: Option<HostedContext>,
     readiness: watch::Receiver<Readiness>,
     metrics: Arc<PlaneMetrics>,
     /// The public face's `/.well-known/cotal-mesh`, set once that face is bound.
     bundle: OnceLock<Value>,
-    /// What the bundle tells a client about signing in.
-    idp: Value,
+    /// The pinned IdP the bundle tells a client to sign in at.
+    idp: IdpPin,
     sentinel_creds: String,
     doors: Box<dyn Doors>,
 }
@@ -99,26 +100,20 @@ impl PlaneFaces {
     ) -> Result<PlaneFaces, String> {
         Ok(PlaneFaces {
             doors,
-            context: context.map(HostedContext::to_json),
+            context: context.cloned(),
             issuer: bearers.issuer().to_owned(),
             bearers,
             readiness,
             metrics,
             bundle: OnceLock::new(),
-            idp: json!({
-                "url": material.idp().url(),
-                "issuer": material.idp().issuer(),
-                "audience": material.idp().audience(),
-            }),
+            idp: material.idp().clone(),
             sentinel_creds: material.sentinel_creds().to_owned(),
         })
     }
 
-    /// Builds the discovery bundle (reference §3.3) from the plane's own configuration once the
-    /// public face is bound at `url`: the space, the server clients connect to (the advertised
-    /// one, else the plane's own, never with userinfo), whether TLS is required (the advertised
-    /// URL is `tls://` or `wss://`, or the server requires it: `server_tls`), the pinned IdP,
-    /// the face's endpoints and the deny-all sentinel creds clients present with their bearer.
+    /// Builds the discovery bundle ([`MeshBundle`], reference §3.3) once the public face is
+    /// bound at `url`: the server clients connect to is the advertised one, else the plane's
+    /// own, never with userinfo; `server_tls` says whether the server requires TLS.
     pub(super) fn publish_bundle(
         &self,
         space: &SpaceName,
@@ -127,49 +122,27 @@ impl PlaneFaces {
         settings: &PublicFaceSettings,
         url: &str,
     ) {
-        let base = url.trim_end_matches('/');
-        let mut endpoints = json!({
-            "url": url,
-            "managerAuthorityUrl": format!("{base}/manager-service-authority"),
-        });
-        if let (Some(provisioning), Some(map)) =
-            (&settings.agent_provisioning_url, endpoints.as_object_mut())
-        {
-            map.insert("agentProvisioningUrl".into(), provisioning.clone().into());
-        }
         let advertised = settings
             .advertised_server
             .clone()
             .unwrap_or_else(|| discovery::redacted(server));
-        let tls_scheme = ["tls://", "wss://"].iter().any(|scheme| {
-            advertised
-                .get(..scheme.len())
-                .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
-        });
-        let bundle = json!({
-            "space": space.as_str(),
-            "server": advertised,
-            "tlsRequired": tls_scheme || server_tls,
-            "userAuth": {"provider": "cotal", "idp": self.idp, "endpoints": endpoints},
-            "sentinelCreds": self.sentinel_creds,
-        });
-        let _ = self.bundle.set(bundle);
+        let bundle = MeshBundle {
+            space,
+            server: &advertised,
+            server_tls,
+            idp: &self.idp,
+            url,
+            agent_provisioning_url: settings.agent_provisioning_url.as_deref(),
+            sentinel_creds: &self.sentinel_creds,
+        };
+        let _ = self.bundle.set(bundle.to_json());
     }
 }
 
 impl FaceHandler for PlaneFaces {
     fn health(&self, _face: Face) -> Value {
         let readiness = self.readiness.borrow().clone();
-        let mut health = json!({"ok": true, "issuer": self.issuer, "state": readiness.as_str()});
-        if let Some(map) = health.as_object_mut() {
-            if let Readiness::Unavailable(cause) = &readiness {
-                map.insert("cause".into(), cause.clone().into());
-            }
-            if let Some(context) = &self.context {
-                map.insert("context".into(), context.clone());
-            }
-        }
-        health
+        readiness.health(&self.issuer, self.context.as_ref())
     }
 
     fn jwks(&self) -> Value {

@@ -49,7 +49,7 @@ mod roots;
 mod runs;
 mod verify_door;
 
-pub use cotal_core::readiness::Readiness;
+pub use cotal_core::readiness::{HostedContext, Readiness};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,7 +61,7 @@ use cotal_core::issuance::GateRef;
 use cotal_core::jwt::Permissions;
 use cotal_core::kv::{Revision, Store};
 use cotal_core::manager::ManagerHost;
-use cotal_core::names::{LifecycleUid, Principal, SpaceName};
+use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::ConnId;
 use cotal_core::profiles::StandingTtl;
@@ -164,23 +164,6 @@ impl Composition {
             Composition::Cli => None,
             Composition::Hosted(context) => Some(context),
         }
-    }
-}
-
-/// The context a platform assigned a hosted plane (reference §2.3).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HostedContext {
-    pub account_public_key: String,
-    pub lifecycle_uid: LifecycleUid,
-}
-
-impl HostedContext {
-    /// `{accountPublicKey, lifecycleUid}`, as `/health` and the readiness show it.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "accountPublicKey": self.account_public_key,
-            "lifecycleUid": self.lifecycle_uid.as_str(),
-        })
     }
 }
 
