@@ -96,11 +96,15 @@ impl Scanners {
     }
 
     pub(super) async fn close(self) {
-        for (label, client) in [("auth-scan", self.ledger), ("records-scan", self.records)] {
-            if let Err(e) = client.close().await {
-                warn!(connection = label, "closing failed: {e}");
-            }
-        }
+        close_said("auth-scan", self.ledger).await;
+        close_said("records-scan", self.records).await;
+    }
+}
+
+/// Closes `client`, saying so in the log (as `label`) when that fails.
+async fn close_said(label: &str, client: AuthorityClient) {
+    if let Err(e) = client.close().await {
+        warn!(connection = label, "closing failed: {e}");
     }
 }
 
@@ -108,6 +112,19 @@ impl Connections {
     /// The user nkeys of the plane's self-minted connections, as the servers list them: the
     /// connections every eviction it runs spares.
     pub(super) fn nkeys(&self) -> Vec<String> {
+        self.minted()
+            .map(|client| client.conn_id().as_str().to_owned())
+            .to_vec()
+    }
+
+    /// Resolves when any self-minted connection fails closed (its renewal failed).
+    pub(super) async fn failed(&self) -> EpError {
+        let failed = self.minted().map(|client| Box::pin(client.failed()));
+        futures::future::select_all(failed).await.0
+    }
+
+    /// The self-minted connections (the callout's is not: it rides the stored creds).
+    fn minted(&self) -> [&AuthorityClient; 7] {
         [
             &self.mint,
             &self.reader,
@@ -117,21 +134,6 @@ impl Connections {
             &self.scanners.records,
             &self.admin,
         ]
-        .map(|client| client.conn_id().as_str().to_owned())
-        .to_vec()
-    }
-
-    /// Resolves when any self-minted connection fails closed (its renewal failed).
-    pub(super) async fn failed(&self) -> EpError {
-        tokio::select! {
-            e = self.mint.failed() => e,
-            e = self.reader.failed() => e,
-            e = self.issuer.failed() => e,
-            e = self.barrier.failed() => e,
-            e = self.scanners.ledger.failed() => e,
-            e = self.scanners.records.failed() => e,
-            e = self.admin.failed() => e,
-        }
     }
 
     /// Closes in order (reference §2.9): the control rail listener, the reader, the scanners,
@@ -153,12 +155,8 @@ impl Connections {
             admin,
             callout,
         } = self;
-        if let Err(e) = admin.close().await {
-            warn!(connection = "auth-admin", "closing failed: {e}");
-        }
-        if let Err(e) = reader.close().await {
-            warn!(connection = "reader", "closing failed: {e}");
-        }
+        close_said("auth-admin", admin).await;
+        close_said("reader", reader).await;
         scanners.close().await;
         let kept = Unreleased {
             barrier,
@@ -166,11 +164,8 @@ impl Connections {
             serving,
         };
         let released = kept.release().await;
-        for (label, client) in [("issuer", issuer), ("mint", mint)] {
-            if let Err(e) = client.close().await {
-                warn!(connection = label, "closing failed: {e}");
-            }
-        }
+        close_said("issuer", issuer).await;
+        close_said("mint", mint).await;
         let _ = callout.drain().await;
         released
     }
@@ -199,9 +194,7 @@ impl Unreleased {
             barrier, serving, ..
         } = self;
         drop(serving);
-        if let Err(e) = barrier.close().await {
-            warn!(connection = "barrier", "closing failed: {e}");
-        }
+        close_said("barrier", barrier).await;
         outcome.map_err(|e| (None, e.message))
     }
 }
