@@ -12,7 +12,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cotal_authd::embedded::Embedded;
+use cotal_authd::embedded;
 use cotal_authd::hosted::{
     self, HostInput, HostedInputs, ObserveAssignment, Observed, PlatformControl,
 };
@@ -50,7 +50,7 @@ async fn run(state_dir: &std::path::Path) -> Result<(), String> {
     // The platform's provisioning: a trust root, its broker, and the store it injects.
     trust::init(state_dir, &space, "http://127.0.0.1:4190")?;
     let broker = trust::load_broker(state_dir, &space)?;
-    let server = Embedded::start(&embedded_dir(state_dir, &space), false, |listen, store| {
+    let server = embedded::start(&embedded_dir(state_dir, &space), false, |listen, store| {
         cotal_core::trust::broker_config(&broker, listen, store).map_err(|e| e.message)
     })?;
     let identity = StoreIdentity::injected("example-platform/store-1")?;
