@@ -14,7 +14,7 @@ use cotal_core::plane_claim::{
     PLANE_CLAIM_KEY,
 };
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
-use cotal_core::profiles::{principal_tags, ConnId};
+use cotal_core::profiles::{host_user, principal_tags, ConnId};
 use cotal_core::readiness::DRAINING_AGENT_COPY;
 use cotal_core::standby::{self, ClaimWait, NextAttempt};
 use cotal_core::EpError;
@@ -272,10 +272,8 @@ impl Dialer {
             self.signer.clone(),
             move |conn| {
                 Ok(UserNats {
-                    permissions: grants(conn)?,
                     tags,
-                    limits: cotal_core::profiles::HOST_LIMITS,
-                    ..UserNats::default()
+                    ..host_user(grants(conn)?)
                 })
             },
             Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
