@@ -78,10 +78,7 @@ async fn bench(n: usize) {
         AuthorityClient::open(
             &f.server,
             "bench-manager-registration-floor".to_owned(),
-            DataAccountSigner {
-                account: f.material.data_account().to_owned(),
-                signer: Arc::new(f.material.data_signing_key().clone()),
-            },
+            DataAccountSigner::of(&f.material),
             move |conn| {
                 plane_grants::gate_reconcile(&space, conn, &endpoint, &instance).map(Into::into)
             },

@@ -54,9 +54,7 @@ use cotal_core::error::EpError;
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
-use cotal_core::manager::{
-    AccountKey, AgentOnboarding, ManagerAuthorityRequest, ManagerHost, ProofSecret, Supervisor,
-};
+use cotal_core::manager::{ManagerAuthorityRequest, ManagerHost, Supervisor};
 use cotal_core::names::ActorToken;
 use cotal_core::names::SpaceName;
 use cotal_core::plane_grants;
@@ -295,10 +293,7 @@ async fn bench(n: usize) {
     let issuer = AuthorityClient::open(
         &f.server,
         "bench-remote-manager-issuer".to_owned(),
-        DataAccountSigner {
-            account: material.data_account().to_owned(),
-            signer: Arc::new(material.data_signing_key().clone()),
-        },
+        DataAccountSigner::of(material),
         move |conn| plane_grants::remote_manager_issuer(&grant_space, conn).map(Into::into),
         Duration::from_secs(600),
         space.clone(),
@@ -312,17 +307,7 @@ async fn bench(n: usize) {
     .await
     .unwrap();
     let bound = issuer.space().unwrap();
-    let host = ManagerHost {
-        space: space.clone(),
-        account: AccountKey::parse(material.data_account()).unwrap(),
-        signer: Arc::new(material.data_signing_key().clone()),
-        proof_secret: ProofSecret::new(material.data_signing_key().seed().unwrap()),
-        standing_ttl: StandingTtl::DEFAULT,
-        agents: AgentOnboarding {
-            sentinel_creds: material.sentinel_creds().to_owned(),
-            agent_bearer_exchange_url: String::new(),
-        },
-    };
+    let host = ManagerHost::of_trust_root(space.clone(), material, StandingTtl::DEFAULT).unwrap();
     let holder = Supervisor::human(
         material.owner_for_idp_subject("alice").unwrap(),
         vec!["supervise".to_owned()],
@@ -415,12 +400,7 @@ async fn bench(n: usize) {
             .unwrap();
         transport.push(start.elapsed());
     }
-    let pin = material.idp();
-    let idp = IdpKeys::new(IdpSource {
-        issuer: pin.issuer().to_owned(),
-        audience: pin.audience().to_owned(),
-        jwks_uri: pin.jwks_uri().to_owned(),
-    });
+    let idp = IdpKeys::new(IdpSource::pinned(material.idp()));
     idp.verify(&idp_token, UnixSeconds::from_millis(now_ms()))
         .await
         .unwrap();

@@ -25,7 +25,6 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cotal_core::actors::authorize::authorize_human_grant;
@@ -268,12 +267,7 @@ fn main() -> Result<(), String> {
         let (t50, _, _) = summary(transport);
         let space = SpaceName::parse(SPACE).map_err(|e| e.message)?;
         let material = cotal_io_fs::trust::load_daemon(&root, &space)?;
-        let pin = material.idp();
-        let idp = IdpKeys::new(IdpSource {
-            issuer: pin.issuer().to_owned(),
-            audience: pin.audience().to_owned(),
-            jwks_uri: pin.jwks_uri().to_owned(),
-        });
+        let idp = IdpKeys::new(IdpSource::pinned(material.idp()));
         let mut verify = Vec::with_capacity(n);
         for _ in 0..=n {
             let start = Instant::now();
@@ -351,10 +345,7 @@ fn main() -> Result<(), String> {
         let reader = AuthorityClient::open(
             &server,
             PlaneConnection::AuthReader.label(&space),
-            DataAccountSigner {
-                account: material.data_account().to_owned(),
-                signer: Arc::new(material.data_signing_key().clone()),
-            },
+            DataAccountSigner::of(&material),
             move |conn| plane_grants::auth_reader(&grant_space, conn).map(Into::into),
             Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
             space.clone(),
