@@ -462,20 +462,20 @@ impl Start<'_> {
 }
 
 /// The writes of the claim row (`$KV.cotal_auth_<space>.plane`) on the barrier connection,
-/// subscribed now when it can be (else the wait polls alone until it can) and followed across
-/// the connection's renewals: a standby may wait longer than one credential lives.
+/// followed across the connection's renewals (a standby may wait longer than one credential
+/// lives), or `None` when the subscription cannot be made now (the wait then polls alone).
 async fn claim_writes<'a>(
     barrier: &'a AuthorityClient,
     space: &SpaceName,
-) -> Followed<&'a AuthorityClient> {
+) -> Option<Followed<&'a AuthorityClient>> {
     let subject = format!(
         "{}{PLANE_CLAIM_KEY}",
         cotal_io_nats::shape::StoreLayout::of(Store::Auth, space).subject_prefix
     );
     let label = format!("{} (claim wait)", barrier.label());
     let mut writes = Followed::new(label, barrier, vec![Interest::Subject(subject)]);
-    let _ = writes.listen().await;
-    writes
+    writes.listen().await.ok()?;
+    Some(writes)
 }
 
 /// Milliseconds since `since`, as core's monotonic inputs take them.
@@ -484,9 +484,14 @@ fn elapsed_ms(since: Instant) -> u64 {
 }
 
 /// Waits one [`STANDBY_POLL`], or less when the claim row is written first.
-async fn wait_claim(writes: &mut Followed<&AuthorityClient>) {
-    tokio::select! {
-        () = tokio::time::sleep(STANDBY_POLL) => {}
-        _ = writes.next() => {}
+async fn wait_claim(writes: &mut Option<Followed<&AuthorityClient>>) {
+    match writes {
+        Some(writes) => {
+            tokio::select! {
+                () = tokio::time::sleep(STANDBY_POLL) => {}
+                _ = writes.next() => {}
+            }
+        }
+        None => tokio::time::sleep(STANDBY_POLL).await,
     }
 }

@@ -485,7 +485,10 @@ impl Start<'_> {
                 // fence watch.
                 let why = tokio::select! {
                     why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
-                    never = reaper::reap_every_period(|| connections.scanners.ledger.space(), &space) => match never {},
+                    never = reaper::reap_every_period(
+                        || connections.scanners.ledger.space(),
+                        &space,
+                    ) => match never {},
                     never = follow_issuer_keys(&secrets, &space, &followed) => match never {},
                 };
                 let (kind, cause) = match &why {
