@@ -25,7 +25,7 @@ use crate::embedded::{self, Embedded};
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
 use cotal_core::trust::{ServerTls, Serving};
-use cotal_io_fs::ledger_home::{self, LedgerHome};
+use cotal_io_fs::ledger_home;
 
 /// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
 /// a failure (1) so a supervisor can leave it stopped (systemd `RestartPreventExitStatus=3`)
@@ -181,17 +181,10 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
     // Handlers go in before the start: a standby stops on a signal, and whoever finds the
     // discovery file may signal at once.
     let mut signals = Signals::install()?;
-    // The plane's own discovery file, and, for a plane serving another state root's actor
-    // ledger, one beside that ledger too: the operator's verbs aimed at the ledger's state dir
-    // (`actor retire`, `actor revoke --credential`) then reach the plane that serves it.
+    // The plane's own discovery file, and one beside the actor ledger it serves when that is
+    // another state root's ([`discovery::paths_for`]).
     let own_discovery = discovery::path(&inputs.root, &inputs.space);
-    let mut discoveries = vec![own_discovery.clone()];
-    if let LedgerHome::Files(files) = &inputs.ledger {
-        let beside_ledger = discovery::in_dir(files.root());
-        if beside_ledger != own_discovery {
-            discoveries.push(beside_ledger);
-        }
-    }
+    let discoveries = discovery::paths_for(&inputs.root, &inputs.space, &inputs.ledger);
     // A discovery file left by a plane that died without cleaning up names nothing that
     // serves: it goes before this start, so nobody finds it meanwhile.
     for path in &discoveries {
@@ -215,13 +208,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
         generation: registered.generation.0,
         registration_revision: registered.registration_revision.0,
     };
-    let written = discoveries
-        .iter()
-        .try_for_each(|path| discovery::write(path, space, &found));
-    if let Err(why) = written {
-        discoveries
-            .iter()
-            .for_each(|p| discovery::remove_if_ours(p));
+    if let Err(why) = discovery::write_all(&discoveries, space, &found) {
         let _ = plane.close().await;
         return Err(why);
     }
@@ -246,9 +233,7 @@ async fn serve(inputs: &PlaneInputs) -> Result<Outcome, String> {
         },
     };
     // The discovery file goes first: nobody may find a plane that is on its way out.
-    discoveries
-        .iter()
-        .for_each(|p| discovery::remove_if_ours(p));
+    discovery::remove_all_if_ours(&discoveries);
     let released = plane.close().await;
     match (outcome, released) {
         (Ok(outcome), Ok(())) => Ok(outcome),

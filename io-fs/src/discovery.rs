@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use cotal_core::names::SpaceName;
 use serde_json::{json, Value};
 
+use crate::ledger_home::LedgerHome;
 use crate::{files, trust};
 
 /// Whether a discovery file's plane is still there.
@@ -68,6 +69,32 @@ pub fn write(path: &Path, space: &SpaceName, d: &Discovery) -> Result<(), String
     files::write_private(path, format!("{doc:#}\n").as_bytes())
 }
 
+/// Where a plane publishes itself: its own discovery file under `root` first and, for a plane
+/// serving another state root's actor ledger (`ledger`), one beside that ledger too, so the
+/// operator's verbs aimed at the ledger's state dir (`actor retire`, `actor revoke
+/// --credential`) reach the plane that serves it.
+pub fn paths_for(root: &Path, space: &SpaceName, ledger: &LedgerHome) -> Vec<PathBuf> {
+    let own = path(root, space);
+    let mut paths = vec![own.clone()];
+    if let LedgerHome::Files(files) = ledger {
+        let beside_ledger = in_dir(files.root());
+        if beside_ledger != own {
+            paths.push(beside_ledger);
+        }
+    }
+    paths
+}
+
+/// Writes `d` to every one of `paths`; when one fails, removes those this process wrote (so no
+/// half-published plane is found) and says why.
+pub fn write_all(paths: &[PathBuf], space: &SpaceName, d: &Discovery) -> Result<(), String> {
+    let written = paths.iter().try_for_each(|path| write(path, space, d));
+    if written.is_err() {
+        remove_all_if_ours(paths);
+    }
+    written
+}
+
 /// Reads a discovery file; `None` when there is none.
 pub fn read(path: &Path) -> Result<Option<Discovery>, String> {
     let Some(bytes) = files::read_regular(path)? else {
@@ -123,6 +150,11 @@ pub fn remove_if_ours(path: &Path) {
     }
 }
 
+/// [`remove_if_ours`] for each of `paths`.
+pub fn remove_all_if_ours(paths: &[PathBuf]) {
+    paths.iter().for_each(|path| remove_if_ours(path));
+}
+
 /// `url` without userinfo, for the discovery file's `server` and for logs: a server URL may
 /// carry credentials, and neither is a secret store.
 pub fn redacted(url: &str) -> String {
@@ -141,6 +173,51 @@ pub fn redacted(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn found() -> Discovery {
+        Discovery {
+            pid: std::process::id(),
+            url: "http://127.0.0.1:1".into(),
+            cap: "00".into(),
+            public_url: None,
+            server: "nats://127.0.0.1:4222".into(),
+            instance: "i".into(),
+            process_epoch: 0,
+            generation: 0,
+            registration_revision: 1,
+        }
+    }
+
+    #[test]
+    fn a_plane_serving_another_roots_ledger_publishes_beside_it_too() {
+        let space = SpaceName::parse("disc").unwrap();
+        let (root, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let own = path(root.path(), &space);
+        assert_eq!(
+            paths_for(root.path(), &space, &LedgerHome::Replicated),
+            vec![own.clone()]
+        );
+        let own_ledger = LedgerHome::Files(crate::FileActors::new(trust::space_dir(
+            root.path(),
+            &space,
+        )));
+        assert_eq!(
+            paths_for(root.path(), &space, &own_ledger),
+            vec![own.clone()]
+        );
+        let beside = trust::space_dir(other.path(), &space);
+        let served = LedgerHome::Files(crate::FileActors::new(&beside));
+        let paths = paths_for(root.path(), &space, &served);
+        assert_eq!(paths, vec![own, in_dir(&beside)]);
+
+        for dir in [trust::space_dir(root.path(), &space), beside] {
+            files::ensure_private_dir(&dir).unwrap();
+        }
+        write_all(&paths, &space, &found()).unwrap();
+        assert!(paths.iter().all(|p| read(p).unwrap() == Some(found())));
+        remove_all_if_ours(&paths);
+        assert!(paths.iter().all(|p| read(p).unwrap().is_none()));
+    }
 
     #[test]
     fn redacted_drops_userinfo_from_every_url() {
