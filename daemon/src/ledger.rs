@@ -4,18 +4,15 @@
 //! it is, and a replicated ledger's blocking round trips never run on an async task.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest};
-use cotal_core::kv::Store;
 use cotal_core::names::SpaceName;
-use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::trust::DaemonMaterial;
 use cotal_core::EpError;
 use cotal_io_fs::FileActors;
 use cotal_io_nats::driver::ask_ledger;
 use cotal_io_nats::ledger::CurrentSpace;
-use cotal_io_nats::{AuthorityClient, DataAccountSigner, Dial, KvActors, SpaceOptions, StoreSet};
+use cotal_io_nats::{AuthorityClient, DataAccountSigner, Dial, KvActors};
 
 /// The actor ledger, on this host's files or replicated.
 #[derive(Debug, Clone)]
@@ -82,42 +79,14 @@ pub struct VerbConnection {
 impl VerbConnection {
     /// Opens `cotal:actor-ledger:<space>` to `server`, minted from the trust root's data
     /// account for a minute (the verbs need seconds), over the ledger's store as it was
-    /// created (its replicas as found; a missing store is the plane's to create).
+    /// created ([`KvActors::connect`]).
     pub async fn open(
         server: Dial,
         space: &SpaceName,
         material: &DaemonMaterial,
     ) -> Result<(VerbConnection, Ledger), String> {
-        let grant_space = space.clone();
-        let client = AuthorityClient::open(
-            server,
-            PlaneConnection::ActorLedger.label(space),
-            operator_signer(material),
-            move |conn| {
-                plane_grants::actor_ledger(&grant_space, conn).map(cotal_core::profiles::host_user)
-            },
-            Duration::from_secs(60),
-            space.clone(),
-            SpaceOptions {
-                create_missing: false,
-                replicas_as_found: true,
-                stores: StoreSet::of(&[Store::Actors]),
-                ..SpaceOptions::default()
-            },
-        )
-        .await
-        .map_err(|e| e.message)?;
-        let client = Arc::new(client);
-        let weak = Arc::downgrade(&client);
-        let current: CurrentSpace = Arc::new(move || {
-            weak.upgrade()
-                .ok_or_else(|| EpError::unavailable("the verb's ledger connection is closed"))?
-                .space()
-        });
-        Ok((
-            VerbConnection { _client: client },
-            Ledger::replicated(space, current),
-        ))
+        let (client, kv) = KvActors::connect(server, space, operator_signer(material)).await?;
+        Ok((VerbConnection { _client: client }, Ledger::Replicated(kv)))
     }
 }
 

@@ -19,8 +19,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use cotal_core::actors::kv_rows::{KvPort, KvRows};
 use cotal_core::actors::store::execute;
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest, AliasGuard};
-use cotal_core::kv::{KvOutcome, KvRequest};
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::names::{actors_bucket, Principal, SpaceName};
+use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::profiles::host_user;
 use cotal_core::EpError;
 use tokio::runtime::Handle;
 
@@ -57,6 +59,38 @@ impl KvActors {
             runtime,
             locks: Arc::default(),
         }
+    }
+
+    /// The replicated ledger of `space` over a short connection of its own
+    /// (`cotal:actor-ledger:<space>`, minted from `signer` for a minute: an operator's verb needs
+    /// seconds), bound to the ledger's store as it was created (its replicas as found; a missing
+    /// store is the plane's to create), its round trips on this runtime. Dropping the returned
+    /// client ends the connection, after which the ledger answers `unavailable`.
+    pub async fn connect(
+        server: crate::Dial,
+        space: &SpaceName,
+        signer: crate::DataAccountSigner,
+    ) -> Result<(Arc<crate::AuthorityClient>, KvActors), String> {
+        let grant_space = space.clone();
+        let client = crate::AuthorityClient::open(
+            server,
+            PlaneConnection::ActorLedger.label(space),
+            signer,
+            move |conn| plane_grants::actor_ledger(&grant_space, conn).map(host_user),
+            std::time::Duration::from_secs(60),
+            space.clone(),
+            crate::SpaceOptions::existing(&[Store::Actors]),
+        )
+        .await
+        .map_err(|e| e.message)?;
+        let client = Arc::new(client);
+        let weak = Arc::downgrade(&client);
+        let current: CurrentSpace = Arc::new(move || {
+            weak.upgrade()
+                .ok_or_else(|| EpError::unavailable("the verb's ledger connection is closed"))?
+                .space()
+        });
+        Ok((client, KvActors::new(space, current, Handle::current())))
     }
 
     /// The bucket's name, for messages.
