@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use cotal_io_fs::files;
-pub use cotal_io_nats::embedded::Embedded;
+pub use cotal_io_nats::embedded::{client_tls, server_tls, Embedded};
 
 /// [`Embedded::start`] in `dir`: adopts the live server recorded there or starts one from the
 /// configuration `config_for(listen, store_dir)` renders.

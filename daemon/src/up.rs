@@ -24,7 +24,7 @@ use tracing::{error, info, info_span, Instrument};
 use crate::embedded::{self, Embedded};
 use crate::plane::{Ended, Plane, PlaneInputs};
 use crate::trust_cmd::embedded_dir;
-use cotal_core::trust::{ServerTls, Serving};
+use cotal_core::trust::Serving;
 use cotal_io_fs::ledger_home;
 
 /// The exit status of a plane a successor fenced (or whose gate a barrier took): distinct from
@@ -103,20 +103,14 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
             let broker = trust::load_broker(&args.root, &args.space)?;
             let dir = embedded_dir(&args.root, &args.space);
             let serving = Serving {
-                tls: embedded_tls(&args.tls)?,
+                tls: embedded::server_tls(&args.tls)?,
                 cluster: None,
             };
             let embedded = embedded::start(&dir, serving.tls.is_some(), |listen, store| {
                 cotal_core::trust::broker_config_with(&broker, listen, store, &serving)
                     .map_err(|e| e.message)
             })?;
-            // The plane verifies its own TLS server as any client would: against --tlsca, with
-            // no client certificate (the embedded server does not ask for one). A plaintext
-            // embedded server is dialed plainly, whatever NATS_CA the environment carries.
-            let client = TlsSettings {
-                ca: args.tls.ca.clone().filter(|_| serving.tls.is_some()),
-                ..TlsSettings::default()
-            };
+            let client = embedded::client_tls(&args.tls, serving.tls.is_some());
             (Dial::new(&embedded.url, client)?, Some(embedded))
         }
     };
@@ -154,26 +148,6 @@ pub async fn up(args: UpArgs) -> Result<ExitCode, String> {
             }
             Err(why)
         }
-    }
-}
-
-/// The embedded server's own TLS: `up --tlscert F --tlskey F` without `--server` (nats-server's
-/// flag names), as absolute paths, since the server reads them from its own directory.
-fn embedded_tls(tls: &TlsSettings) -> Result<Option<ServerTls>, String> {
-    let absolute = |flag: &str, path: &std::path::Path| {
-        std::fs::canonicalize(path)
-            .map(|p| p.to_string_lossy().into_owned())
-            .map_err(|e| format!("{flag} {} cannot be read: {e}", path.display()))
-    };
-    tls.check()?;
-    match (&tls.cert, &tls.key) {
-        (Some(cert), Some(key)) => Ok(Some(ServerTls {
-            cert: absolute("--tlscert", cert)?,
-            key: absolute("--tlskey", key)?,
-            ca: None,
-            verify: false,
-        })),
-        _ => Ok(None),
     }
 }
 

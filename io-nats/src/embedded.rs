@@ -19,12 +19,46 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use cotal_core::trust::ServerTls;
 use rustix::process::{kill_process, test_kill_process, Pid, Signal};
 use serde_json::{json, Value};
+
+use crate::dial::TlsSettings;
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL: Duration = Duration::from_millis(50);
+
+/// The embedded server's own TLS: `up --tlscert F --tlskey F` without `--server` (nats-server's
+/// flag names), as absolute paths, since the server reads them from its own directory; `None`
+/// without a certificate. The flags are checked first ([`TlsSettings::check`]).
+pub fn server_tls(tls: &TlsSettings) -> Result<Option<ServerTls>, String> {
+    let absolute = |flag: &str, path: &Path| {
+        fs::canonicalize(path)
+            .map(|p| p.to_string_lossy().into_owned())
+            .map_err(|e| format!("{flag} {} cannot be read: {e}", path.display()))
+    };
+    tls.check()?;
+    match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Ok(Some(ServerTls {
+            cert: absolute("--tlscert", cert)?,
+            key: absolute("--tlskey", key)?,
+            ca: None,
+            verify: false,
+        })),
+        _ => Ok(None),
+    }
+}
+
+/// How the plane dials its own embedded server: it verifies a TLS one as any client would,
+/// against `--tlsca`, with no client certificate (the embedded server does not ask for one); a
+/// plaintext one is dialed plainly, whatever `NATS_CA` the environment carries.
+pub fn client_tls(tls: &TlsSettings, serving_tls: bool) -> TlsSettings {
+    TlsSettings {
+        ca: tls.ca.clone().filter(|_| serving_tls),
+        ..TlsSettings::default()
+    }
+}
 
 /// A running embedded server.
 #[derive(Debug)]
@@ -218,5 +252,34 @@ impl Embedded {
                 std::thread::sleep(POLL);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_servers_tls_needs_both_halves_and_its_client_trusts_only_the_ca() {
+        assert_eq!(server_tls(&TlsSettings::default()), Ok(None));
+        let half = TlsSettings {
+            cert: Some(PathBuf::from("/nonexistent/cert.pem")),
+            ..TlsSettings::default()
+        };
+        assert_eq!(
+            server_tls(&half),
+            Err("--tlscert needs --tlskey (NATS_KEY)".to_owned())
+        );
+        let given = TlsSettings {
+            ca: Some(PathBuf::from("ca.pem")),
+            cert: Some(PathBuf::from("cert.pem")),
+            key: Some(PathBuf::from("key.pem")),
+        };
+        let ca_only = TlsSettings {
+            ca: Some(PathBuf::from("ca.pem")),
+            ..TlsSettings::default()
+        };
+        assert_eq!(client_tls(&given, true), ca_only);
+        assert_eq!(client_tls(&given, false), TlsSettings::default());
     }
 }
