@@ -26,7 +26,7 @@ use cotal_core::issuance::GateObservation;
 use cotal_core::lifecycle::Activated;
 use cotal_core::names::{ActorToken, DerivedOwner, InstanceId, LifecycleUid, SpaceName};
 use cotal_core::profiles::StandingTtl;
-use cotal_io_fs::secrets::{SecretStore, StoreIdentity, StoreKind};
+use cotal_io_fs::secrets::{SecretStore, StoreIdentity};
 use cotal_io_fs::trust::{self, Composition as Material};
 use cotal_io_fs::{instance, ledger_home};
 use cotal_io_http::face::{check_public_face, PublicFaceFlags};
@@ -221,19 +221,9 @@ fn check(inputs: &HostedInputs) -> Result<Checked, String> {
     let space = SpaceName::parse(&inputs.space).map_err(|e| e.message)?;
     let lifecycle_uid = LifecycleUid::parse(&inputs.lifecycle_uid)
         .map_err(|e| format!("the hosted context's lifecycle uid: {}", e.message))?;
-    let declared = inputs.store.identity().ok_or_else(|| {
-        "the secret store must declare a stable identity; a hosted context never adopts a store \
-         it cannot tell from another"
-            .to_owned()
-    })?;
-    if declared.kind() != StoreKind::Injected || declared != inputs.store_identity {
-        return Err(format!(
-            "the secret store's identity does not match the assigned one (it declares {:?} \
-             {:?})",
-            declared.kind(),
-            declared.id()
-        ));
-    }
+    inputs
+        .store_identity
+        .check_assigned(inputs.store.as_ref())?;
     if !inputs.state_dir.is_absolute() {
         return Err(format!(
             "the hosted context's stateDir must be an absolute path, not {}; a hosted plane \

@@ -60,6 +60,26 @@ impl StoreIdentity {
         })
     }
 
+    /// Refuses, in one sentence, a store that declares no identity (a hosted context never
+    /// adopts a store it cannot tell from another) or one other than this injected identity,
+    /// which a platform assigned: so a plane never starts on another tenant's store by mistake.
+    pub fn check_assigned(&self, store: &dyn SecretStore) -> Result<(), String> {
+        let declared = store.identity().ok_or_else(|| {
+            "the secret store must declare a stable identity; a hosted context never adopts a \
+             store it cannot tell from another"
+                .to_owned()
+        })?;
+        if declared.kind() != StoreKind::Injected || declared != *self {
+            return Err(format!(
+                "the secret store's identity does not match the assigned one (it declares {:?} \
+                 {:?})",
+                declared.kind(),
+                declared.id()
+            ));
+        }
+        Ok(())
+    }
+
     pub fn kind(&self) -> StoreKind {
         self.kind.clone()
     }
@@ -324,6 +344,35 @@ mod tests {
 
     fn key() -> SecretKey {
         SecretKey::of(&space(), "issuer.json")
+    }
+
+    #[test]
+    fn a_hosted_context_takes_only_the_injected_store_it_was_assigned() {
+        let assigned = StoreIdentity::injected("tenant-a").unwrap();
+        assert_eq!(
+            assigned.check_assigned(&MemorySecretStore::new(Some(assigned.clone()))),
+            Ok(())
+        );
+        assert_eq!(
+            assigned.check_assigned(&MemorySecretStore::new(None)),
+            Err(
+                "the secret store must declare a stable identity; a hosted context never adopts \
+                 a store it cannot tell from another"
+                    .to_owned()
+            )
+        );
+        let other = StoreIdentity::injected("tenant-b").unwrap();
+        assert_eq!(
+            assigned.check_assigned(&MemorySecretStore::new(Some(other))),
+            Err(
+                "the secret store's identity does not match the assigned one (it declares \
+                 Injected \"tenant-b\")"
+                    .to_owned()
+            )
+        );
+        let files = tempfile::tempdir().unwrap();
+        let refused = assigned.check_assigned(&FileSecretStore::new(files.path()));
+        assert!(refused.unwrap_err().contains("declares Filesystem"));
     }
 
     #[test]
