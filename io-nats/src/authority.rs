@@ -30,10 +30,11 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use async_nats::{AuthError, Client, ConnectOptions, Event};
-use cotal_core::jwt::{self, UnixSeconds, UserNats, Validity};
-use cotal_core::kv::{KvOutcome, KvRequest};
-use cotal_core::names::SpaceName;
-use cotal_core::profiles::ConnId;
+use cotal_core::jwt::{self, Permissions, UnixSeconds, UserNats, Validity};
+use cotal_core::kv::{KvOutcome, KvRequest, Store};
+use cotal_core::names::{Principal, SpaceName};
+use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_core::profiles::{host_user, principal_tags, ConnId};
 use cotal_core::EpError;
 use nkeys::KeyPair;
 use tokio::sync::watch;
@@ -42,7 +43,8 @@ use tracing::{error, info, warn};
 
 use crate::dial::Dial;
 use crate::host::{FenceReads, GateWrites};
-use crate::space::{Space, SpaceOptions};
+use crate::shape::Replicas;
+use crate::space::{Space, SpaceOptions, StoreSet};
 
 /// The shortest credential lifetime accepted: renewal runs at half-life, in whole seconds.
 pub const MIN_TTL: Duration = Duration::from_secs(2);
@@ -584,4 +586,102 @@ pub async fn connect_with_creds(
                 dial.describe(&e)
             ))
         })
+}
+
+/// How a plane opens its self-minted connections: to its servers, signed by the data account,
+/// labelled by role (`cotal:<role>:<space>`), granted exactly one [`plane_grants`] builder
+/// under [`HOST_LIMITS`](cotal_core::profiles::HOST_LIMITS), tagged with the gate principal, and
+/// re-minted at half-life of [`AUTHORITY_CLIENT_TTL_SECS`].
+///
+/// [`plane_grants`]: cotal_core::plane_grants
+#[derive(Clone, Debug)]
+pub struct PlaneDialer {
+    server: Dial,
+    /// The servers as the operator is shown them (without userinfo).
+    shown: String,
+    space: SpaceName,
+    signer: DataAccountSigner,
+    replicas: Replicas,
+    /// The gate principal's tags: the servers' own listing attributes every connection to this
+    /// plane, so a reconcile of a frozen `auth` gate sees the plane that froze it as live for as
+    /// long as it runs (F24, F52).
+    tags: Vec<String>,
+}
+
+impl PlaneDialer {
+    /// The dialer of the plane of `space` whose gate principal is `holder`; `shown` is how its
+    /// servers are named to the operator.
+    pub fn new(
+        server: Dial,
+        shown: String,
+        space: SpaceName,
+        signer: DataAccountSigner,
+        replicas: Replicas,
+        holder: &Principal,
+    ) -> PlaneDialer {
+        PlaneDialer {
+            server,
+            shown,
+            space,
+            signer,
+            replicas,
+            tags: principal_tags(holder),
+        }
+    }
+
+    /// The binding of `stores` at the plane's replicas; only the mint creates a missing store.
+    pub fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
+        SpaceOptions {
+            replicas: self.replicas,
+            stores: StoreSet::of(stores),
+            create_missing,
+            ..SpaceOptions::default()
+        }
+    }
+
+    /// Opens one self-minted connection of `role`, refusing in one sentence a server this
+    /// space's trust root does not govern.
+    pub async fn open(
+        &self,
+        role: PlaneConnection,
+        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        options: SpaceOptions,
+    ) -> Result<AuthorityClient, String> {
+        let tags = self.tags.clone();
+        AuthorityClient::open(
+            &self.server,
+            role.label(&self.space),
+            self.signer.clone(),
+            move |conn| {
+                Ok(UserNats {
+                    tags,
+                    ..host_user(grants(conn)?)
+                })
+            },
+            Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+            self.space.clone(),
+            options,
+        )
+        .await
+        .map_err(|e| self.refusal(&e.message))
+    }
+
+    /// A refused credential means the server does not trust this space's operator (or lacks
+    /// its accounts); anything else (unreachable, timed out) is said as it is.
+    pub fn refusal(&self, why: &str) -> String {
+        if why.to_ascii_lowercase().contains("authorization") {
+            self.not_ours(why)
+        } else {
+            why.to_owned()
+        }
+    }
+
+    /// The one sentence for a server that refused or ignored this space's credentials.
+    pub fn not_ours(&self, why: &str) -> String {
+        format!(
+            "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
+             from `cotal-authd broker-config --space {}`, or start `up` without --server",
+            self.shown, self.space, self.space
+        )
+    }
 }

@@ -3,9 +3,8 @@
 //! the claim, and their close order.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use cotal_core::jwt::{Permissions, UserNats};
 use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::{Principal, SpaceName};
@@ -13,16 +12,15 @@ use cotal_core::plane_claim::{
     scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
     PLANE_CLAIM_KEY,
 };
-use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
-use cotal_core::profiles::{host_user, principal_tags, ConnId};
+use cotal_core::plane_grants::PlaneConnection;
 use cotal_core::readiness::DRAINING_AGENT_COPY;
 use cotal_core::standby::{self, ClaimWait, NextAttempt};
 use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
-use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner};
+use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner, PlaneDialer};
 use cotal_io_nats::follow::{Followed, Interest, Source};
 use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::{drive, NatsWorld, Replicas, SpaceOptions, StoreSet};
+use cotal_io_nats::{drive, NatsWorld};
 use nkeys::KeyPair;
 use tracing::{error, info, warn};
 
@@ -223,87 +221,20 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
     }
 }
 
-/// How the plane opens its self-minted connections: to its servers, signed by the data
-/// account, labelled by role and tagged with the gate principal.
-#[derive(Clone, Debug)]
-pub(super) struct Dialer {
-    server: cotal_io_nats::Dial,
-    space: SpaceName,
-    signer: DataAccountSigner,
-    replicas: Replicas,
-    /// The gate principal's tags: the servers' own listing attributes every connection to this
-    /// plane, so a reconcile of a frozen `auth` gate sees the plane that froze it as live for as
-    /// long as it runs (F24, F52).
-    tags: Vec<String>,
-}
+/// How the plane opens its self-minted connections ([`PlaneDialer`]).
+pub(super) type Dialer = PlaneDialer;
 
-impl Dialer {
-    pub(super) fn new(inputs: &PlaneInputs, holder: &Principal) -> Dialer {
-        Dialer {
-            server: inputs.server.clone(),
-            space: inputs.space.clone(),
-            signer: DataAccountSigner::of(&inputs.material),
-            replicas: inputs.replicas,
-            tags: principal_tags(holder),
-        }
-    }
-
-    pub(super) fn options(&self, stores: &[Store], create_missing: bool) -> SpaceOptions {
-        SpaceOptions {
-            replicas: self.replicas,
-            stores: StoreSet::of(stores),
-            create_missing,
-            ..SpaceOptions::default()
-        }
-    }
-
-    /// Opens one self-minted connection of `role`, refusing in one sentence a server this
-    /// space's trust root does not govern.
-    pub(super) async fn open(
-        &self,
-        role: PlaneConnection,
-        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
-        options: SpaceOptions,
-    ) -> Result<AuthorityClient, String> {
-        let tags = self.tags.clone();
-        AuthorityClient::open(
-            &self.server,
-            role.label(&self.space),
-            self.signer.clone(),
-            move |conn| {
-                Ok(UserNats {
-                    tags,
-                    ..host_user(grants(conn)?)
-                })
-            },
-            Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
-            self.space.clone(),
-            options,
-        )
-        .await
-        .map_err(|e| self.refusal(&e.message))
-    }
-
-    /// A refused credential means the server does not trust this space's operator (or lacks
-    /// its accounts); anything else (unreachable, timed out) is said as it is.
-    pub(super) fn refusal(&self, why: &str) -> String {
-        if why.to_ascii_lowercase().contains("authorization") {
-            self.not_ours(why)
-        } else {
-            why.to_owned()
-        }
-    }
-
-    /// The one sentence for a server that refused or ignored this space's credentials.
-    pub(super) fn not_ours(&self, why: &str) -> String {
-        format!(
-            "the NATS server at {} is not serving space {} from its trust root ({why}); run it \
-             from `cotal-authd broker-config --space {}`, or start `up` without --server",
-            discovery::redacted(self.server.servers()),
-            self.space,
-            self.space
-        )
-    }
+/// The dialer of the plane `inputs` start, its connections tagged with `holder`, the gate
+/// principal.
+pub(super) fn dialer(inputs: &PlaneInputs, holder: &Principal) -> Dialer {
+    PlaneDialer::new(
+        inputs.server.clone(),
+        discovery::redacted(inputs.server.servers()),
+        inputs.space.clone(),
+        DataAccountSigner::of(&inputs.material),
+        inputs.replicas,
+        holder,
+    )
 }
 
 impl Start<'_> {
@@ -316,7 +247,8 @@ impl Start<'_> {
     /// standby (`--standby`) waits on a live or unknown holder instead of refusing, re-trying
     /// every [`STANDBY_POLL`], and takes over as soon as the holder is gone or released the
     /// claim; dropping the future ends the wait. It waits only on a plane that serves its own
-    /// actor ledger ([`LedgerWitness`]), and a won claim comes with that ledger's serving lock
+    /// actor ledger ([`LedgerWitness`](cotal_core::standby::LedgerWitness)), and a won claim
+    /// comes with that ledger's serving lock
     /// ([`Start::serve_ledger`]).
     pub(super) async fn claim(
         &self,

@@ -250,7 +250,7 @@ impl Plane {
         let holder = auth_principal(&inputs.identity.serve_key).map_err(|e| e.message)?;
         let start = Start {
             inputs,
-            dialer: connections::Dialer::new(inputs, &holder),
+            dialer: connections::dialer(inputs, &holder),
             holder,
         };
         let (connections, registered) = start.open_all().await?;
