@@ -85,12 +85,8 @@ impl VerbConnection {
         space: &SpaceName,
         material: &DaemonMaterial,
     ) -> Result<(VerbConnection, Ledger), String> {
-        let (client, kv) = KvActors::connect(server, space, operator_signer(material)).await?;
+        let signer = DataAccountSigner::of(material);
+        let (client, kv) = KvActors::connect(server, space, signer).await?;
         Ok((VerbConnection { _client: client }, Ledger::Replicated(kv)))
     }
-}
-
-/// The trust root's data account as the signer of an operator's short connection.
-pub fn operator_signer(material: &DaemonMaterial) -> DataAccountSigner {
-    DataAccountSigner::of(material)
 }
