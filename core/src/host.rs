@@ -382,6 +382,23 @@ pub struct HostConfig {
 }
 
 impl HostConfig {
+    /// A platform host's configuration (reference §7.3): its endpoint must be reverse-DNS, its
+    /// contract the cluster document with the schema artifacts its commands' digests name. The
+    /// error is one sentence.
+    pub fn of_platform(
+        space: &SpaceName,
+        endpoint: &str,
+        cluster: &Value,
+        artifacts: &[Value],
+    ) -> Result<HostConfig, String> {
+        Ok(HostConfig {
+            space: space.clone(),
+            endpoint: HostEndpoint::parse(endpoint).map_err(|e| e.message)?,
+            contract: SelfContract::with_schemas(cluster, artifacts)
+                .map_err(|e| format!("the platform host's contract: {}", e.message))?,
+        })
+    }
+
     /// The gate of one host instance.
     pub fn gate(&self, instance: &InstanceId) -> GateRef {
         GateRef::new(
@@ -586,6 +603,23 @@ impl FenceEnd {
             },
         }
     }
+}
+
+/// The operator's sentence for a plane whose server is lost (every connection dropped at once,
+/// its scanners included): a failure a supervisor restarts, not a fence, since no successor
+/// holds its gate.
+pub const BROKER_LOST_COPY: &str =
+    "lost the connection to the NATS server; stopping (start again once it is back)";
+
+/// The operator's sentence for a plane whose gate has not read for `limit_secs` (`why`, the
+/// last read's error): only a fresh read can tell it has been fenced (F6), so it stops claiming
+/// to serve.
+pub fn gate_unreadable_copy(gate: &GateRef, limit_secs: u64, why: &str) -> String {
+    format!(
+        "cannot read gate {} for {limit_secs}s ({why}); stopping, since a fence can no longer be \
+         noticed",
+        gate.key()
+    )
 }
 
 /// Resolves when the host incarnation at `epoch` is fenced (see [`host_fenced`]) or, armed with

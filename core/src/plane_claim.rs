@@ -223,6 +223,27 @@ pub struct ClaimHold {
     pub reclaimed: bool,
 }
 
+impl ClaimHold {
+    /// The audit action of the acquisition that won this hold: `reclaim` when it was taken
+    /// over from a dead holder, else `claim`.
+    pub fn action(&self) -> &'static str {
+        if self.reclaimed {
+            "reclaim"
+        } else {
+            "claim"
+        }
+    }
+
+    /// The operator's line for a won hold.
+    pub fn held_copy(&self) -> &'static str {
+        if self.reclaimed {
+            "holds the plane claim, reclaimed from a dead plane"
+        } else {
+            "holds the plane claim"
+        }
+    }
+}
+
 /// Acquires the claim for this open (see the module doc).
 #[derive(Debug, Clone)]
 pub struct AcquirePlaneClaim {

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::error::EpError;
-use crate::names::LifecycleUid;
+use crate::names::{LifecycleUid, SpaceName};
 use crate::plane_claim::FENCED_AGENT_COPY;
 
 /// What an agent is told by a plane that is shutting down (or whose connections are already
@@ -68,7 +68,62 @@ pub struct HostedContext {
     pub lifecycle_uid: LifecycleUid,
 }
 
+/// What a hosted start says when an input is missing, before anything else is checked.
+pub const HOSTED_NEEDS: &str =
+    "hosted context needs an account, lifecycle, space, server and stateDir";
+
 impl HostedContext {
+    /// The reference's first checks of a hosted start (§2.3), in its order: every input given
+    /// (`state_dir_given`: its state dir is not empty), the space's name, the lifecycle uid.
+    /// The space and the assigned context; the error is one sentence.
+    pub fn check(
+        account_public_key: &str,
+        lifecycle_uid: &str,
+        space: &str,
+        servers: &str,
+        state_dir_given: bool,
+    ) -> Result<(SpaceName, HostedContext), String> {
+        let given = [account_public_key, lifecycle_uid, space, servers];
+        if given.iter().any(|s| s.trim().is_empty()) || !state_dir_given {
+            return Err(HOSTED_NEEDS.to_owned());
+        }
+        let space = SpaceName::parse(space).map_err(|e| e.message)?;
+        let lifecycle_uid = LifecycleUid::parse(lifecycle_uid)
+            .map_err(|e| format!("the hosted context's lifecycle uid: {}", e.message))?;
+        let context = HostedContext {
+            account_public_key: account_public_key.to_owned(),
+            lifecycle_uid,
+        };
+        Ok((space, context))
+    }
+
+    /// Refuses a store whose data account is not the one assigned to this context.
+    pub fn check_account(&self, data_account: &str) -> Result<(), String> {
+        if data_account != self.account_public_key {
+            return Err(
+                "the store's data account does not match the assigned hosted context".to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The refusal of a state dir (`shown` as the operator gave it) that is not absolute.
+    pub fn relative_state_dir(shown: &str) -> String {
+        format!(
+            "the hosted context's stateDir must be an absolute path, not {shown}; a hosted plane \
+             resolves nothing from the working directory"
+        )
+    }
+
+    /// The refusal of a second start of the live context of `space` on `state_dir` in one
+    /// process: it holds the plane claim, and a restart would fence it.
+    pub fn already_live(space: &SpaceName, state_dir: &str) -> String {
+        format!(
+            "a hosted context of space {space} on {state_dir} is live in this process and holds \
+             its plane claim; close it before starting it again"
+        )
+    }
+
     /// `{accountPublicKey, lifecycleUid}`, as `/health` and the readiness show it.
     pub fn to_json(&self) -> Value {
         json!({
@@ -168,6 +223,38 @@ mod tests {
             ]
             .map(|r| r.as_str()),
             ["ready", "draining", "unavailable"]
+        );
+    }
+    #[test]
+    fn a_hosted_start_is_checked_in_the_references_order_with_its_sentences() {
+        let uid = "0123456789abcdefghijklmnopqrstu";
+        let check = |account, uid, space, servers, dir| {
+            HostedContext::check(account, uid, space, servers, dir)
+        };
+        assert_eq!(check("A", uid, "s", " ", true).unwrap_err(), HOSTED_NEEDS);
+        assert_eq!(
+            check("A", uid, "s", "nats://h", false).unwrap_err(),
+            HOSTED_NEEDS
+        );
+        assert!(check("A", uid, "not a space", "nats://h", true).is_err());
+        let e = check("A", "short", "s", "nats://h", true).unwrap_err();
+        assert!(e.starts_with("the hosted context's lifecycle uid: "), "{e}");
+        let (space, context) = check("ACONTEXT", uid, "s", "nats://h", true).unwrap();
+        assert_eq!((space.as_str(), &context), ("s", &self::context()));
+        assert_eq!(context.check_account("ACONTEXT"), Ok(()));
+        assert_eq!(
+            context.check_account("AOTHER").unwrap_err(),
+            "the store's data account does not match the assigned hosted context"
+        );
+        assert_eq!(
+            HostedContext::relative_state_dir("rel/dir"),
+            "the hosted context's stateDir must be an absolute path, not rel/dir; a hosted plane \
+             resolves nothing from the working directory"
+        );
+        assert_eq!(
+            HostedContext::already_live(&space, "/srv/s"),
+            "a hosted context of space s on /srv/s is live in this process and holds its plane \
+             claim; close it before starting it again"
         );
     }
 }

@@ -95,6 +95,17 @@ pub fn refusal(ledger: &str) -> String {
     )
 }
 
+/// The refusal of a start that won the claim while another process on this host still
+/// serves its actor ledger (`ledger`, as the operator should find it) [`PREDECESSOR_WAIT_MS`]
+/// later: two planes never serve one ledger at once.
+pub fn ledger_still_served(ledger: &str) -> String {
+    format!(
+        "another process on this host still serves the actor ledger under {ledger} {}s after \
+         this plane took the claim; stop it and start again",
+        PREDECESSOR_WAIT_MS / 1000
+    )
+}
+
 /// What a standby does with one refused attempt at the plane claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnRefusal {
@@ -398,6 +409,15 @@ mod refusal_tests {
         assert_eq!(
             on_claim_refusal(&EpError::internal("garbled"), true, true),
             OnRefusal::Refuse
+        );
+    }
+
+    #[test]
+    fn a_ledger_still_served_after_the_wait_is_refused_naming_it_and_the_wait() {
+        assert_eq!(
+            ledger_still_served("/srv/a/actors"),
+            "another process on this host still serves the actor ledger under /srv/a/actors 10s \
+             after this plane took the claim; stop it and start again"
         );
     }
 }

@@ -17,8 +17,9 @@ use cotal_core::canon::Digest;
 use cotal_core::driver::{drive, ModelWorld, World};
 use cotal_core::gate::{GateOp, GateState, ProcessEpoch};
 use cotal_core::host::{
-    host_principal, observe_host_gate, AwaitHostFence, FenceEnd, HostConfig, HostEndpoint,
-    HostIncarnation, RegisterHostIncarnation, SelfContract, HOST_FENCE_POLL,
+    gate_unreadable_copy, host_principal, observe_host_gate, AwaitHostFence, FenceEnd, HostConfig,
+    HostEndpoint, HostIncarnation, RegisterHostIncarnation, SelfContract, BROKER_LOST_COPY,
+    HOST_FENCE_POLL,
 };
 use cotal_core::issuance::{observe_gate, GateObservation, GateRef};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
@@ -628,4 +629,37 @@ fn a_held_fence_end_names_the_barrier_op() {
             op.op_id()
         )
     );
+}
+
+/// A plane that cannot read its gate, or lost its server, stops with a sentence that says why.
+#[test]
+fn an_unreadable_gate_and_a_lost_server_are_said() {
+    assert_eq!(
+        gate_unreadable_copy(&gate(), 10, "timed out"),
+        format!(
+            "cannot read gate {} for 10s (timed out); stopping, since a fence can no longer be \
+             noticed",
+            gate().key()
+        )
+    );
+    assert_eq!(
+        BROKER_LOST_COPY,
+        "lost the connection to the NATS server; stopping (start again once it is back)"
+    );
+}
+
+/// A platform host's configuration: its endpoint checked, its contract named when it refuses.
+#[test]
+fn a_platform_host_is_configured_from_its_endpoint_and_its_contract() {
+    let doc = document(HOST, vec![command("work", "ephemeral", &[])]);
+    let space = SpaceName::parse("s1").unwrap();
+    let host = HostConfig::of_platform(&space, HOST, &doc, &[]).unwrap();
+    assert_eq!(host.gate(&instance()), self::host().gate(&instance()));
+    let e = HostConfig::of_platform(&space, "not reverse dns", &doc, &[]).unwrap_err();
+    assert_eq!(
+        e,
+        HostEndpoint::parse("not reverse dns").unwrap_err().message
+    );
+    let e = HostConfig::of_platform(&space, HOST, &json!({}), &[]).unwrap_err();
+    assert!(e.starts_with("the platform host's contract: "), "{e}");
 }

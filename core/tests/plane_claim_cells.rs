@@ -455,3 +455,24 @@ fn every_refusal_reason_round_trips_with_its_code() {
     assert!(ConnTuple::new("N", 0, &nkey('A')).is_err());
     assert!(ConnTuple::new("N", 1, "UABC").is_err());
 }
+
+/// How a won hold is audited and said: a reclaim over a dead holder apart from a claim.
+#[test]
+fn a_hold_names_a_reclaim_apart_from_a_claim() {
+    let mut hold = ClaimHold {
+        space: space(),
+        claim_id: "c".into(),
+        generation: 1,
+        ledger: tuple("N", 1, 'A'),
+        records: tuple("N", 2, 'B'),
+        reclaimed: false,
+    };
+    assert_eq!(hold.action(), "claim");
+    assert_eq!(hold.held_copy(), "holds the plane claim");
+    hold.reclaimed = true;
+    assert_eq!(hold.action(), "reclaim");
+    assert_eq!(
+        hold.held_copy(),
+        "holds the plane claim, reclaimed from a dead plane"
+    );
+}

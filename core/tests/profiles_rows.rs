@@ -1225,3 +1225,15 @@ mod profiles {
         }
     }
 }
+
+/// A trusted host's standing lifetime: the default when none is given, the bounds otherwise.
+#[test]
+fn a_given_standing_lifetime_is_bounded_and_defaults_to_a_day() {
+    use cotal_core::profiles::StandingTtl;
+    assert_eq!(StandingTtl::given(None).unwrap(), StandingTtl::DEFAULT);
+    assert_eq!(StandingTtl::given(Some(600)).unwrap().seconds(), 600);
+    assert_eq!(
+        StandingTtl::given(Some(1)).unwrap_err().message,
+        StandingTtl::new(1).unwrap_err().message
+    );
+}

@@ -32,6 +32,11 @@ impl StandingTtl {
         Ok(StandingTtl(seconds))
     }
 
+    /// The lifetime a trusted host gave, if it gave one (`None`: [`StandingTtl::DEFAULT`]).
+    pub fn given(seconds: Option<u64>) -> Result<Self, EpError> {
+        seconds.map_or(Ok(StandingTtl::DEFAULT), StandingTtl::new)
+    }
+
     pub const fn seconds(self) -> u64 {
         self.0
     }
