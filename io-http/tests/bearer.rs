@@ -909,6 +909,27 @@ fn trust_root_keys(space: &SpaceName) -> cotal_core::trust::IssuerKeys {
     cotal_core::trust::IssuerKeys::parse(bytes.as_bytes(), space, "issuer.json").unwrap()
 }
 
+/// The running plane follows the trust root's keys: a failed read keeps the keys in use, a
+/// rotation is adopted by the next read.
+#[tokio::test]
+async fn the_issuer_follows_the_trust_roots_keys_and_keeps_them_through_a_failed_read() {
+    use std::time::Duration;
+    let space = SpaceName::parse("bearer").unwrap();
+    let one = trust_root_keys(&space);
+    let issuer = BearerIssuer::of_issuer_keys(space.clone(), &one).unwrap();
+    assert_eq!(issuer.ring().kids(), vec![KID_1]);
+    let period = Duration::from_millis(5);
+    let missing = || Err("it is missing".to_owned());
+    let _ = tokio::time::timeout(Duration::from_millis(50), issuer.follow(period, missing)).await;
+    assert_eq!(issuer.ring().kids(), vec![KID_1]);
+
+    let next = cotal_core::trust::IssuerKey::from_seed(seed(SEED_2)).unwrap();
+    let rotated = one.rotated(next).unwrap();
+    let read = || KeyRing::of_issuer_keys(&rotated);
+    let _ = tokio::time::timeout(Duration::from_millis(50), issuer.follow(period, read)).await;
+    assert_eq!(issuer.ring().kids(), vec![KID_2, KID_1]);
+}
+
 #[test]
 fn the_issuer_adopts_a_rotation_and_a_prune_of_the_trust_roots_keys_once_each() {
     let space = SpaceName::parse("bearer").unwrap();

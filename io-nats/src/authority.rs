@@ -666,6 +666,23 @@ impl PlaneDialer {
         .map_err(|e| self.refusal(&e.message))
     }
 
+    /// `client` (the first connection opened), unless its server lets clients in without
+    /// credentials: such a server is not one this space's trust root governs, and `client` is
+    /// closed before the refusal.
+    pub async fn governed(&self, client: AuthorityClient) -> Result<AuthorityClient, String> {
+        let open_to_all = !client
+            .space()
+            .map_err(|e| e.message.clone())?
+            .client()
+            .server_info()
+            .auth_required;
+        if open_to_all {
+            let _ = client.close().await;
+            return Err(self.not_ours("it lets clients in without credentials"));
+        }
+        Ok(client)
+    }
+
     /// A refused credential means the server does not trust this space's operator (or lacks
     /// its accounts); anything else (unreachable, timed out) is said as it is.
     pub fn refusal(&self, why: &str) -> String {

@@ -9,12 +9,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::{Client, Message, Subscriber};
+use cotal_core::kv::Store;
+use cotal_core::names::SpaceName;
 use cotal_core::EpError;
 use futures::stream::SelectAll;
 use futures::StreamExt;
 use tokio::sync::watch;
 
 use crate::authority::AuthorityClient;
+use crate::shape::StoreLayout;
 use crate::space::Space;
 
 /// One subscription to hold on the followed connection.
@@ -171,5 +174,42 @@ impl<S: Source> Followed<S> {
             renewals,
             deliveries,
         })
+    }
+}
+
+/// The writes of one KV key on a connection, followed across its renewals, as a wake-up for a
+/// wait that polls (a standby may wait longer than one credential lives): the poll covers what
+/// no write announces, a write wakes the wait at once. Empty when the subscription could not be
+/// made at the start: the wait then polls alone.
+#[derive(Debug)]
+pub struct KeyWrites<'a>(Option<Followed<&'a AuthorityClient>>);
+
+impl<'a> KeyWrites<'a> {
+    /// Listens to the writes of `key` in `store` of `space` on `client`, confirmed before it
+    /// returns; `why` names the wait in the follower's log lines.
+    pub async fn listen(
+        client: &'a AuthorityClient,
+        store: Store,
+        space: &SpaceName,
+        key: &str,
+        why: &str,
+    ) -> KeyWrites<'a> {
+        let subject = StoreLayout::of(store, space).subject(key);
+        let label = format!("{} ({why})", client.label());
+        let mut writes = Followed::new(label, client, vec![Interest::Subject(subject)]);
+        KeyWrites(writes.listen().await.ok().map(|()| writes))
+    }
+
+    /// Waits `period`, or less when the key is written first.
+    pub async fn within(&mut self, period: Duration) {
+        match &mut self.0 {
+            Some(writes) => {
+                tokio::select! {
+                    () = tokio::time::sleep(period) => {}
+                    _ = writes.next() => {}
+                }
+            }
+            None => tokio::time::sleep(period).await,
+        }
     }
 }

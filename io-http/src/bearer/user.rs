@@ -8,11 +8,13 @@
 
 pub use cotal_core::bearer::{BearerAct, SessionClaim, TransferWriterClaim};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
 
 use cotal_core::jwt::UnixSeconds;
 use cotal_core::names::{
     ActorToken, CredentialId, InstanceId, LifecycleUid, OwnerToken, Principal, SpaceName,
 };
+use cotal_core::trust::IssuerKeys;
 use cotal_core::view::View;
 pub use cotal_core::view::{MAX_BEARER_TTL_SECS, TRANSFER_WRITER_TTL_SECS};
 use cotal_core::wire::{unknown_member, MAX_SAFE_INTEGER};
@@ -242,6 +244,48 @@ impl BearerIssuer {
             issuer: format!("urn:cotal:auth:{space}"),
             space,
             ring: Arc::new(RwLock::new(ring)),
+        }
+    }
+
+    /// The plane's issuer for `space` over the trust root's issuer keys: the active one signs,
+    /// and every key it still lists is published and accepted (a rotation's previous keys,
+    /// until `issuer prune`). The error is one sentence.
+    pub fn of_issuer_keys(space: SpaceName, keys: &IssuerKeys) -> Result<Self, String> {
+        Ok(BearerIssuer::new(space, KeyRing::of_issuer_keys(keys)?))
+    }
+
+    /// Re-reads the issuer keys with `read` every `period` and adopts them when they changed
+    /// (a rotation or a prune), for every clone at once. A read that fails keeps the keys in
+    /// use (a torn or missing file never drops a key), said once until the keys read again.
+    /// Never ends: the caller drops it.
+    pub async fn follow(
+        &self,
+        period: Duration,
+        read: impl Fn() -> Result<KeyRing, String>,
+    ) -> std::convert::Infallible {
+        let mut unreadable = false;
+        loop {
+            tokio::time::sleep(period).await;
+            match read() {
+                Ok(ring) => {
+                    unreadable = false;
+                    if let Some(now) = self.adopt(ring) {
+                        tracing::info!(
+                            signing = now.first().map(String::as_str).unwrap_or_default(),
+                            published = ?now,
+                            "adopted the issuer keys of the trust root"
+                        );
+                    }
+                }
+                Err(why) => {
+                    if !unreadable {
+                        tracing::warn!(
+                            "the issuer keys did not read ({why}); keeping the keys in use"
+                        );
+                    }
+                    unreadable = true;
+                }
+            }
         }
     }
 
