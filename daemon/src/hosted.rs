@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use cotal_core::error::EpError;
-use cotal_core::host::{FenceEnd, HostConfig, HostEndpoint, HostIncarnation, SelfContract};
+use cotal_core::host::{FenceEnd, HostConfig, HostIncarnation};
 use cotal_core::issuance::GateObservation;
 use cotal_core::lifecycle::Activated;
 use cotal_core::names::{ActorToken, DerivedOwner, InstanceId, LifecycleUid, SpaceName};
@@ -117,11 +117,8 @@ impl Live {
         let key = (state_dir.to_path_buf(), space.as_str().to_owned());
         let mut live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
         if !live.insert(key.clone()) {
-            return Err(format!(
-                "a hosted context of space {space} on {} is live in this process and holds its \
-                 plane claim; close it before starting it again",
-                state_dir.display()
-            ));
+            let shown = state_dir.display().to_string();
+            return Err(HostedContext::already_live(space, &shown));
         }
         Ok(Live(key))
     }
@@ -135,8 +132,6 @@ impl Drop for Live {
     }
 }
 
-const NEEDS: &str = "hosted context needs an account, lifecycle, space, server and stateDir";
-
 /// Validates `inputs` in the reference's order (§2.3) and starts the context's plane.
 pub async fn start(inputs: HostedInputs) -> Result<HostedHandle, String> {
     let checked = check(&inputs)?;
@@ -148,11 +143,7 @@ pub async fn start(inputs: HostedInputs) -> Result<HostedHandle, String> {
         &space,
         Material::Hosted,
     )?;
-    if material.data_account() != checked.context.account_public_key {
-        return Err(
-            "the store's data account does not match the assigned hosted context".to_owned(),
-        );
-    }
+    checked.context.check_account(material.data_account())?;
     let identity = instance::load_or_create_in(inputs.store.as_ref(), &space)?;
     let ledger = ledger_home::for_plane(&inputs.state_dir, &space, None, &material)?;
     let plane_inputs = PlaneInputs {
@@ -209,27 +200,19 @@ struct Checked {
 /// and it is the injected one assigned; the host endpoint is reverse-DNS; the public face's
 /// settings; the standing lifetime's bounds.
 fn check(inputs: &HostedInputs) -> Result<Checked, String> {
-    let given = [
+    let (space, context) = HostedContext::check(
         &inputs.account_public_key,
         &inputs.lifecycle_uid,
         &inputs.space,
         &inputs.servers,
-    ];
-    if given.iter().any(|s| s.trim().is_empty()) || inputs.state_dir.as_os_str().is_empty() {
-        return Err(NEEDS.to_owned());
-    }
-    let space = SpaceName::parse(&inputs.space).map_err(|e| e.message)?;
-    let lifecycle_uid = LifecycleUid::parse(&inputs.lifecycle_uid)
-        .map_err(|e| format!("the hosted context's lifecycle uid: {}", e.message))?;
+        !inputs.state_dir.as_os_str().is_empty(),
+    )?;
     inputs
         .store_identity
         .check_assigned(inputs.store.as_ref())?;
     if !inputs.state_dir.is_absolute() {
-        return Err(format!(
-            "the hosted context's stateDir must be an absolute path, not {}; a hosted plane \
-             resolves nothing from the working directory",
-            inputs.state_dir.display()
-        ));
+        let shown = inputs.state_dir.display().to_string();
+        return Err(HostedContext::relative_state_dir(&shown));
     }
     let host = match inputs
         .platform_control
@@ -237,26 +220,20 @@ fn check(inputs: &HostedInputs) -> Result<Checked, String> {
         .and_then(|p| p.host.as_ref())
     {
         None => None,
-        Some(host) => Some(HostConfig {
-            space: space.clone(),
-            endpoint: HostEndpoint::parse(&host.endpoint).map_err(|e| e.message)?,
-            contract: SelfContract::with_schemas(&host.cluster, &host.artifacts)
-                .map_err(|e| format!("the platform host's contract: {}", e.message))?,
-        }),
+        Some(host) => Some(HostConfig::of_platform(
+            &space,
+            &host.endpoint,
+            &host.cluster,
+            &host.artifacts,
+        )?),
     };
     let public = match &inputs.public_face {
         None => None,
         Some(flags) => check_public_face(flags).map_err(|e| e.message().to_owned())?,
     };
-    let standing_ttl = match inputs.standing_ttl_secs {
-        None => StandingTtl::DEFAULT,
-        Some(secs) => StandingTtl::new(secs).map_err(|e| e.message)?,
-    };
+    let standing_ttl = StandingTtl::given(inputs.standing_ttl_secs).map_err(|e| e.message)?;
     Ok(Checked {
-        context: HostedContext {
-            account_public_key: inputs.account_public_key.clone(),
-            lifecycle_uid,
-        },
+        context,
         space,
         host,
         public,

@@ -18,7 +18,7 @@ use cotal_core::standby::{self, ClaimWait, NextAttempt};
 use cotal_core::EpError;
 use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner, PlaneDialer};
-use cotal_io_nats::follow::{Followed, Interest, Source};
+use cotal_io_nats::follow::{KeyWrites, Source};
 use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::{drive, NatsWorld};
 use nkeys::KeyPair;
@@ -267,7 +267,14 @@ impl Start<'_> {
         let waited = std::time::Instant::now();
         // A write of the claim row (a release, a reclaim) wakes a waiting start at once; the
         // poll covers a holder that dies without writing it, whose end only the oracle sees.
-        let mut claim_writes = claim_writes(barrier, self.space()).await;
+        let mut claim_writes = KeyWrites::listen(
+            barrier,
+            Store::Auth,
+            self.space(),
+            PLANE_CLAIM_KEY,
+            "claim wait",
+        )
+        .await;
         loop {
             let now_ms = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -287,7 +294,7 @@ impl Start<'_> {
                 Ok(hold) => {
                     audit::granted(
                         "plane",
-                        if hold.reclaimed { "reclaim" } else { "claim" },
+                        hold.action(),
                         PLANE_CLAIM_KEY,
                         audit::At {
                             generation: Some(hold.generation),
@@ -298,11 +305,7 @@ impl Start<'_> {
                         generation = hold.generation,
                         reclaimed = hold.reclaimed,
                         "{}",
-                        if hold.reclaimed {
-                            "holds the plane claim, reclaimed from a dead plane"
-                        } else {
-                            "holds the plane claim"
-                        }
+                        hold.held_copy()
                     );
                     return self.serve_ledger(barrier, hold).await;
                 }
@@ -348,7 +351,7 @@ impl Start<'_> {
                     }
                 }
             }
-            wait_claim(&mut claim_writes).await;
+            claim_writes.within(STANDBY_POLL).await;
         }
     }
 
@@ -367,14 +370,7 @@ impl Start<'_> {
             match ledger.serve() {
                 Ok(Some(lock)) => return Ok((hold, lock)),
                 Ok(None) if Instant::now() < deadline => tokio::time::sleep(STANDBY_POLL).await,
-                Ok(None) => {
-                    break format!(
-                        "another process on this host still serves the actor ledger under {} \
-                         {}s after this plane took the claim; stop it and start again",
-                        ledger.describe(),
-                        PREDECESSOR_WAIT.as_secs()
-                    )
-                }
+                Ok(None) => break standby::ledger_still_served(&ledger.describe()),
                 Err(why) => break why,
             }
         };
@@ -393,37 +389,7 @@ impl Start<'_> {
     }
 }
 
-/// The writes of the claim row (`$KV.cotal_auth_<space>.plane`) on the barrier connection,
-/// followed across the connection's renewals (a standby may wait longer than one credential
-/// lives), or `None` when the subscription cannot be made now (the wait then polls alone).
-async fn claim_writes<'a>(
-    barrier: &'a AuthorityClient,
-    space: &SpaceName,
-) -> Option<Followed<&'a AuthorityClient>> {
-    let subject = format!(
-        "{}{PLANE_CLAIM_KEY}",
-        cotal_io_nats::shape::StoreLayout::of(Store::Auth, space).subject_prefix
-    );
-    let label = format!("{} (claim wait)", barrier.label());
-    let mut writes = Followed::new(label, barrier, vec![Interest::Subject(subject)]);
-    writes.listen().await.ok()?;
-    Some(writes)
-}
-
 /// Milliseconds since `since`, as core's monotonic inputs take them.
 fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Waits one [`STANDBY_POLL`], or less when the claim row is written first.
-async fn wait_claim(writes: &mut Option<Followed<&AuthorityClient>>) {
-    match writes {
-        Some(writes) => {
-            tokio::select! {
-                () = tokio::time::sleep(STANDBY_POLL) => {}
-                _ = writes.next() => {}
-            }
-        }
-        None => tokio::time::sleep(STANDBY_POLL).await,
-    }
 }

@@ -6,7 +6,7 @@
 use cotal_core::bundle::MeshBundle;
 use cotal_core::trust::{DaemonMaterial, IdpPin};
 use cotal_io_fs::discovery;
-use cotal_io_http::bearer::{BearerIssuer, KeyRing};
+use cotal_io_http::bearer::BearerIssuer;
 use cotal_io_http::face::{Answer, Door, DoorRequest, Face, FaceHandler, StatusCode};
 use serde_json::{json, Value};
 use std::sync::{Arc, OnceLock};
@@ -75,18 +75,6 @@ impl Doors for PlaneDoors {
             }
         })
     }
-}
-
-/// The plane's bearer issuer: the trust root's active issuer key signs, and every key it still
-/// lists is published and accepted (a rotation's previous keys, until `issuer prune`).
-pub(super) fn bearer_issuer(
-    material: &DaemonMaterial,
-    space: &SpaceName,
-) -> Result<BearerIssuer, String> {
-    Ok(BearerIssuer::new(
-        space.clone(),
-        KeyRing::of_issuer_keys(material.issuer())?,
-    ))
 }
 
 impl PlaneFaces {
@@ -199,7 +187,8 @@ mod tests {
         let (tx, rx) = watch::channel(readiness);
         let faces = PlaneFaces::new(
             &root.daemon,
-            bearer_issuer(&root.daemon, &SpaceName::parse("faces").unwrap()).unwrap(),
+            BearerIssuer::of_issuer_keys(SpaceName::parse("faces").unwrap(), root.daemon.issuer())
+                .unwrap(),
             None,
             Box::new(Reached),
             rx,

@@ -56,7 +56,7 @@ use std::time::Duration;
 
 use cotal_core::endpoint_rail::retire_lifecycle_served;
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
-use cotal_core::host::{auth_principal, AwaitHostFence};
+use cotal_core::host::{auth_principal, gate_unreadable_copy, AwaitHostFence, BROKER_LOST_COPY};
 use cotal_core::issuance::GateRef;
 use cotal_core::jwt::Permissions;
 use cotal_core::kv::{Revision, Store};
@@ -208,11 +208,9 @@ pub struct Plane {
     ended: watch::Receiver<Option<Ended>>,
     readiness: watch::Sender<Readiness>,
     monitor: Mutex<Option<JoinHandle<()>>>,
-    /// The auth control rail listener's task.
-    rail: Mutex<Option<JoinHandle<()>>>,
-    retirements: Arc<Retirements>,
+    /// The auth control rail listener's task, the retirements and the callout.
+    taken: Mutex<Taken>,
     connections: Mutex<Option<Arc<Connections>>>,
-    callout: Mutex<Option<CalloutService>>,
     loopback: FaceHandle,
     public: Option<(FaceHandle, String)>,
     capability: Capability,
@@ -332,17 +330,10 @@ impl Plane {
             None => self.loopback.close(CLOSE_GRACE).await,
         }
         // The control rail stops answering next, then every retirement still in flight stops
-        // (each resumes under its op id on the next request or start).
-        if let Some(rail) = self.rail.lock().await.take() {
-            rail.abort();
-            let _ = rail.await;
-        }
-        self.retirements.close().await;
-        // The callout answers until the faces are closed, then stops before its connection.
-        if let Some(callout) = self.callout.lock().await.take() {
-            if let Err(e) = callout.close().await {
-                warn!("closing the auth callout failed: {}", e.message);
-            }
+        // (each resumes under its op id on the next request or start). The callout answers
+        // until the faces are closed, then stops before its connection.
+        if let Err(e) = self.taken.lock().await.stop().await {
+            warn!("closing the auth callout failed: {}", e.message);
         }
         if let Some(monitor) = self.monitor.lock().await.take() {
             monitor.abort();
@@ -402,7 +393,7 @@ impl Start<'_> {
         let metrics = Arc::new(PlaneMetrics::new());
         // One bearer issuer for the exchange, the callout and /jwks: a rotation the plane
         // adopts is seen by all three at once.
-        let bearers = faces::bearer_issuer(&inputs.material, &inputs.space)?;
+        let bearers = BearerIssuer::of_issuer_keys(inputs.space.clone(), inputs.material.issuer())?;
         metrics.registered(registered.process_epoch.0, registered.generation.0);
         // Before the plane answers anything: finish what a crash interrupted (reference
         // §2.11), then open the control rail, whose retirements share these flights.
@@ -503,10 +494,8 @@ impl Start<'_> {
             ended,
             readiness,
             monitor: Mutex::new(Some(monitor)),
-            rail: Mutex::new(taken.rail.take()),
-            retirements,
+            taken: Mutex::new(std::mem::take(taken)),
             connections: Mutex::new(Some(Arc::clone(connections))),
-            callout: Mutex::new(taken.callout.take()),
             loopback,
             public,
             capability,
@@ -540,7 +529,8 @@ impl Plane {
 
 /// What a start took after its connections, released in reverse when a later step fails: the
 /// callout, the control rail and its retirements, then the connections (the claim among them).
-/// Best effort: the start's own error is what the caller reports.
+/// Best effort: the start's own error is what the caller reports. A serving plane keeps it and
+/// stops it the same way when it closes.
 #[derive(Default)]
 struct Taken {
     retirements: Option<Arc<Retirements>>,
@@ -549,17 +539,24 @@ struct Taken {
 }
 
 impl Taken {
-    async fn release(self, connections: Arc<Connections>) {
-        if let Some(rail) = self.rail {
+    /// Stops the control rail, then the retirements in flight, then the callout; `Err` when
+    /// the callout's close failed.
+    async fn stop(&mut self) -> Result<(), cotal_core::EpError> {
+        if let Some(rail) = self.rail.take() {
             rail.abort();
             let _ = rail.await;
         }
-        if let Some(retirements) = self.retirements {
+        if let Some(retirements) = &self.retirements {
             retirements.close().await;
         }
-        if let Some(callout) = self.callout {
-            let _ = callout.close().await;
+        match self.callout.take() {
+            Some(callout) => callout.close().await,
+            None => Ok(()),
         }
+    }
+
+    async fn release(mut self, connections: Arc<Connections>) {
+        let _ = self.stop().await;
         if let Ok(connections) = Arc::try_unwrap(connections) {
             let _ = connections.close().await;
         }
@@ -597,42 +594,22 @@ async fn start_rail(
 const ISSUER_RELOAD: Duration = Duration::from_secs(2);
 
 /// Re-reads the trust root's issuer keys every [`ISSUER_RELOAD`] and adopts them when they
-/// changed (a rotation or a prune), for the exchange, the callout and `/jwks` at once. A read
-/// that fails keeps the keys in use (a torn or missing file never drops a key), said once until
-/// the file reads again.
+/// changed (a rotation or a prune), for the exchange, the callout and `/jwks` at once
+/// ([`BearerIssuer::follow`]: a read that fails keeps the keys in use).
 async fn follow_issuer_keys(
     secrets: &Arc<dyn SecretStore>,
     space: &SpaceName,
     bearers: &BearerIssuer,
 ) -> std::convert::Infallible {
     let key = SecretKey::of(space, ISSUER_FILE);
-    let mut unreadable = false;
-    loop {
-        tokio::time::sleep(ISSUER_RELOAD).await;
-        let read = secrets
+    let read = || {
+        secrets
             .get(&key)
             .and_then(|bytes| bytes.ok_or_else(|| "it is missing".to_owned()))
             .and_then(|bytes| IssuerKeys::parse(&bytes, space, key.as_str()).map_err(|e| e.message))
-            .and_then(|keys| KeyRing::of_issuer_keys(&keys));
-        match read {
-            Ok(ring) => {
-                unreadable = false;
-                if let Some(now) = bearers.adopt(ring) {
-                    tracing::info!(
-                        signing = now.first().map(String::as_str).unwrap_or_default(),
-                        published = ?now,
-                        "adopted the issuer keys of the trust root"
-                    );
-                }
-            }
-            Err(why) => {
-                if !unreadable {
-                    warn!("the issuer keys did not read ({why}); keeping the keys in use");
-                }
-                unreadable = true;
-            }
-        }
-    }
+            .and_then(|keys| KeyRing::of_issuer_keys(&keys))
+    };
+    bearers.follow(ISSUER_RELOAD, read).await
 }
 
 /// The plane's doors: the exchange (its root credentials minted on the mint connection) and
@@ -789,16 +766,18 @@ const SPACE_STORES: [Store; 7] = [
 ];
 
 impl Start<'_> {
-    /// Opens the self-minted connection of `role` over `stores`, granted by its space-wide
-    /// builder `grants` (only the mint creates a missing store).
+    /// Opens the self-minted connection of `role` over `stores`, granted by its builder
+    /// `grants` of the space (only the mint creates a missing store).
     async fn open_granted(
         &self,
         role: PlaneConnection,
-        grants: fn(&SpaceName, &ConnId) -> Result<Permissions, cotal_core::EpError>,
+        grants: impl FnOnce(&SpaceName, &ConnId) -> Result<Permissions, cotal_core::EpError>,
         stores: &[Store],
     ) -> Result<AuthorityClient, String> {
         let space = self.space().clone();
-        let options = self.dialer.options(stores, false);
+        let options = self
+            .dialer
+            .options(stores, role == PlaneConnection::AuthMint);
         self.dialer
             .open(role, move |conn| grants(&space, conn), options)
             .await
@@ -812,39 +791,19 @@ impl Start<'_> {
         if matches!(self.inputs.ledger, LedgerHome::Replicated) {
             all.push(Store::Actors);
         }
-        let mint = {
-            let space = space.clone();
-            self.dialer
-                .open(
-                    PlaneConnection::AuthMint,
-                    move |conn| plane_grants::auth_mint(&space, conn),
-                    self.dialer.options(&all, true),
-                )
-                .await?
-        };
-        let open_to_all = !mint
-            .space()
-            .map_err(|e| e.message.clone())?
-            .client()
-            .server_info()
-            .auth_required;
-        if open_to_all {
-            let _ = mint.close().await;
-            return Err(self
-                .dialer
-                .not_ours("it lets clients in without credentials"));
-        }
+        let mint = self
+            .open_granted(PlaneConnection::AuthMint, plane_grants::auth_mint, &all)
+            .await?;
+        let mint = self.dialer.governed(mint).await?;
         let registered = self.register(&mint).await?;
-        let reader = {
-            let (space, gate) = (space.clone(), registered.gate.clone());
-            self.dialer
-                .open(
-                    PlaneConnection::AuthReader,
-                    move |conn| plane_grants::auth_reader_watching(&space, conn, &gate),
-                    self.dialer.options(&[Store::Auth, Store::Records], false),
-                )
-                .await?
-        };
+        let gate = &registered.gate;
+        let reader = self
+            .open_granted(
+                PlaneConnection::AuthReader,
+                |space, conn| plane_grants::auth_reader_watching(space, conn, gate),
+                &[Store::Auth, Store::Records],
+            )
+            .await?;
         let issuer = self
             .open_granted(
                 PlaneConnection::RemoteManagerIssuer,
@@ -876,17 +835,14 @@ impl Start<'_> {
                 .await?,
         };
         let (hold, serving) = self.claim(&barrier, &scanners).await?;
-        let admin = {
-            let space = space.clone();
-            let (instance, epoch) = (registered.gate.instance.clone(), registered.process_epoch);
-            self.dialer
-                .open(
-                    PlaneConnection::AuthAdmin,
-                    move |conn| plane_grants::auth_admin(&space, conn, &instance, epoch),
-                    self.dialer.options(&[], false),
-                )
-                .await?
-        };
+        let (instance, epoch) = (&registered.gate.instance, registered.process_epoch);
+        let admin = self
+            .open_granted(
+                PlaneConnection::AuthAdmin,
+                |space, conn| plane_grants::auth_admin(space, conn, instance, epoch),
+                &[],
+            )
+            .await?;
         let callout = connect_with_creds(
             &self.inputs.server,
             &PlaneConnection::AuthService.label(&space),
@@ -950,11 +906,7 @@ async fn watch_fence(
             // plane exit 3 with nothing running after it).
             tokio::time::sleep(BROKER_LOSS_GRACE).await;
             if !connections.reader.is_connected() {
-                return Ended::Failed(
-                    "lost the connection to the NATS server; stopping (start again once it is \
-                     back)"
-                        .to_owned(),
-                );
+                return Ended::Failed(BROKER_LOST_COPY.to_owned());
             }
             error!("stopping: {copy}");
             return Ended::Failed(copy);
@@ -966,12 +918,8 @@ async fn watch_fence(
     let end = match fenced {
         Ok(end) => end,
         Err(e) => {
-            return Ended::Failed(format!(
-                "cannot read gate {} for {}s ({e}); stopping, since a fence can no longer be \
-                 noticed",
-                gate.key(),
-                UNREACHABLE_LIMIT.as_secs()
-            ))
+            let secs = UNREACHABLE_LIMIT.as_secs();
+            return Ended::Failed(gate_unreadable_copy(gate, secs, &e.to_string()));
         }
     };
     let why = end.plane_copy(gate, epoch);
