@@ -283,6 +283,15 @@ impl Fetched {
     }
 }
 
+/// The issuer keys alone, as a running plane re-reads them from `store` to adopt an `issuer
+/// rotate` or `issuer prune` without a restart; the error is one clause (`it is missing`, the
+/// store's read error, or the parse refusal naming the key).
+pub fn read_issuer_keys(store: &dyn SecretStore, space: &SpaceName) -> Result<IssuerKeys, String> {
+    let key = SecretKey::of(space, ISSUER_FILE);
+    let bytes = store.get(&key)?.ok_or_else(|| "it is missing".to_owned())?;
+    IssuerKeys::parse(&bytes, space, key.as_str()).map_err(|e| e.message)
+}
+
 /// The daemon's read path through a store: the secret files (service keys, callout, issuer,
 /// owner secret, system user) from `store` under their [`SecretKey`]s, the non-secret IdP pin
 /// (`idp.json`) from [`space_dir`]`(state_root, space)` through the fail-closed file reader,

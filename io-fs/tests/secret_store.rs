@@ -16,7 +16,7 @@ use cotal_core::names::SpaceName;
 use cotal_io_fs::instance::load_or_create_in;
 use cotal_io_fs::secrets::SecretKey;
 use cotal_io_fs::trust::{
-    copy_secrets, init, load_daemon, load_daemon_from, space_dir, Composition,
+    copy_secrets, init, load_daemon, load_daemon_from, read_issuer_keys, space_dir, Composition,
 };
 use cotal_io_fs::{FileSecretStore, MemorySecretStore, SecretStore, StoreIdentity};
 
@@ -242,4 +242,21 @@ fn a_hosted_instance_identity_is_created_once_in_the_store() {
         ),
         "{e}"
     );
+}
+
+/// A running plane re-reads its issuer keys alone: what the store holds, or why not.
+#[test]
+fn the_issuer_keys_read_alone_from_a_store_or_say_why_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = cli_root(tmp.path());
+    let store = injected();
+    assert_eq!(
+        read_issuer_keys(&store, &space()).unwrap_err(),
+        "it is missing"
+    );
+    copy_secrets(&root, &space(), &store).unwrap();
+    let cli = load_daemon(&root, &space()).unwrap();
+    assert_eq!(&read_issuer_keys(&store, &space()).unwrap(), cli.issuer());
+    store.put(&key("issuer.json"), b"{}").unwrap();
+    assert!(read_issuer_keys(&store, &space()).is_err());
 }

@@ -64,11 +64,12 @@ use cotal_core::manager::ManagerHost;
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::profiles::{ConnId, StandingTtl};
-use cotal_core::trust::{DaemonMaterial, IssuerKeys, ISSUER_FILE};
+use cotal_core::trust::DaemonMaterial;
 use cotal_io_fs::instance::Identity;
 use cotal_io_fs::ledger_home::LedgerHome;
 use cotal_io_fs::marks;
-use cotal_io_fs::secrets::{SecretKey, SecretStore};
+use cotal_io_fs::secrets::SecretStore;
+use cotal_io_fs::trust::read_issuer_keys;
 use cotal_io_http::bearer::{BearerIssuer, KeyRing};
 use cotal_io_http::idp_keys::{IdpKeys, IdpSource};
 use cotal_io_nats::authority::connect_with_creds;
@@ -601,13 +602,8 @@ async fn follow_issuer_keys(
     space: &SpaceName,
     bearers: &BearerIssuer,
 ) -> std::convert::Infallible {
-    let key = SecretKey::of(space, ISSUER_FILE);
     let read = || {
-        secrets
-            .get(&key)
-            .and_then(|bytes| bytes.ok_or_else(|| "it is missing".to_owned()))
-            .and_then(|bytes| IssuerKeys::parse(&bytes, space, key.as_str()).map_err(|e| e.message))
-            .and_then(|keys| KeyRing::of_issuer_keys(&keys))
+        read_issuer_keys(secrets.as_ref(), space).and_then(|keys| KeyRing::of_issuer_keys(&keys))
     };
     bearers.follow(ISSUER_RELOAD, read).await
 }
