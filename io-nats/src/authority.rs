@@ -34,6 +34,7 @@ use cotal_core::jwt::{self, Permissions, UnixSeconds, UserNats, Validity};
 use cotal_core::kv::{KvOutcome, KvRequest, Store};
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
+use cotal_core::plane_probe::ConnTuple;
 use cotal_core::profiles::{host_user, principal_tags, ConnId};
 use cotal_core::EpError;
 use nkeys::KeyPair;
@@ -512,6 +513,13 @@ impl AuthorityClient {
     pub fn server_connection(&self) -> (String, u64) {
         let info = self.shared.current().space.client().server_info();
         (info.server_id, info.client_id)
+    }
+
+    /// The current connection as the plane claim pins it (reference §2.5): the server, the
+    /// connection id and the user nkey the servers list it under.
+    pub fn conn_tuple(&self) -> Result<ConnTuple, EpError> {
+        let (server, cid) = self.server_connection();
+        ConnTuple::new(&server, cid, self.conn_id().as_str())
     }
 
     /// Stops renewing, drains the current connection and every retiring one. Fails naming the

@@ -36,6 +36,13 @@ impl<'s> NatsWorld<'s> {
         self
     }
 
+    /// Answers the plane claim's probe of a held row with `oracle`: the servers' own listing of
+    /// the prior scanner connections, gone only under a complete sweep.
+    pub fn probing_planes(mut self, oracle: &Arc<Oracle>) -> Self {
+        self.set_plane_prober(oracle.plane_prober());
+        self
+    }
+
     /// Installs `hook` around every write's publish (see [`NatsWorld::set_send_hook`]).
     pub fn hooked(mut self, hook: Option<SendHook>) -> Self {
         self.set_send_hook(hook);
@@ -49,6 +56,16 @@ impl<'s> NatsWorld<'s> {
 }
 
 impl AuthorityClient {
+    /// Runs `script` on this connection's current binding, in the world `wire` sets up.
+    pub async fn run_on<S: Script>(
+        &self,
+        script: S,
+        wire: impl FnOnce(NatsWorld<'_>) -> NatsWorld<'_>,
+    ) -> Result<S::Output, EpError> {
+        let bound = self.space()?;
+        wire(NatsWorld::new(&bound)).run_script(script).await
+    }
+
     /// A short-lived connection's one job: runs `script` on this connection, in the world
     /// `wire` sets up, then closes the connection whatever the outcome. The script's result,
     /// then the close's own.

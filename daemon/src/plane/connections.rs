@@ -6,10 +6,9 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use cotal_core::kv::Store;
-use cotal_core::machine::Replay;
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_claim::{
-    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ConnTuple, ReleasePlaneClaim,
+    scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ReleasePlaneClaim,
     PLANE_CLAIM_KEY,
 };
 use cotal_core::plane_grants::PlaneConnection;
@@ -20,7 +19,7 @@ use cotal_io_fs::{discovery, ServingLock};
 use cotal_io_nats::authority::{AuthorityClient, DataAccountSigner, PlaneDialer};
 use cotal_io_nats::follow::{KeyWrites, Source};
 use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::{drive, NatsWorld};
+use cotal_io_nats::NatsWorld;
 use nkeys::KeyPair;
 use tracing::{error, info, warn};
 
@@ -203,10 +202,9 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
         generation: Some(hold.generation),
         epoch: None,
     };
-    let released = match barrier.space() {
-        Ok(bound) => drive(&mut Replay::new(ReleasePlaneClaim { hold }), &bound).await,
-        Err(e) => Err(e),
-    };
+    let released = barrier
+        .run_on(ReleasePlaneClaim { hold }, |world| world)
+        .await;
     match released {
         Ok(()) => {
             audit::granted("plane", "release", PLANE_CLAIM_KEY, at);
@@ -255,13 +253,10 @@ impl Start<'_> {
         barrier: &AuthorityClient,
         scanners: &Scanners,
     ) -> Result<(ClaimHold, ServingLock), String> {
-        let tuple = |client: &AuthorityClient| {
-            let (server, cid) = client.server_connection();
-            ConnTuple::new(&server, cid, client.conn_id().as_str()).map_err(|e| e.message)
-        };
         let oracle = Arc::new(self.oracle());
         // One claim id per open, whatever the number of attempts.
         let claim_id = KeyPair::new_user().public_key();
+        let tuple = |client: &AuthorityClient| client.conn_tuple().map_err(|e| e.message);
         let (ledger, records) = (tuple(&scanners.ledger)?, tuple(&scanners.records)?);
         let mut plan = ClaimWait::new(self.inputs.standby);
         let waited = std::time::Instant::now();
@@ -288,9 +283,8 @@ impl Start<'_> {
                 now_ms: u64::try_from(now_ms).unwrap_or(u64::MAX),
             };
             let bound = barrier.space().map_err(|e| e.message.clone())?;
-            let mut world = NatsWorld::new(&bound);
-            world.set_plane_prober(oracle.plane_prober());
-            let refusal = match world.run(&mut Replay::new(attempt)).await {
+            let mut world = NatsWorld::new(&bound).probing_planes(&oracle);
+            let refusal = match world.run_script(attempt).await {
                 Ok(hold) => {
                     audit::granted(
                         "plane",
