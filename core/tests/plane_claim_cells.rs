@@ -441,14 +441,7 @@ fn every_refusal_reason_round_trips_with_its_code() {
             reason.as_str()
         );
     }
-    let hold = ClaimHold {
-        space: space(),
-        claim_id: "c".into(),
-        generation: 1,
-        ledger: tuple("N", 1, 'A'),
-        records: tuple("N", 2, 'B'),
-        reclaimed: false,
-    };
+    let hold = held();
     let e = check_held(&hold, None, None, false, ScanPhase::Before).unwrap_err();
     assert_eq!(ClaimRefusal::of(&e), Some(ClaimRefusal::Lost));
     assert!(ConnTuple::new("", 1, &nkey('A')).is_err());
@@ -456,17 +449,22 @@ fn every_refusal_reason_round_trips_with_its_code() {
     assert!(ConnTuple::new("N", 1, "UABC").is_err());
 }
 
-/// How a won hold is audited and said: a reclaim over a dead holder apart from a claim.
-#[test]
-fn a_hold_names_a_reclaim_apart_from_a_claim() {
-    let mut hold = ClaimHold {
+/// A hold won as a claim (not a reclaim) on two sealed scanners of one server.
+fn held() -> ClaimHold {
+    ClaimHold {
         space: space(),
         claim_id: "c".into(),
         generation: 1,
         ledger: tuple("N", 1, 'A'),
         records: tuple("N", 2, 'B'),
         reclaimed: false,
-    };
+    }
+}
+
+/// How a won hold is audited and said: a reclaim over a dead holder apart from a claim.
+#[test]
+fn a_hold_names_a_reclaim_apart_from_a_claim() {
+    let mut hold = held();
     assert_eq!(hold.action(), "claim");
     assert_eq!(hold.held_copy(), "holds the plane claim");
     hold.reclaimed = true;
