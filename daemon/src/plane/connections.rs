@@ -219,12 +219,9 @@ async fn release_claim(barrier: &AuthorityClient, hold: ClaimHold) -> Result<(),
     }
 }
 
-/// How the plane opens its self-minted connections ([`PlaneDialer`]).
-pub(super) type Dialer = PlaneDialer;
-
 /// The dialer of the plane `inputs` start, its connections tagged with `holder`, the gate
 /// principal.
-pub(super) fn dialer(inputs: &PlaneInputs, holder: &Principal) -> Dialer {
+pub(super) fn dialer(inputs: &PlaneInputs, holder: &Principal) -> PlaneDialer {
     PlaneDialer::new(
         inputs.server.clone(),
         discovery::redacted(inputs.server.servers()),

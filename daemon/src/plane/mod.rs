@@ -200,7 +200,7 @@ struct Start<'a> {
     inputs: &'a PlaneInputs,
     /// The gate principal, `local.<serve nkey>`.
     holder: Principal,
-    dialer: connections::Dialer,
+    dialer: cotal_io_nats::authority::PlaneDialer,
 }
 
 /// A serving plane.
@@ -218,7 +218,7 @@ pub struct Plane {
     /// The rollback check's high-water file.
     high_water: PathBuf,
     /// How the host incarnation handle opens its connections.
-    dialer: connections::Dialer,
+    dialer: cotal_io_nats::authority::PlaneDialer,
     /// A claim an earlier close could not release (the servers did not answer), for the next.
     unreleased: Mutex<Option<connections::Unreleased>>,
     /// Held for the whole of a close, so a second close waits for the first's outcome instead
