@@ -606,10 +606,23 @@ impl FenceEnd {
 }
 
 /// The operator's sentence for a plane whose server is lost (every connection dropped at once,
-/// its scanners included): a failure a supervisor restarts, not a fence, since no successor
-/// holds its gate.
-pub const BROKER_LOST_COPY: &str =
-    "lost the connection to the NATS server; stopping (start again once it is back)";
+/// its scanners included) and did not come back within `limit_secs`: a failure a supervisor
+/// restarts, not a fence, since no successor holds its gate.
+pub fn broker_lost_copy(limit_secs: u64) -> String {
+    format!(
+        "lost the connection to the NATS server and it did not come back within {limit_secs}s; \
+         stopping (start again once it is back)"
+    )
+}
+
+/// The operator's cause while a plane waits up to `limit_secs` for its lost server (a restart
+/// of it, a network blip): it serves again, under a re-taken plane claim, once its connections
+/// are back.
+pub fn broker_awaited_copy(limit_secs: u64) -> String {
+    format!(
+        "lost the connection to the NATS server; waiting up to {limit_secs}s for it to come back"
+    )
+}
 
 /// The operator's sentence for a plane whose gate has not read for `limit_secs` (`why`, the
 /// last read's error): only a fresh read can tell it has been fenced (F6), so it stops claiming

@@ -23,6 +23,10 @@ pub enum Readiness {
     Draining,
     /// It stopped serving on its own; the cause for the operator.
     Unavailable(String),
+    /// Its server went away and it waits for it to come back, to re-take its plane claim and
+    /// serve again; the cause for the operator. A state the reference does not have: it says
+    /// `unavailable` with the cause, as the reference's vocabulary allows, but it is not an end.
+    Reconnecting(String),
 }
 
 impl Readiness {
@@ -33,7 +37,9 @@ impl Readiness {
         match self {
             Readiness::Ready => None,
             Readiness::Draining => Some(EpError::unavailable(DRAINING_AGENT_COPY)),
-            Readiness::Unavailable(_) => Some(EpError::unavailable(FENCED_AGENT_COPY)),
+            Readiness::Unavailable(_) | Readiness::Reconnecting(_) => {
+                Some(EpError::unavailable(FENCED_AGENT_COPY))
+            }
         }
     }
 
@@ -41,17 +47,33 @@ impl Readiness {
         match self {
             Readiness::Ready => "ready",
             Readiness::Draining => "draining",
-            Readiness::Unavailable(_) => "unavailable",
+            Readiness::Unavailable(_) | Readiness::Reconnecting(_) => "unavailable",
         }
     }
 
+    /// The operator's cause of a plane that does not serve on its own account (`None` while
+    /// ready or closing).
+    pub fn cause(&self) -> Option<&str> {
+        match self {
+            Readiness::Unavailable(cause) | Readiness::Reconnecting(cause) => Some(cause),
+            Readiness::Ready | Readiness::Draining => None,
+        }
+    }
+
+    /// Whether the plane may still serve again without a new start: ready, or waiting for its
+    /// server to come back.
+    pub fn may_serve(&self) -> bool {
+        matches!(self, Readiness::Ready | Readiness::Reconnecting(_))
+    }
+
     /// `/health`'s body: `{ok, issuer, state, cause?, context?}`, the cause only once the
-    /// plane stopped serving on its own, the context only for a hosted plane.
+    /// plane stopped serving on its own (for good, or until its server is back), the context
+    /// only for a hosted plane.
     pub fn health(&self, issuer: &str, context: Option<&HostedContext>) -> Value {
         let mut health = json!({"ok": true, "issuer": issuer, "state": self.as_str()});
         if let Some(map) = health.as_object_mut() {
-            if let Readiness::Unavailable(cause) = self {
-                map.insert("cause".into(), cause.clone().into());
+            if let Some(cause) = self.cause() {
+                map.insert("cause".into(), cause.into());
             }
             if let Some(context) = context {
                 map.insert("context".into(), context.to_json());
@@ -142,12 +164,10 @@ pub struct HostedReadiness {
 }
 
 impl HostedReadiness {
-    /// `readiness` of the plane serving `context`: the cause only once it ended on its own.
+    /// `readiness` of the plane serving `context`: the cause only once it stopped serving on
+    /// its own.
     pub fn of(readiness: &Readiness, context: HostedContext) -> HostedReadiness {
-        let cause = match readiness {
-            Readiness::Unavailable(cause) => Some(cause.clone()),
-            Readiness::Ready | Readiness::Draining => None,
-        };
+        let cause = readiness.cause().map(str::to_owned);
         HostedReadiness {
             state: readiness.as_str(),
             context,
@@ -215,14 +235,22 @@ mod tests {
         assert_eq!(fenced.code, ErrorCode::Unavailable);
         assert_eq!(fenced.message, FENCED_AGENT_COPY);
         assert!(!fenced.message.contains(&cause));
+        let reconnecting = Readiness::Reconnecting(cause.clone());
+        assert_eq!(reconnecting.refusal().unwrap().message, FENCED_AGENT_COPY);
         assert_eq!(
             [
                 Readiness::Ready,
                 Readiness::Draining,
-                Readiness::Unavailable(cause)
+                Readiness::Unavailable(cause),
+                reconnecting,
             ]
-            .map(|r| r.as_str()),
-            ["ready", "draining", "unavailable"]
+            .map(|r| (r.as_str(), r.may_serve())),
+            [
+                ("ready", true),
+                ("draining", false),
+                ("unavailable", false),
+                ("unavailable", true)
+            ]
         );
     }
     #[test]

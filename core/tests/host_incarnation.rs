@@ -17,9 +17,9 @@ use cotal_core::canon::Digest;
 use cotal_core::driver::{drive, ModelWorld, World};
 use cotal_core::gate::{GateOp, GateState, ProcessEpoch};
 use cotal_core::host::{
-    gate_unreadable_copy, host_principal, observe_host_gate, AwaitHostFence, FenceEnd, HostConfig,
-    HostEndpoint, HostIncarnation, RegisterHostIncarnation, SelfContract, BROKER_LOST_COPY,
-    HOST_FENCE_POLL,
+    broker_awaited_copy, broker_lost_copy, gate_unreadable_copy, host_principal, observe_host_gate,
+    AwaitHostFence, FenceEnd, HostConfig, HostEndpoint, HostIncarnation, RegisterHostIncarnation,
+    SelfContract, HOST_FENCE_POLL,
 };
 use cotal_core::issuance::{observe_gate, GateObservation, GateRef};
 use cotal_core::kv::model::{Fault, KvModel, Trigger};
@@ -631,7 +631,8 @@ fn a_held_fence_end_names_the_barrier_op() {
     );
 }
 
-/// A plane that cannot read its gate, or lost its server, stops with a sentence that says why.
+/// A plane that cannot read its gate, or lost its server for good, stops with a sentence that
+/// says why; while it waits for its server, its cause says how long it waits.
 #[test]
 fn an_unreadable_gate_and_a_lost_server_are_said() {
     assert_eq!(
@@ -643,8 +644,13 @@ fn an_unreadable_gate_and_a_lost_server_are_said() {
         )
     );
     assert_eq!(
-        BROKER_LOST_COPY,
-        "lost the connection to the NATS server; stopping (start again once it is back)"
+        broker_lost_copy(10),
+        "lost the connection to the NATS server and it did not come back within 10s; stopping \
+         (start again once it is back)"
+    );
+    assert_eq!(
+        broker_awaited_copy(10),
+        "lost the connection to the NATS server; waiting up to 10s for it to come back"
     );
 }
 

@@ -503,6 +503,14 @@ impl AuthorityClient {
         }
     }
 
+    /// Forgets a recorded drop, so [`AuthorityClient::lost`] waits for the next one. An owner
+    /// that pins itself to the reconnected connection again (the plane re-taking its claim
+    /// after its server came back) clears it *before* it reads the connection's tuple: a drop
+    /// after that is recorded, never lost between the read and the clear.
+    pub fn clear_lost(&self) {
+        self.shared.cfg.lost.send_replace(None);
+    }
+
     /// True while the current connection is connected (not reconnecting, not closed).
     pub fn is_connected(&self) -> bool {
         self.shared.current().space.client().connection_state()

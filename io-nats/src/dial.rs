@@ -8,6 +8,7 @@
 //! client given a CA never falls back to a plaintext server, whatever the URL's scheme.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use async_nats::{ConnectError, ConnectOptions};
 
@@ -131,10 +132,13 @@ impl Dial {
         !self.tls.is_empty() || self.urls().iter().any(|u| has_scheme(u, "tls://"))
     }
 
-    /// `options` with this dial's TLS applied: the CA as the only roots, the client
-    /// certificate, and TLS required whenever [`Dial::requires_tls`] holds.
+    /// `options` with this dial's TLS applied (the CA as the only roots, the client
+    /// certificate, and TLS required whenever [`Dial::requires_tls`] holds) and reconnects
+    /// paced by [`reconnect_delay`].
     pub fn apply(&self, options: ConnectOptions) -> ConnectOptions {
-        let mut options = options.require_tls(self.requires_tls());
+        let mut options = options
+            .require_tls(self.requires_tls())
+            .reconnect_delay_callback(reconnect_delay);
         if let Some(ca) = &self.tls.ca {
             options = options.add_root_certificates(ca.clone());
         }
@@ -215,10 +219,38 @@ impl From<&Dial> for Dial {
     }
 }
 
+/// The longest a dropped connection of ours waits between two reconnect attempts.
+pub const RECONNECT_DELAY_CAP: Duration = Duration::from_millis(100);
+
+/// How long a dropped connection waits before its reconnect attempt number `attempts`: at once
+/// for the first, then doubling from 2 ms up to [`RECONNECT_DELAY_CAP`]. The client's own
+/// backoff doubles up to 4 s, so a plane whose server restarted would come back seconds after
+/// the clients it admits, and every connect the server put to the callout meanwhile would wait
+/// out the server's auth timeout unanswered; capped, the plane is among the first back. A few
+/// connections retrying ten times a second cost a server that is down nothing.
+pub fn reconnect_delay(attempts: usize) -> Duration {
+    let doubled = u32::try_from(attempts.saturating_sub(1))
+        .ok()
+        .and_then(|exp| 2_u64.checked_pow(exp))
+        .map_or(RECONNECT_DELAY_CAP, Duration::from_millis);
+    match attempts {
+        0 | 1 => Duration::ZERO,
+        _ => doubled.min(RECONNECT_DELAY_CAP),
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reconnects_double_from_at_once_to_the_cap() {
+        let delays: Vec<u64> = [0, 1, 2, 3, 7, 8, 64, usize::MAX]
+            .map(|n| reconnect_delay(n).as_millis() as u64)
+            .to_vec();
+        assert_eq!(delays, [0, 0, 2, 4, 64, 100, 100, 100]);
+    }
 
     #[test]
     fn schemes_other_than_nats_and_tls_are_refused() {

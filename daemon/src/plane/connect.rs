@@ -28,6 +28,10 @@ use super::Readiness;
 /// What an agent is told by a plane that is not serving (the operator's cause is on /health).
 const NOT_SERVING: &str = "the auth service is momentarily unavailable; retry shortly";
 
+/// How long a connect waits for a plane that is re-taking its claim after its server came back:
+/// well inside the server's auth timeout (2 s by default), which would refuse it unanswered.
+const REGAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(1_000);
+
 /// Decides the plane's callout connects.
 pub(super) struct ConnectAuthorizer {
     pub(super) space: SpaceName,
@@ -48,9 +52,7 @@ impl ConnectAuthorizer {
     /// whose grant alone reads them (and alone writes the accepted store: the inbox bindings
     /// and the manager-caller accepted rows).
     async fn decide(&self, request: &ConnectRequest) -> Result<Admitted, EpError> {
-        if *self.readiness.borrow() != Readiness::Ready {
-            return Err(EpError::unavailable(NOT_SERVING));
-        }
+        self.serving().await?;
         let token = request.bearer.as_ref().ok_or_else(|| {
             EpError::permission_denied(
                 "the connect carries no bearer (auth_token); exchange for one at /exchange",
@@ -85,6 +87,23 @@ impl ConnectAuthorizer {
             .with_actors(self.ledger.port())
             .run_script(decide)
             .await
+    }
+
+    /// Whether the plane serves: at once while ready; while it waits for its server to come
+    /// back, a connect waits up to [`REGAIN_WAIT`] for it to serve again, so the connects that
+    /// reach the plane first after a server restart are admitted instead of refused (a refused
+    /// client backs off before it retries).
+    async fn serving(&self) -> Result<(), EpError> {
+        let mut readiness = self.readiness.clone();
+        let waited = tokio::time::timeout(
+            REGAIN_WAIT,
+            readiness.wait_for(|r| !matches!(r, Readiness::Reconnecting(_))),
+        )
+        .await;
+        match waited {
+            Ok(Ok(now)) if *now == Readiness::Ready => Ok(()),
+            _ => Err(EpError::unavailable(NOT_SERVING)),
+        }
     }
 
     fn bindings(&self) -> std::sync::MutexGuard<'_, KnownBindings> {

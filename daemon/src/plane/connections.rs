@@ -34,7 +34,9 @@ pub(super) struct Connections {
     pub(super) issuer: AuthorityClient,
     pub(super) barrier: AuthorityClient,
     pub(super) scanners: Scanners,
-    pub(super) hold: ClaimHold,
+    /// The plane claim as this plane holds it: re-taken, naming the scanners' reconnected
+    /// connections, when its server came back ([`Connections::retake_claim`]).
+    pub(super) hold: std::sync::Mutex<ClaimHold>,
     /// The actor ledger's serving lock, held from the claim until after its release.
     pub(super) serving: ServingLock,
     /// The auth control rail listener's connection (`cotal:auth-admin:<space>`).
@@ -106,6 +108,75 @@ async fn close_said(label: &str, client: AuthorityClient) {
 }
 
 impl Connections {
+    /// The plane claim as held now: the guard of every sealed scan.
+    pub(super) fn hold(&self) -> ClaimHold {
+        self.hold
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Whether every connection of the plane is connected (none reconnecting or closed).
+    pub(super) fn all_connected(&self) -> bool {
+        self.minted().iter().all(|client| client.is_connected())
+            && self.callout.connection_state()
+                == cotal_io_nats::async_nats::connection::State::Connected
+    }
+
+    /// Re-takes the plane claim once every connection is back after a lost server (reference
+    /// §2.10's acquire, as a start takes it): the row still names the scanners' dropped
+    /// connections, which the servers' own listing shows gone, so it is reclaimed at the next
+    /// generation under a fresh claim id, naming the scanners' connections as they are now. A
+    /// plane that took the claim meanwhile (a standby) is live and wins: the refusal says so,
+    /// and this plane stops. Each scanner's drop is cleared before its tuple is read, so a drop
+    /// after the read is seen by the next [`Scanners::died`].
+    pub(super) async fn retake_claim(
+        &self,
+        space: &SpaceName,
+        oracle: &Arc<Oracle>,
+    ) -> Result<(), EpError> {
+        self.scanners.ledger.clear_lost();
+        self.scanners.records.clear_lost();
+        let attempt = AcquirePlaneClaim {
+            space: space.clone(),
+            claim_id: KeyPair::new_user().public_key(),
+            ledger: self.scanners.ledger.conn_tuple()?,
+            records: self.scanners.records.conn_tuple()?,
+            now_ms: crate::clock::now_ms(),
+        };
+        let bound = self.barrier.space()?;
+        let retaken = NatsWorld::new(&bound)
+            .probing_planes(oracle)
+            .run_script(attempt)
+            .await;
+        let hold = match retaken {
+            Ok(hold) => hold,
+            Err(e) => {
+                audit::refused("plane", "claim", PLANE_CLAIM_KEY, &e);
+                return Err(e);
+            }
+        };
+        audit::granted(
+            "plane",
+            hold.action(),
+            PLANE_CLAIM_KEY,
+            audit::At {
+                generation: Some(hold.generation),
+                epoch: None,
+            },
+        );
+        info!(
+            generation = hold.generation,
+            "the NATS server is back: {}",
+            hold.held_copy()
+        );
+        *self
+            .hold
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = hold;
+        Ok(())
+    }
+
     /// The user nkeys of the plane's self-minted connections, as the servers list them: the
     /// connections every eviction it runs spares.
     pub(super) fn nkeys(&self) -> Vec<String> {
@@ -157,7 +228,9 @@ impl Connections {
         scanners.close().await;
         let kept = Unreleased {
             barrier,
-            hold,
+            hold: hold
+                .into_inner()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
             serving,
         };
         let released = kept.release().await;

@@ -129,7 +129,7 @@ impl Plane {
         let mut readiness = self.readiness.subscribe();
         let fenced = tokio::select! {
             fenced = run_fence_pushed(&client, fence) => fenced,
-            _ = readiness.wait_for(|r| *r != Readiness::Ready) => {
+            _ = readiness.wait_for(|r| !r.may_serve()) => {
                 Err(EpError::unavailable(NOT_READY))
             }
         };

@@ -56,7 +56,9 @@ use std::time::Duration;
 
 use cotal_core::endpoint_rail::retire_lifecycle_served;
 use cotal_core::gate::{Generation, ProcessEpoch, RegistrationRevision};
-use cotal_core::host::{auth_principal, gate_unreadable_copy, AwaitHostFence, BROKER_LOST_COPY};
+use cotal_core::host::{
+    auth_principal, broker_awaited_copy, broker_lost_copy, gate_unreadable_copy, AwaitHostFence,
+};
 use cotal_core::issuance::GateRef;
 use cotal_core::jwt::Permissions;
 use cotal_core::kv::{Revision, Store};
@@ -77,6 +79,7 @@ use cotal_io_nats::authority::DataAccountSigner;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::host::hold_fence_pushed;
+use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::observed::RunRequestObserver;
 use cotal_io_nats::reaper;
 use cotal_io_nats::{AuthorityClient, Replicas};
@@ -463,18 +466,14 @@ impl Start<'_> {
             let connections = Arc::clone(connections);
             let readiness = readiness.clone();
             let metrics = Arc::clone(&metrics);
-            let (gate, epoch, floor) = (
-                registered.gate.clone(),
-                registered.process_epoch,
-                registered.gate_revision,
-            );
+            let (registered, oracle) = (registered.clone(), Arc::new(self.oracle()));
             let space = inputs.space.clone();
             let (secrets, followed) = (Arc::clone(&inputs.secrets), bearers.clone());
             async move {
                 // The reaper and the key follower never end on their own: they stop with the
                 // fence watch.
                 let why = tokio::select! {
-                    why = watch_fence(&connections, &gate, epoch, floor, &metrics) => why,
+                    why = watch_fence(&connections, &registered, &readiness, &oracle, &metrics) => why,
                     never = reaper::reap_every_period(
                         || connections.scanners.ledger.space(),
                         &space,
@@ -852,7 +851,7 @@ impl Start<'_> {
             issuer,
             barrier,
             scanners,
-            hold,
+            hold: std::sync::Mutex::new(hold),
             serving,
             admin,
             callout,
@@ -876,43 +875,71 @@ impl Start<'_> {
 /// what it no longer can. The watch is armed only after the confirming read saw the gate open
 /// at this start's committed epoch and registration revision, so it never sees this start's
 /// own freeze.
+///
+/// A lost server (every connection dropped at once, the scanners included) is ridden out
+/// ([`ride_out`]) while the fence watch goes on: the plane serves again once its server is
+/// back, or stops when the fence watch gives up on the gate.
 async fn watch_fence(
     connections: &Connections,
-    gate: &GateRef,
-    epoch: ProcessEpoch,
-    floor: Revision,
+    registered: &Registered,
+    readiness: &watch::Sender<Readiness>,
+    oracle: &Arc<Oracle>,
     metrics: &PlaneMetrics,
 ) -> Ended {
+    let (gate, epoch) = (&registered.gate, registered.process_epoch);
     let fence = match AwaitHostFence::new(gate.clone(), epoch) {
-        Ok(fence) => fence.with_poll(FENCE_POLL).with_floor(floor),
+        Ok(fence) => fence
+            .with_poll(FENCE_POLL)
+            .with_floor(registered.gate_revision),
         Err(e) => return Ended::Failed(e.message),
     };
     // Every write of the gate, by anyone, is pushed to the fence at once; the poll is only the
     // fallback while the push is down.
-    let fenced = tokio::select! {
-        fenced = hold_fence_pushed(&connections.reader, fence, UNREACHABLE_LIMIT) => fenced,
-        copy = connections.scanners.died(&gate.space) => {
-            // A lost server drops every connection at once, scanners included. A scanner gone
-            // while the reader is still connected was cut on its own: a kick, or in a cluster
-            // the loss of the one node it was on. Either way the plane stops serving at once
-            // (reference §2.6: it cannot scan, and a sealed scanner never reconnects), but it
-            // ends as a failure, not a fence: no successor holds its gate, and a supervisor
-            // must restart it (the copy says so), where a fenced exit would keep the space
-            // without a plane (found by the daemon's fault campaign: one isolated node made a
-            // plane exit 3 with nothing running after it).
-            tokio::time::sleep(BROKER_LOSS_GRACE).await;
-            if !connections.reader.is_connected() {
-                return Ended::Failed(BROKER_LOST_COPY.to_owned());
+    let fenced = hold_fence_pushed(&connections.reader, fence, UNREACHABLE_LIMIT);
+    tokio::pin!(fenced);
+    let fenced = loop {
+        // The reader's connection as the servers know it now: a scanner drop that the reader
+        // did not share (it is connected to the same connection after the grace) is a cut
+        // scanner, not a lost server.
+        let reader_at = connections.reader.server_connection();
+        tokio::select! {
+            fenced = &mut fenced => break fenced,
+            copy = connections.scanners.died(&gate.space) => {
+                // A scanner gone while the reader stayed connected was cut on its own: a
+                // kick, or in a cluster the loss of the one node it was on. The plane stops
+                // serving at once (reference §2.6: it cannot scan, and a sealed scanner never
+                // reconnects), but it ends as a failure, not a fence: no successor holds its
+                // gate, and a supervisor must restart it (the copy says so), where a fenced
+                // exit would keep the space without a plane (found by the daemon's fault
+                // campaign: one isolated node made a plane exit 3 with nothing running after
+                // it).
+                tokio::time::sleep(BROKER_LOSS_GRACE).await;
+                if connections.reader.is_connected()
+                    && connections.reader.server_connection() == reader_at
+                {
+                    error!("stopping: {copy}");
+                    return Ended::Failed(copy);
+                }
             }
-            error!("stopping: {copy}");
-            return Ended::Failed(copy);
+            // A connection whose credential could not be renewed fails closed: the plane stops
+            // rather than serve on authority it can no longer hold.
+            e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
         }
-        // A connection whose credential could not be renewed fails closed: the plane stops
-        // rather than serve on authority it can no longer hold.
-        e = connections.failed() => return Ended::Failed(format!("stopping: {}", e.message)),
+        // Everything dropped at once: the server went away (a restart, a network blip).
+        tokio::select! {
+            fenced = &mut fenced => break fenced,
+            back = ride_out(connections, &gate.space, readiness, oracle) => {
+                if let Err(e) = back {
+                    return Ended::Failed(format!("stopping: {}", e.message));
+                }
+            }
+        }
     };
     let end = match fenced {
         Ok(end) => end,
+        Err(_) if !connections.reader.is_connected() => {
+            return Ended::Failed(broker_lost_copy(UNREACHABLE_LIMIT.as_secs()));
+        }
         Err(e) => {
             let secs = UNREACHABLE_LIMIT.as_secs();
             return Ended::Failed(gate_unreadable_copy(gate, secs, &e.to_string()));
@@ -925,4 +952,43 @@ async fn watch_fence(
     }
     warn!(gate = %gate.key(), "fenced: {why}");
     Ended::Fenced(why)
+}
+
+/// How often a plane whose server went away looks whether its connections are back.
+const RECONNECT_POLL: Duration = Duration::from_millis(20);
+
+/// Rides out a lost server: the plane says it is reconnecting (its doors and callout refuse
+/// with the agent's retry copy meanwhile), waits until every connection is back (each
+/// reconnects on its own, [`cotal_io_nats::reconnect_delay`]), re-takes the plane claim with
+/// its scanners' reconnected connections ([`Connections::retake_claim`]) and serves again.
+/// Unbounded itself: the fence watch beside it gives up once the gate has been unreadable for
+/// [`UNREACHABLE_LIMIT`]. Connects admitted after it are decided by fresh reads as ever, so
+/// a revoke acknowledged before or during the loss holds (F59).
+async fn ride_out(
+    connections: &Connections,
+    space: &SpaceName,
+    readiness: &watch::Sender<Readiness>,
+    oracle: &Arc<Oracle>,
+) -> Result<(), cotal_core::EpError> {
+    let cause = broker_awaited_copy(UNREACHABLE_LIMIT.as_secs());
+    warn!("{cause}");
+    readiness.send_if_modified(|now| match now {
+        Readiness::Ready => {
+            *now = Readiness::Reconnecting(cause);
+            true
+        }
+        _ => false,
+    });
+    while !connections.all_connected() {
+        tokio::time::sleep(RECONNECT_POLL).await;
+    }
+    connections.retake_claim(space, oracle).await?;
+    readiness.send_if_modified(|now| match now {
+        Readiness::Reconnecting(_) => {
+            *now = Readiness::Ready;
+            true
+        }
+        _ => false,
+    });
+    Ok(())
 }

@@ -98,7 +98,7 @@ impl Retirements {
     /// scanner under the plane claim, eviction verified by the servers' own listing.
     async fn execute(&self, mut barrier: RetireLifecycle) -> Result<Ran, EpError> {
         let connections = self.connections.get()?;
-        barrier.guard = Some(connections.hold.clone());
+        barrier.guard = Some(connections.hold());
         let (bound, scanner) = (
             connections.barrier.space()?,
             connections.scanners.ledger.space()?,
@@ -117,7 +117,7 @@ impl Retirements {
 
     /// The plane claim every run takes as its guard.
     pub(super) fn guard(&self) -> Result<ClaimHold, EpError> {
-        Ok(self.connections.get()?.hold.clone())
+        Ok(self.connections.get()?.hold())
     }
 
     /// Runs `script` on the barrier connection with the ledger scanner for its listings: the
