@@ -12,6 +12,10 @@
 //!   ([`Effect::ProbePlane`](crate::machine::Effect::ProbePlane)): any live tuple refuses (`live-peer`), any unknown one refuses
 //!   (`unknown`, fail-safe), and only both gone under a complete listing lets the open reclaim
 //!   it (revision-pinned, generation + 1);
+//! * the holder whose server went away re-takes its own row ([`RetakePlaneClaim`]): while the
+//!   row is still exactly its hold, a revision-pinned write at generation + 1 under a fresh
+//!   claim id names its scanners' reconnected connections (no liveness question: the row
+//!   itself shows nobody wrote it since); any other row is `lost`;
 //! * a row that does not parse is `corrupt` and is never overwritten;
 //! * a second lost write is `concurrent`: nobody spins on an exclusion key.
 //!
@@ -635,6 +639,75 @@ impl Script for ReleasePlaneClaim {
             Ok(false) => Err(lost()),
             Err(e) if e.code == ErrorCode::Unavailable => Err(unreachable(&e.message)),
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Re-takes the claim this plane holds (`hold`) once its server came back: the scanners'
+/// connections reconnected, so the row's tuples name connections that are gone, and a peer
+/// asking the oracle about them would take the space over. While the row is still exactly
+/// `hold`, a revision-pinned write at generation + 1 under the fresh `claim_id` names the
+/// scanners as they are now; a row anyone else wrote meanwhile (a standby that reclaimed it)
+/// is `lost`, and the plane must stop. Keeps SPEC 13.13: the write is pinned to the very row
+/// this plane holds, so two planes never both win it, and it is settled by reading it back.
+#[derive(Debug, Clone)]
+pub struct RetakePlaneClaim {
+    pub hold: ClaimHold,
+    /// A fresh random id for the re-taken hold.
+    pub claim_id: String,
+    pub ledger: ConnTuple,
+    pub records: ConnTuple,
+    /// The wall clock, unix milliseconds (`openedAt` of the re-taken row).
+    pub now_ms: u64,
+}
+
+impl Script for RetakePlaneClaim {
+    type Output = ClaimHold;
+
+    fn run(&self, cx: &mut Ctx<'_>) -> Result<ClaimHold, Halt> {
+        let hold = &self.hold;
+        let space = &hold.space;
+        let lost = || -> Halt {
+            ClaimRefusal::Lost
+                .refuse(format!(
+                    "the plane claim of space \"{space}\" is no longer held by this plane \
+                     (generation {}) after its server came back; another plane may own it, so \
+                     this one stops",
+                    hold.generation
+                ))
+                .into()
+        };
+        let retaken = |generation| ClaimHold {
+            space: space.clone(),
+            claim_id: self.claim_id.clone(),
+            generation,
+            ledger: self.ledger.clone(),
+            records: self.records.clone(),
+            reclaimed: false,
+        };
+        let Some((row, revision)) = read_claim(cx, space)? else {
+            return Err(lost());
+        };
+        if row.state == ClaimState::Held && row.claim_id == self.claim_id {
+            // Our own re-take, written by an earlier send of this very script.
+            return Ok(retaken(row.generation));
+        }
+        if row.state != ClaimState::Held || !row.same_holder(hold) {
+            return Err(lost());
+        }
+        let generation = next_generation(&row)?;
+        let mine = ClaimRow {
+            generation,
+            claim_id: self.claim_id.clone(),
+            state: ClaimState::Held,
+            ledger: self.ledger.clone(),
+            records: self.records.clone(),
+            opened_at: iso8601_millis(self.now_ms),
+        };
+        if write_claim(cx, space, &mine, Some(revision))? {
+            Ok(retaken(generation))
+        } else {
+            Err(lost())
         }
     }
 }

@@ -19,8 +19,8 @@ use cotal_core::machine::{Machine, Replay, Step};
 use cotal_core::names::SpaceName;
 use cotal_core::plane_claim::{
     check_held, scanner_death_copy, AcquirePlaneClaim, AssertHeld, ClaimHold, ClaimRefusal,
-    ClaimRow, ClaimState, ConnTuple, PlaneVerdict, ReleasePlaneClaim, ScanPhase, TupleLiveness,
-    PLANE_CLAIM_KEY,
+    ClaimRow, ClaimState, ConnTuple, PlaneVerdict, ReleasePlaneClaim, RetakePlaneClaim, ScanPhase,
+    TupleLiveness, PLANE_CLAIM_KEY,
 };
 use cotal_core::{EpError, ErrorCode};
 use serde_json::{json, Value};
@@ -473,4 +473,80 @@ fn a_hold_names_a_reclaim_apart_from_a_claim() {
         hold.held_copy(),
         "holds the plane claim, reclaimed from a dead plane"
     );
+}
+
+/// The holder whose server came back, its scanners reconnected under new connection ids.
+fn retake(hold: &ClaimHold) -> RetakePlaneClaim {
+    RetakePlaneClaim {
+        hold: hold.clone(),
+        claim_id: "claim1-retaken".into(),
+        ledger: tuple("NRESTARTED", 1, 'A'),
+        records: tuple("NRESTARTED", 2, 'B'),
+        now_ms: NOW + 5_000,
+    }
+}
+
+/// A plane whose server came back re-takes its own row without the oracle: generation + 1, a
+/// fresh claim id, its scanners' reconnected tuples; its old hold no longer guards a scan and
+/// the new one does, and the new one is what a close releases.
+#[test]
+fn the_holder_whose_server_came_back_retakes_its_own_row() {
+    let mut world = ModelWorld::default();
+    let old = run(&mut world, open(1)).unwrap();
+    let new = run(&mut world, retake(&old)).unwrap();
+    assert_eq!(
+        (new.generation, new.claim_id.as_str()),
+        (2, "claim1-retaken")
+    );
+    assert_eq!(probes(&world), 0, "its own row needs no liveness question");
+    let row = row(&world).unwrap();
+    assert_eq!(
+        (row.state, row.ledger.clone(), row.opened_at.as_str()),
+        (
+            ClaimState::Held,
+            tuple("NRESTARTED", 1, 'A'),
+            "2026-05-28T20:26:45.123Z"
+        )
+    );
+    let guard = |hold: &ClaimHold| AssertHeld {
+        hold: hold.clone(),
+        phase: ScanPhase::Before,
+    };
+    assert_eq!(
+        ClaimRefusal::of(&run(&mut world, guard(&old)).unwrap_err()),
+        Some(ClaimRefusal::Lost)
+    );
+    run(&mut world, guard(&new)).unwrap();
+    run(&mut world, ReleasePlaneClaim { hold: new }).unwrap();
+}
+
+/// A row someone else wrote while the server was away (a standby that reclaimed it, or a
+/// release) is lost: the re-take writes nothing and the plane stops. An ambiguous re-take
+/// write is settled by reading the row back, and a second send of the same re-take is its own.
+#[test]
+fn a_retake_over_a_row_another_plane_took_is_lost_and_an_ambiguous_one_is_settled() {
+    let mut world = ModelWorld::default();
+    let old = run(&mut world, open(1)).unwrap();
+    oracle(&mut world, TupleLiveness::Gone, TupleLiveness::Gone);
+    let standby = run(&mut world, open(2)).unwrap();
+    let e = run(&mut world, retake(&old)).unwrap_err();
+    refused(
+        &e,
+        ClaimRefusal::Lost,
+        ErrorCode::FailedPrecondition,
+        &["no longer held by this plane", "this one stops"],
+    );
+    assert_eq!(row(&world).unwrap().claim_id, standby.claim_id);
+
+    for fault in [Fault::AmbiguousApplied, Fault::AmbiguousNotApplied] {
+        let mut world = ModelWorld::default();
+        let old = run(&mut world, open(1)).unwrap();
+        world.kv.inject(
+            Trigger::new(Store::Auth, KvOp::Update, PLANE_CLAIM_KEY),
+            fault,
+        );
+        let new = run(&mut world, retake(&old)).unwrap();
+        assert_eq!(new.generation, 2);
+        assert_eq!(run(&mut world, retake(&old)).unwrap(), new);
+    }
 }

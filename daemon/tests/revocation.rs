@@ -494,3 +494,83 @@ async fn with_the_plane_down_the_sentences_name_the_retirement_that_frees_the_al
             .unwrap();
     }
 }
+
+/// A client of `actor`'s bearer that stays connected and reconnects on its own, as the space's
+/// agents do: through the callout again after its server comes back.
+async fn reconnecting(space: &Space, server: &str, token: &str, nonce: &str) -> Client {
+    let client = async_nats::ConnectOptions::new()
+        .credentials(&common::signin::sentinel(space))
+        .unwrap()
+        .token(token.to_owned())
+        .name(nonce)
+        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+        .connect(server)
+        .await
+        .unwrap();
+    client.flush().await.unwrap();
+    client
+}
+
+/// A restart of the space's nats-server under a running plane (SIGTERM, then the same config
+/// and store, as an operator restarts the service): the plane rides it out in the same process
+/// — it re-takes its plane claim on its scanners' reconnected connections and serves again —
+/// and the grants and revokes hold across it. A client that stays connected comes back through
+/// the callout, a bearer from before the restart still connects, and a revoke after it retires
+/// the incarnation through the plane (a sealed scan guarded by the re-taken claim), closing its
+/// live connection and refusing its bearer (F47 (4), F59).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plane_rides_out_a_restart_of_its_server_and_keeps_every_revoke() {
+    let mut space = Space::new();
+    for actor in ["cli", "rv"] {
+        space.grant(actor, HUMAN, &[]);
+    }
+    let port = space.serve_broker_with("", &[], "");
+    let broker = space.reaper.0.len() - 1;
+    let server = format!("nats://127.0.0.1:{port}");
+    let d = space.up(&["--server", &server]);
+    let plane = space.reaper.0.len() - 1;
+    let (cli, rv) = (bearer(&space, &d, "cli"), bearer(&space, &d, "rv"));
+    let staying = reconnecting(&space, &server, &cli, "ibxrestart0001").await;
+    let live = reconnecting(&space, &server, &rv, "ibxrestart0002").await;
+
+    space.restart_broker(broker, "", port);
+
+    let url = d["url"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let health = cotal_io_http::face::probe::health(url, Duration::from_secs(2)).await;
+        let state = health.as_ref().map(|h| h["state"].clone());
+        let back = [&staying, &live]
+            .iter()
+            .all(|c| c.connection_state() == async_nats::connection::State::Connected);
+        if state == Ok(json!("ready")) && back {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the plane did not serve again within 30 s of its server's restart: {health:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        space.reaper.0[plane].try_wait().unwrap().is_none(),
+        "the plane exited"
+    );
+    assert_eq!(discovery(&space.root).unwrap()["pid"], d["pid"]);
+    staying.flush().await.unwrap();
+    drop(publisher(&space, &server, &cli, "ibxrestart0003").await);
+
+    // Both clients came back through the callout; the revoke through the re-claimed plane
+    // closes the revoked one and refuses its bearer.
+    let u = uid(&space, "rv");
+    let s = said(&space, &["actor", "revoke", "rv"]);
+    assert!(
+        s.contains(&format!(
+            "its lifecycle {u} is retired and its live connections closed and verified gone"
+        )),
+        "{s}"
+    );
+    closed(&live, "the revoked publisher").await;
+    refused(connect(&space, &server, &rv, "ibxrestart0004").await);
+    none_listed(&space, &server, "rv").await;
+}

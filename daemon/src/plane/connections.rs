@@ -9,7 +9,7 @@ use cotal_core::kv::Store;
 use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_claim::{
     scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ReleasePlaneClaim,
-    PLANE_CLAIM_KEY,
+    RetakePlaneClaim, PLANE_CLAIM_KEY,
 };
 use cotal_core::plane_grants::PlaneConnection;
 use cotal_core::readiness::DRAINING_AGENT_COPY;
@@ -123,52 +123,38 @@ impl Connections {
                 == cotal_io_nats::async_nats::connection::State::Connected
     }
 
-    /// Re-takes the plane claim once every connection is back after a lost server (reference
-    /// §2.10's acquire, as a start takes it): the row still names the scanners' dropped
-    /// connections, which the servers' own listing shows gone, so it is reclaimed at the next
-    /// generation under a fresh claim id, naming the scanners' connections as they are now. A
-    /// plane that took the claim meanwhile (a standby) is live and wins: the refusal says so,
-    /// and this plane stops. Each scanner's drop is cleared before its tuple is read, so a drop
-    /// after the read is seen by the next [`Scanners::died`].
-    pub(super) async fn retake_claim(
-        &self,
-        space: &SpaceName,
-        oracle: &Arc<Oracle>,
-    ) -> Result<(), EpError> {
+    /// Re-takes the plane claim once every connection is back after a lost server
+    /// ([`RetakePlaneClaim`]): the row still names the scanners' dropped connections, so it is
+    /// rewritten at the next generation under a fresh claim id, naming the scanners'
+    /// connections as they are now — only while it is still exactly this plane's hold. A plane
+    /// that took the claim meanwhile (a standby) wins: the refusal says so, and this plane
+    /// stops. Each scanner's drop is cleared before its tuple is read, so a drop after the read
+    /// is seen by the next [`Scanners::died`].
+    pub(super) async fn retake_claim(&self) -> Result<(), EpError> {
         self.scanners.ledger.clear_lost();
         self.scanners.records.clear_lost();
-        let attempt = AcquirePlaneClaim {
-            space: space.clone(),
+        let retake = RetakePlaneClaim {
+            hold: self.hold(),
             claim_id: KeyPair::new_user().public_key(),
             ledger: self.scanners.ledger.conn_tuple()?,
             records: self.scanners.records.conn_tuple()?,
             now_ms: crate::clock::now_ms(),
         };
-        let bound = self.barrier.space()?;
-        let retaken = NatsWorld::new(&bound)
-            .probing_planes(oracle)
-            .run_script(attempt)
-            .await;
-        let hold = match retaken {
+        let hold = match self.barrier.run_on(retake, |world| world).await {
             Ok(hold) => hold,
             Err(e) => {
-                audit::refused("plane", "claim", PLANE_CLAIM_KEY, &e);
+                audit::refused("plane", "retake", PLANE_CLAIM_KEY, &e);
                 return Err(e);
             }
         };
-        audit::granted(
-            "plane",
-            hold.action(),
-            PLANE_CLAIM_KEY,
-            audit::At {
-                generation: Some(hold.generation),
-                epoch: None,
-            },
-        );
+        let at = audit::At {
+            generation: Some(hold.generation),
+            epoch: None,
+        };
+        audit::granted("plane", "retake", PLANE_CLAIM_KEY, at);
         info!(
             generation = hold.generation,
-            "the NATS server is back: {}",
-            hold.held_copy()
+            "the NATS server is back: re-took the plane claim"
         );
         *self
             .hold

@@ -79,7 +79,6 @@ use cotal_io_nats::authority::DataAccountSigner;
 use cotal_io_nats::callout::{CalloutKeys, CalloutService};
 use cotal_io_nats::durables::NatsDurables;
 use cotal_io_nats::host::hold_fence_pushed;
-use cotal_io_nats::liveness::Oracle;
 use cotal_io_nats::observed::RunRequestObserver;
 use cotal_io_nats::reaper;
 use cotal_io_nats::{AuthorityClient, Replicas};
@@ -466,14 +465,14 @@ impl Start<'_> {
             let connections = Arc::clone(connections);
             let readiness = readiness.clone();
             let metrics = Arc::clone(&metrics);
-            let (registered, oracle) = (registered.clone(), Arc::new(self.oracle()));
+            let registered = registered.clone();
             let space = inputs.space.clone();
             let (secrets, followed) = (Arc::clone(&inputs.secrets), bearers.clone());
             async move {
                 // The reaper and the key follower never end on their own: they stop with the
                 // fence watch.
                 let why = tokio::select! {
-                    why = watch_fence(&connections, &registered, &readiness, &oracle, &metrics) => why,
+                    why = watch_fence(&connections, &registered, &readiness, &metrics) => why,
                     never = reaper::reap_every_period(
                         || connections.scanners.ledger.space(),
                         &space,
@@ -883,7 +882,6 @@ async fn watch_fence(
     connections: &Connections,
     registered: &Registered,
     readiness: &watch::Sender<Readiness>,
-    oracle: &Arc<Oracle>,
     metrics: &PlaneMetrics,
 ) -> Ended {
     let (gate, epoch) = (&registered.gate, registered.process_epoch);
@@ -928,7 +926,7 @@ async fn watch_fence(
         // Everything dropped at once: the server went away (a restart, a network blip).
         tokio::select! {
             fenced = &mut fenced => break fenced,
-            back = ride_out(connections, &gate.space, readiness, oracle) => {
+            back = ride_out(connections, readiness) => {
                 if let Err(e) = back {
                     return Ended::Failed(format!("stopping: {}", e.message));
                 }
@@ -966,9 +964,7 @@ const RECONNECT_POLL: Duration = Duration::from_millis(20);
 /// a revoke acknowledged before or during the loss holds (F59).
 async fn ride_out(
     connections: &Connections,
-    space: &SpaceName,
     readiness: &watch::Sender<Readiness>,
-    oracle: &Arc<Oracle>,
 ) -> Result<(), cotal_core::EpError> {
     let cause = broker_awaited_copy(UNREACHABLE_LIMIT.as_secs());
     warn!("{cause}");
@@ -982,7 +978,7 @@ async fn ride_out(
     while !connections.all_connected() {
         tokio::time::sleep(RECONNECT_POLL).await;
     }
-    connections.retake_claim(space, oracle).await?;
+    connections.retake_claim().await?;
     readiness.send_if_modified(|now| match now {
         Readiness::Reconnecting(_) => {
             *now = Readiness::Ready;

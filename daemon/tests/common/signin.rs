@@ -190,30 +190,19 @@ impl Space {
         let config = format!("{}\n{extra}", self.authd(&args));
         let config_path = dir.join("server.conf");
         fs::write(&config_path, config).unwrap();
-        let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
-            || {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../.tools/venv/bin/nats-server")
-            },
-            std::path::PathBuf::from,
-        );
-        let server = std::process::Command::new(bin)
-            .arg("-c")
-            .arg(&config_path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.reaper.0.push(server);
-        let deadline = Instant::now() + READY_TIMEOUT;
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the space's nats-server did not start"
-            );
-            sleep(POLL);
-        }
+        self.reaper.0.push(broker(&config_path, port));
         port
+    }
+
+    /// Restarts the nats-server [`Space::serve_broker_with`] started as `name` on `port`, whose
+    /// process is the reaper's entry `slot`, as an operator restarts the service: SIGTERM,
+    /// then the same config and store again, once it accepts connections.
+    pub fn restart_broker(&mut self, slot: usize, name: &str, port: u16) {
+        let old = &mut self.reaper.0[slot];
+        let pid = rustix::process::Pid::from_raw(old.id() as i32).unwrap();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        old.wait().unwrap();
+        self.reaper.0[slot] = broker(&self.root.join(name).join("server.conf"), port);
     }
 
     /// A data-account connection to `server` with no permission limits: the test's own view
@@ -385,6 +374,30 @@ impl Space {
 }
 
 /// `POST /exchange`.
+/// A nats-server on the configuration at `config`, once it accepts connections on `port`.
+fn broker(config: &std::path::Path, port: u16) -> Child {
+    let bin = std::env::var_os("COTAL_NATS_SERVER").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.tools/venv/bin/nats-server"),
+        std::path::PathBuf::from,
+    );
+    let mut server = std::process::Command::new(bin)
+        .arg("-c")
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + READY_TIMEOUT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() >= deadline {
+            let _ = server.kill();
+            panic!("the space's nats-server did not start");
+        }
+        sleep(POLL);
+    }
+    server
+}
+
 pub fn post(url: &str, cap: Option<&str>, body: &Value) -> (u16, Value) {
     post_to(url, "/exchange", cap, body)
 }
