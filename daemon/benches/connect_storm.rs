@@ -344,6 +344,18 @@ fn connected(clients: &[async_nats::Client]) -> usize {
         .count()
 }
 
+/// How many lost servers the plane has ridden out, from its `/metrics` (0 when it does not
+/// answer).
+fn servers_regained(url: &str) -> f64 {
+    let Ok((_, _, text)) = common::http(url, "GET", "/metrics", &[], "") else {
+        return 0.0;
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix("cotal_plane_servers_regained_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// The plane's connect decisions so far from its `/metrics`: granted, and refused by code.
 fn connect_decisions(url: &str) -> BTreeMap<String, f64> {
     let Ok((_, _, text)) = common::http(url, "GET", "/metrics", &[], "") else {
@@ -567,10 +579,11 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
         results.push((concurrency, by_callout, by_plain));
     }
 
-    // The reconnect storm: both fleets up, then the server restarted under them. A plane that
-    // loses its server stops (its claim pins the connections' identities; it says "start
-    // again once it is back"), so the bench restarts it as a service manager would
-    // (`Restart=on-failure`): once it has exited, `up` again on the same state and server.
+    // The reconnect storm: both fleets up, then the server restarted under them. The plane
+    // rides it out: it serves again, under its re-taken claim, once its connections are back
+    // (its `servers_regained` counter says when). Should it exit instead, the bench restarts it
+    // as a service manager would (`Restart=on-failure`): `up` again on the same state and
+    // server.
     let storm_callout = Kind::Callout {
         sentinel: signin::sentinel(&space),
         bearer: bearer(),
@@ -589,6 +602,8 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
     .await;
     let (plain_fleet, plain_setup_failed) = fleet(&server, &plain, clients, "", &seen_plain).await;
     let setup_took = setup.elapsed();
+    // The plane's decisions so far, which the storm's are counted from.
+    let decided_before = connect_decisions(&url);
     let old = &mut space.reaper.0[broker_slot];
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(old.id() as i32).unwrap(),
@@ -616,8 +631,14 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
             plane_exited = Some(at);
             successor = Some(restart_plane(&space, &server));
         }
-        if let (Some(plane), None) = (&successor, plane_ready) {
-            if common::discovery(&space.root).is_some_and(|d| d["pid"] == plane.id()) {
+        if plane_ready.is_none() {
+            let ready = match &successor {
+                Some(plane) => {
+                    common::discovery(&space.root).is_some_and(|d| d["pid"] == plane.id())
+                }
+                None => servers_regained(&url) >= 1.0,
+            };
+            if ready {
                 plane_ready = Some(at);
                 serving.store(true, Ordering::Relaxed);
             }
@@ -646,8 +667,16 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
         ),
         None => (url.clone(), u64::from(daemon)),
     };
-    // The successor's counters start at its start: every decision is the storm's.
-    let decisions = connect_decisions(&plane_url);
+    // A successor's counters start at its start; the plane that rode the storm out counts it
+    // on top of what it decided before.
+    let mut decisions = connect_decisions(&plane_url);
+    if successor.is_none() {
+        for (key, before) in &decided_before {
+            if let Some(now) = decisions.get_mut(key) {
+                *now -= before;
+            }
+        }
+    }
     let plane_alive = fs::metadata(format!("/proc/{plane_pid}/status")).is_ok_and(|_| {
         !fs::read_to_string(format!("/proc/{plane_pid}/stat"))
             .unwrap_or_default()
@@ -727,19 +756,27 @@ async fn bench(n: usize, clients: usize, levels: &[usize]) {
             .count()
     });
     let timed_out_served = began_served.saturating_sub(denied as usize);
+    let plane_end = match plane_exited {
+        None => format!(
+            "the plane rode it out and served again {} after the restart",
+            secs(plane_ready)
+        ),
+        Some(_) => format!(
+            "the plane exited {} after the restart, its successor served {} after it",
+            secs(plane_exited),
+            secs(plane_ready)
+        ),
+    };
     println!(
         "reconnect storm: {} callout and {} plain clients connected in {:.1} s (setup failures: \
          callout {}, plain {}); nats-server stopped (SIGTERM), every client saw it down after \
-         {:.2} s, restarted on the same config and store; the plane exited {} after the \
-         restart, its successor served {} after it",
+         {:.2} s, restarted on the same config and store; {plane_end}",
         fleet_len(clients, &callout_setup_failed),
         fleet_len(clients, &plain_setup_failed),
         setup_took.as_secs_f64(),
         show(&callout_setup_failed),
         show(&plain_setup_failed),
         noticed.as_secs_f64(),
-        secs(plane_exited),
-        secs(plane_ready),
     );
     println!(
         "| fleet | half back | all back | connected at the end | refused while no plane served \

@@ -543,7 +543,11 @@ async fn a_plane_rides_out_a_restart_of_its_server_and_keeps_every_revoke() {
         let back = [&staying, &live]
             .iter()
             .all(|c| c.connection_state() == async_nats::connection::State::Connected);
-        if state == Ok(json!("ready")) && back {
+        // What an operator's scrape shows once the plane served again after the loss (its
+        // health alone may still be the "ready" of before it noticed).
+        let (_, _, metrics) = http(url, "GET", "/metrics", &[], "").unwrap();
+        let regained = metrics.contains("cotal_plane_servers_regained_total 1\n");
+        if state == Ok(json!("ready")) && back && regained {
             break;
         }
         assert!(
@@ -557,6 +561,7 @@ async fn a_plane_rides_out_a_restart_of_its_server_and_keeps_every_revoke() {
         "the plane exited"
     );
     assert_eq!(discovery(&space.root).unwrap()["pid"], d["pid"]);
+
     staying.flush().await.unwrap();
     drop(publisher(&space, &server, &cli, "ibxrestart0003").await);
 

@@ -69,6 +69,7 @@ pub(super) struct PlaneMetrics {
     decisions: Family<DecisionLabels, Counter>,
     retirements: Family<FlightLabels, Counter>,
     rollbacks: Counter,
+    servers_regained: Counter,
 }
 
 impl PlaneMetrics {
@@ -82,6 +83,7 @@ impl PlaneMetrics {
         let decisions = Family::<DecisionLabels, Counter>::default();
         let retirements = Family::<FlightLabels, Counter>::default();
         let rollbacks = Counter::default();
+        let servers_regained = Counter::default();
         registry.register(
             "http_requests",
             "Requests answered, by face, route and status",
@@ -124,7 +126,14 @@ impl PlaneMetrics {
              plane fences itself)",
             rollbacks.clone(),
         );
+        registry.register(
+            "plane_servers_regained",
+            "Times the plane lost its server and served again once it came back, under its \
+             re-taken plane claim",
+            servers_regained.clone(),
+        );
         PlaneMetrics {
+            servers_regained,
             decisions,
             retirements,
             rollbacks,
@@ -170,6 +179,11 @@ impl PlaneMetrics {
     /// Counts one rollback detected while serving.
     pub(super) fn rollback(&self) {
         self.rollbacks.inc();
+    }
+
+    /// Counts one lost server the plane rode out.
+    pub(super) fn server_regained(&self) {
+        self.servers_regained.inc();
     }
 
     pub(super) fn ended(&self, kind: &'static str) {

@@ -926,10 +926,9 @@ async fn watch_fence(
         // Everything dropped at once: the server went away (a restart, a network blip).
         tokio::select! {
             fenced = &mut fenced => break fenced,
-            back = ride_out(connections, readiness) => {
-                if let Err(e) = back {
-                    return Ended::Failed(format!("stopping: {}", e.message));
-                }
+            back = ride_out(connections, readiness) => match back {
+                Ok(()) => metrics.server_regained(),
+                Err(e) => return Ended::Failed(format!("stopping: {}", e.message)),
             }
         }
     };
