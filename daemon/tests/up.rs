@@ -397,10 +397,11 @@ fn help_and_version_print_to_stdout_and_exit_0() {
     assert!(String::from_utf8_lossy(&version.stdout).starts_with("cotal-authd "));
 }
 
-/// A plane that loses its server stops claiming to serve: with its embedded server killed,
-/// every connection drops at once (its sealed scanners included), which is a broker loss, not a
-/// fence: it exits 1 (a supervisor restarts it) with one sentence, and its discovery file is
-/// gone. (A fence would exit 3 and stay down.)
+/// A plane whose server does not come back stops claiming to serve: with its embedded server
+/// killed, every connection drops at once (its sealed scanners included), which is a broker
+/// loss, not a fence. The plane waits for the server (a restart would be ridden out), and once
+/// the gate has been unreadable for 10 s it exits 1 (a supervisor restarts it) with one
+/// sentence, and its discovery file is gone. (A fence would exit 3 and stay down.)
 #[test]
 fn a_plane_that_loses_its_server_exits_1() {
     require_server();
@@ -435,7 +436,7 @@ fn a_plane_that_loses_its_server_exits_1() {
     std::io::Read::read_to_string(reaper.0[0].stderr.as_mut().unwrap(), &mut err).unwrap();
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(
-        err.contains("lost the connection to the NATS server"),
+        err.contains("lost the connection to the NATS server and it did not come back within 10s"),
         "{err}"
     );
     assert!(discovery(&state).is_none());
