@@ -8,8 +8,10 @@
 //! the authority plane, the callout subscription and the loopback listener are bound. It installs
 //! no signal handler, never exits the process, never resolves anything from the working
 //! directory and has no local manager; a failed start releases what it acquired (the plane
-//! claim among it). A fence or a lost broker ends only this context: it becomes `unavailable`
-//! with the cause and closes itself, while every other context in the process keeps serving.
+//! claim among it). A fence, or a broker that stays away, ends only this context: it becomes
+//! `unavailable` with the cause and closes itself, while every other context in the process
+//! keeps serving. A broker restart is ridden out: `unavailable` with the cause until its
+//! connections are back and its plane claim re-taken, then `ready` again.
 //!
 //! With platform control ([`PlatformControl`]) the handle serves the platform's service door
 //! ([`HostedHandle::platform_control_authority`]), and with its host endpoint ([`HostInput`])
