@@ -116,11 +116,23 @@ impl Connections {
             .clone()
     }
 
-    /// Whether every connection of the plane is connected (none reconnecting or closed).
-    pub(super) fn all_connected(&self) -> bool {
-        self.minted().iter().all(|client| client.is_connected())
+    /// Whether the connections a connect decision and a door's ledger read ride are connected
+    /// (none reconnecting or closed): the callout's, the reader, the issuing connection and the
+    /// mint writer (the replicated ledger's).
+    pub(super) fn deciding_connected(&self) -> bool {
+        [&self.reader, &self.issuer, &self.mint]
+            .iter()
+            .all(|client| client.is_connected())
             && self.callout.connection_state()
                 == cotal_io_nats::async_nats::connection::State::Connected
+    }
+
+    /// Whether the connections the plane claim rides are connected: the barrier connection,
+    /// which writes it, and the two scanners, which it names.
+    pub(super) fn claiming_connected(&self) -> bool {
+        [&self.barrier, &self.scanners.ledger, &self.scanners.records]
+            .iter()
+            .all(|client| client.is_connected())
     }
 
     /// Re-takes the plane claim once every connection is back after a lost server

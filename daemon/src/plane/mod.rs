@@ -954,13 +954,17 @@ async fn watch_fence(
 /// How often a plane whose server went away looks whether its connections are back.
 const RECONNECT_POLL: Duration = Duration::from_millis(20);
 
-/// Rides out a lost server: the plane says it is reconnecting (its doors and callout refuse
-/// with the agent's retry copy meanwhile), waits until every connection is back (each
-/// reconnects on its own, [`cotal_io_nats::reconnect_delay`]), re-takes the plane claim with
-/// its scanners' reconnected connections ([`Connections::retake_claim`]) and serves again.
+/// Rides out a lost server: the plane says it is reconnecting (its doors refuse with the agent's
+/// retry copy, and connects wait for it, [`connect`]), and serves again as soon as the
+/// connections its decisions ride are back (each reconnects on its own,
+/// [`cotal_io_nats::reconnect_delay`]): a connect is decided by fresh reads, so a revoke
+/// acknowledged before or during the loss holds (F59), and a sealed scan meanwhile is guarded
+/// as ever (the row still names this plane's hold until the re-take, and a takeover fails its
+/// after-check). Once the barrier connection and the scanners are back it re-takes the plane
+/// claim with the scanners' reconnected connections ([`Connections::retake_claim`]), so a peer
+/// asking about them finds them live; a claim another plane took meanwhile ends this one.
 /// Unbounded itself: the fence watch beside it gives up once the gate has been unreadable for
-/// [`UNREACHABLE_LIMIT`]. Connects admitted after it are decided by fresh reads as ever, so
-/// a revoke acknowledged before or during the loss holds (F59).
+/// [`UNREACHABLE_LIMIT`].
 async fn ride_out(
     connections: &Connections,
     readiness: &watch::Sender<Readiness>,
@@ -974,10 +978,9 @@ async fn ride_out(
         }
         _ => false,
     });
-    while !connections.all_connected() {
+    while !connections.deciding_connected() {
         tokio::time::sleep(RECONNECT_POLL).await;
     }
-    connections.retake_claim().await?;
     readiness.send_if_modified(|now| match now {
         Readiness::Reconnecting(_) => {
             *now = Readiness::Ready;
@@ -985,5 +988,8 @@ async fn ride_out(
         }
         _ => false,
     });
-    Ok(())
+    while !connections.claiming_connected() {
+        tokio::time::sleep(RECONNECT_POLL).await;
+    }
+    connections.retake_claim().await
 }
