@@ -962,9 +962,9 @@ const RECONNECT_POLL: Duration = Duration::from_millis(20);
 /// as ever (the row still names this plane's hold until the re-take, and a takeover fails its
 /// after-check). Once the barrier connection and the scanners are back it re-takes the plane
 /// claim with the scanners' reconnected connections ([`Connections::retake_claim`]), so a peer
-/// asking about them finds them live; a claim another plane took meanwhile ends this one.
-/// Unbounded itself: the fence watch beside it gives up once the gate has been unreadable for
-/// [`UNREACHABLE_LIMIT`].
+/// asking about them finds them live; a claim another plane took meanwhile ends this one, and
+/// so do connections not all back within [`UNREACHABLE_LIMIT`] (in a cluster, one node may
+/// come back before another).
 async fn ride_out(
     connections: &Connections,
     readiness: &watch::Sender<Readiness>,
@@ -978,18 +978,24 @@ async fn ride_out(
         }
         _ => false,
     });
-    while !connections.deciding_connected() {
-        tokio::time::sleep(RECONNECT_POLL).await;
-    }
-    readiness.send_if_modified(|now| match now {
-        Readiness::Reconnecting(_) => {
-            *now = Readiness::Ready;
-            true
+    let back = async {
+        while !connections.deciding_connected() {
+            tokio::time::sleep(RECONNECT_POLL).await;
         }
-        _ => false,
-    });
-    while !connections.claiming_connected() {
-        tokio::time::sleep(RECONNECT_POLL).await;
+        readiness.send_if_modified(|now| match now {
+            Readiness::Reconnecting(_) => {
+                *now = Readiness::Ready;
+                true
+            }
+            _ => false,
+        });
+        while !connections.claiming_connected() {
+            tokio::time::sleep(RECONNECT_POLL).await;
+        }
+    };
+    if tokio::time::timeout(UNREACHABLE_LIMIT, back).await.is_err() {
+        let lost = broker_lost_copy(UNREACHABLE_LIMIT.as_secs());
+        return Err(cotal_core::EpError::unavailable(lost));
     }
     connections.retake_claim().await
 }
