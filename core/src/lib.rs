@@ -31,6 +31,7 @@
 //!   retirement barrier with its control-rail command, and the boot's resume of open ones;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`standby`] — which live plane a standby may wait on: one seen serving its actor ledger;
+//! * [`table`] — the plain-text table the operator's read commands print;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
@@ -43,6 +44,7 @@
 //! * [`renewal`] — manager-service operations and renewal compensation;
 //! * [`run`] — run admission, attempts and the run check of a driver renewal;
 //! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
+//!   the operator's verbs on the ledger and their sentences ([`actors::verbs`]);
 //! * [`host`] — host incarnations, the host fence and the plane's own `auth` contract.
 //! * [`trust`] — the space's trust root: operator, accounts, callout, issuer keys, owner
 //!   secret, IdP pin, their files, and the broker config.
@@ -108,6 +110,7 @@ pub mod service;
 pub mod serving;
 pub mod session;
 pub mod standby;
+pub mod table;
 pub mod trust;
 pub mod view;
 pub mod wire;

@@ -40,7 +40,7 @@ pub struct GateArgs {
 fn table(rows: &[GateView]) -> String {
     let cells: Vec<Vec<String>> = rows.iter().map(GateView::cells).collect();
     let headers: Vec<&str> = COLUMNS.iter().map(|(h, _)| *h).collect();
-    crate::table::render(&headers, &cells)
+    cotal_core::table::render(&headers, &cells)
 }
 
 async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<GateView>, String> {

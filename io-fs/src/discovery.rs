@@ -133,6 +133,23 @@ pub fn read(path: &Path) -> Result<Option<Discovery>, String> {
     }))
 }
 
+/// The server an operator's verb connects to: `server` as given, else the one the running
+/// plane of `space` under `root` serves on, from its discovery file.
+pub fn server_or_plane(
+    root: &Path,
+    space: &SpaceName,
+    server: Option<String>,
+) -> Result<String, String> {
+    match server {
+        Some(server) => Ok(server),
+        None => read(&path(root, space))?.map(|d| d.server).ok_or_else(|| {
+            format!(
+                "the plane of space {space} is not up here to name its server; pass                      --server URL"
+            )
+        }),
+    }
+}
+
 /// Removes a discovery file whose plane no longer runs (a `kill -9` leaves one behind).
 pub fn remove_if_dead(path: &Path) {
     let dead = matches!(read(path), Ok(Some(d)) if !pid_alive(d.pid));
@@ -217,6 +234,29 @@ mod tests {
         assert!(paths.iter().all(|p| read(p).unwrap() == Some(found())));
         remove_all_if_ours(&paths);
         assert!(paths.iter().all(|p| read(p).unwrap().is_none()));
+    }
+
+    /// A verb's server: the one given, else the running plane's; with neither, one sentence.
+    #[test]
+    fn a_verbs_server_is_given_or_the_running_planes() {
+        let space = SpaceName::parse("disc").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let given = Some("nats://h:1".to_owned());
+        assert_eq!(
+            server_or_plane(root.path(), &space, given).unwrap(),
+            "nats://h:1"
+        );
+        assert_eq!(
+            server_or_plane(root.path(), &space, None).unwrap_err(),
+            "the plane of space disc is not up here to name its server; pass                      \
+             --server URL"
+        );
+        files::ensure_private_dir(&trust::space_dir(root.path(), &space)).unwrap();
+        write(&path(root.path(), &space), &space, &found()).unwrap();
+        assert_eq!(
+            server_or_plane(root.path(), &space, None).unwrap(),
+            "nats://127.0.0.1:4222"
+        );
     }
 
     #[test]

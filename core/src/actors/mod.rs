@@ -24,6 +24,7 @@ mod read;
 pub mod row;
 mod serialized;
 pub mod store;
+pub mod verbs;
 
 use std::any::Any;
 use std::fmt;
