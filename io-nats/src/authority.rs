@@ -624,6 +624,20 @@ impl AuthorityClient {
     }
 }
 
+/// An operator's binding of `space` as the user of a creds file's `creds` text (`gate ls|show
+/// --creds`: an operator's read-only user, on a host without the trust root), connected as
+/// `label` ([`connect_with_creds`]).
+pub async fn bind_with_creds(
+    servers: &Dial,
+    label: &str,
+    creds: &str,
+    space: SpaceName,
+    options: SpaceOptions,
+) -> Result<Space, EpError> {
+    let client = connect_with_creds(servers, label, creds).await?;
+    Space::bind(client, space, options).await
+}
+
 /// How a plane opens its self-minted connections: to its servers, signed by the data account,
 /// labelled by role (`cotal:<role>:<space>`), granted exactly one [`plane_grants`] builder
 /// under [`HOST_LIMITS`](cotal_core::profiles::HOST_LIMITS), tagged with the gate principal, and
