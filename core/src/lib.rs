@@ -31,6 +31,8 @@
 //!   retirement barrier with its control-rail command, and the boot's resume of open ones;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`standby`] — which live plane a standby may wait on: one seen serving its actor ledger;
+//! * [`status`] — where a space's plane is and whether it serves: its discovery record and
+//!   what `status` says of it;
 //! * [`table`] — the plain-text table the operator's read commands print;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
@@ -110,6 +112,7 @@ pub mod service;
 pub mod serving;
 pub mod session;
 pub mod standby;
+pub mod status;
 pub mod table;
 pub mod trust;
 pub mod view;

@@ -21,23 +21,8 @@ pub const DISCOVERY_FILE: &str = "auth-service.json";
 /// The one version of the file this build writes and reads.
 const VERSION: u64 = 1;
 
-/// What a ready plane says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Discovery {
-    pub pid: u32,
-    /// The loopback face's URL.
-    pub url: String,
-    /// The loopback capability (which is why the file is 0600).
-    pub cap: String,
-    /// The public face's URL, when it is open.
-    pub public_url: Option<String>,
-    /// The server it serves on, without any userinfo ([`redacted`]).
-    pub server: String,
-    pub instance: String,
-    pub process_epoch: u64,
-    pub generation: u64,
-    pub registration_revision: u64,
-}
+/// What a ready plane says about itself; its server is without any userinfo ([`redacted`]).
+pub use cotal_core::status::Discovery;
 
 /// Where the discovery file of `space` lives.
 pub fn path(root: &Path, space: &SpaceName) -> PathBuf {
