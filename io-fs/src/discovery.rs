@@ -118,6 +118,18 @@ pub fn read(path: &Path) -> Result<Option<Discovery>, String> {
     }))
 }
 
+/// The running plane of `space` under `root` a verb talks to (`login`), or the sentence that
+/// says to start it.
+pub fn running(root: &Path, space: &SpaceName) -> Result<Discovery, String> {
+    read(&path(root, space))?.ok_or_else(|| {
+        format!(
+            "the plane of space {space} is not up under {}; start it with `cotal-authd up \
+             --space {space}`",
+            root.display()
+        )
+    })
+}
+
 /// The server an operator's verb connects to: `server` as given, else the one the running
 /// plane of `space` under `root` serves on, from its discovery file.
 pub fn server_or_plane(
@@ -242,6 +254,7 @@ mod tests {
             server_or_plane(root.path(), &space, None).unwrap(),
             "nats://127.0.0.1:4222"
         );
+        assert_eq!(running(root.path(), &space).unwrap(), found());
     }
 
     #[test]
