@@ -100,6 +100,37 @@ pub enum InitOutcome {
     },
 }
 
+impl InitOutcome {
+    /// What `cotal-authd init` says of it, for the trust root of `space` pinned to `idp`.
+    pub fn said(&self, space: &SpaceName, idp: &str) -> String {
+        match self {
+            InitOutcome::Created { dir } => format!(
+                "created the trust root of space {space} under {} (IdP {idp})",
+                dir.display()
+            ),
+            InitOutcome::Kept { dir, kept, added } if added.is_empty() => format!(
+                "kept the trust root of space {space} under {} ({}): it exists and verifies, so \
+                 nothing changed",
+                dir.display(),
+                kept.join(", ")
+            ),
+            InitOutcome::Kept { dir, kept, added } => format!(
+                "kept the trust root of space {space} under {} ({}) and added what this version \
+                 needs ({})",
+                dir.display(),
+                kept.join(", "),
+                added.join(", ")
+            ),
+        }
+    }
+}
+
+/// Where the embedded server of `space` keeps its config, log and store:
+/// `<root>/nats/space.<hex>`.
+pub fn embedded_dir(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join("nats").join(space_segment(space))
+}
+
 /// `<root>/auth/space.<hex(utf8 space)>`: hex keeps every space a distinct, portable dir
 /// name (case-differing spaces included).
 pub fn space_dir(root: &Path, space: &SpaceName) -> PathBuf {

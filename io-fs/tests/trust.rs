@@ -413,3 +413,30 @@ fn the_issuer_keys_and_the_rotation_record_round_trip() {
         format!("{} is not a rotation record", record.display())
     );
 }
+
+/// What `init` says: created, kept unchanged, or kept with what this version added.
+#[test]
+fn init_says_what_it_did() {
+    let dir = PathBuf::from("/r/auth/space.6d61696e");
+    let created = InitOutcome::Created { dir: dir.clone() };
+    assert_eq!(
+        created.said(&space(), IDP),
+        "created the trust root of space main under /r/auth/space.6d61696e (IdP \
+         https://idp.example.com)"
+    );
+    let kept = |added: Vec<String>| InitOutcome::Kept {
+        dir: dir.clone(),
+        kept: vec!["idp.json".into(), "issuer.json".into()],
+        added,
+    };
+    assert_eq!(
+        kept(Vec::new()).said(&space(), IDP),
+        "kept the trust root of space main under /r/auth/space.6d61696e (idp.json, \
+         issuer.json): it exists and verifies, so nothing changed"
+    );
+    assert_eq!(
+        kept(vec!["system-user.json".into()]).said(&space(), IDP),
+        "kept the trust root of space main under /r/auth/space.6d61696e (idp.json, \
+         issuer.json) and added what this version needs (system-user.json)"
+    );
+}
