@@ -15,8 +15,8 @@ pub use cotal_core::actors::grant::GrantLists;
 use cotal_core::actors::row::iso8601_millis;
 pub use cotal_core::actors::verbs::Listing;
 use cotal_core::actors::verbs::{self, Alias, Listed};
-use cotal_core::actors::{ActorRow, ActorsRequest, RowSpace};
-use cotal_core::lifecycle::{PlaneRetire, RetireTarget, RevokeRootCredential};
+use cotal_core::actors::{ActorsRequest, RowSpace};
+use cotal_core::lifecycle::PlaneRetire;
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_io_fs::{discovery, random, trust};
@@ -55,13 +55,7 @@ pub fn resolve_owner(
     owner: &OwnerArg,
 ) -> Result<DerivedOwner, String> {
     match owner {
-        OwnerArg::Owner(o) => DerivedOwner::parse(o).map_err(|_| {
-            format!(
-                "owner {o:?} is not a derived owner (u_ + 26 base32 chars); pass --idp-subject \
-                 SUB to derive it, or print it with `cotal-authd owner --space {space} \
-                 --idp-subject SUB`"
-            )
-        }),
+        OwnerArg::Owner(o) => verbs::owner_arg(space, o),
         OwnerArg::IdpSubject(sub) => trust::load_daemon(root, space)?
             .owner_for_idp_subject(sub)
             .map_err(|e| e.message),
@@ -73,42 +67,36 @@ pub fn owner(root: &Path, space: &SpaceName, subject: &str) -> Result<String, St
     resolve_owner(root, space, &OwnerArg::IdpSubject(subject.to_owned())).map(|o| o.to_string())
 }
 
+/// The actor and owner a verb names, checked.
+fn named(
+    root: &Path,
+    space: &SpaceName,
+    actor: &str,
+    owner: &OwnerArg,
+) -> Result<(ActorToken, DerivedOwner), String> {
+    let actor = verbs::actor_arg(actor)?;
+    Ok((actor, resolve_owner(root, space, owner)?))
+}
+
 /// `cotal-authd actor grant`: upserts the interactive row at a fresh lifecycle uid, so a
 /// re-grant rotates the uid and every bearer of the previous incarnation dies at its next
 /// connect (F59); a re-grant then retires the previous incarnation through the running plane,
 /// closing its live connections, so the fresh uid exchanges (F60: no takeover barrier runs at
 /// the exchange). The grant stands whether or not the plane is up; the sentence says which.
 pub async fn grant(args: GrantArgs) -> Result<String, String> {
-    let actor = ActorToken::parse(&args.actor)
-        .map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
-    let owner = resolve_owner(&args.root, &args.space, &args.owner)?;
-    let [scope, allow_subscribe, allow_publish] =
-        args.lists.resolve(&args.space, &actor, &owner)?;
-    let row = ActorRow {
-        owner: owner.owner().clone(),
-        actor,
-        scope,
-        allow_subscribe,
-        allow_publish,
-        role: args.role,
-        parent: None,
-        label: args.label,
-        token_hash: None,
-        lifecycle_uid: Some(LifecycleUid::mint(random::entropy()?)),
-        granted_at: iso8601_millis(crate::clock::now_ms()),
-    };
-    let actors = VerbLedger::open(&args.root, &args.space, args.server, args.tls).await?;
-    let previous = current_uid(
-        &actors,
-        &Principal::new(owner.owner().clone(), row.actor.clone()),
-    )
-    .await?;
-    let row = verbs::written(actors.ask(ActorsRequest::GrantInteractive(row)).await)?;
+    let (actor, owner) = named(&args.root, &args.space, &args.actor, &args.owner)?;
     let alias = Alias {
         space: &args.space,
-        actor: &row.actor,
+        actor: &actor,
         owner: &owner,
     };
+    let lists = args.lists.resolve(&args.space, &actor, &owner)?;
+    let uid = LifecycleUid::mint(random::entropy()?);
+    let granted_at = iso8601_millis(crate::clock::now_ms());
+    let row = alias.interactive_row(lists, args.role, args.label, uid, granted_at);
+    let actors = VerbLedger::open(&args.root, &args.space, args.server, args.tls).await?;
+    let previous = current_uid(&actors, &alias.principal()).await?;
+    let row = verbs::written(actors.ask(ActorsRequest::GrantInteractive(row)).await)?;
     let Some(previous) = previous.filter(|p| Some(p) != row.lifecycle_uid.as_ref()) else {
         return alias.granted(&row, None);
     };
@@ -139,15 +127,12 @@ async fn retire_at_plane(root: &Path, alias: &Alias<'_>, uid: &LifecycleUid) -> 
         Ok(None) => return PlaneRetire::not_up(alias.space),
         Err(why) => return PlaneRetire::Unreached(why),
     };
-    let target = RetireTarget {
-        principal: Principal::new(alias.owner.owner().clone(), alias.actor.clone()),
-        uid: uid.clone(),
-    };
     let face = Loopback {
         url: &discovery.url,
         cap: &discovery.cap,
     };
-    face.retire_interactive(alias.space, &target).await
+    face.retire_interactive(alias.space, &alias.retire_target(uid))
+        .await
 }
 
 /// `cotal-authd actor revoke`: ends the incarnation the grant names through the running
@@ -163,20 +148,17 @@ pub async fn revoke(
     server: Option<String>,
     tls: TlsSettings,
 ) -> Result<String, String> {
-    let actor_token =
-        ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
-    let owner = resolve_owner(root, space, owner)?;
+    let (actor, owner) = named(root, space, actor, owner)?;
     let alias = Alias {
         space,
-        actor: &actor_token,
+        actor: &actor,
         owner: &owner,
     };
-    let principal = Principal::new(owner.owner().clone(), actor_token.clone());
     let actors = VerbLedger::open(root, space, server, tls).await?;
     let found = actors
         .ask(ActorsRequest::Find {
             space: RowSpace::Interactive,
-            principal: principal.clone(),
+            principal: alias.principal(),
         })
         .await;
     let uid = match verbs::found(found)? {
@@ -187,6 +169,7 @@ pub async fn revoke(
         Some(uid) => Some((uid, retire_at_plane(root, &alias, uid).await)),
         None => None,
     };
+    let principal = alias.principal();
     let removed = actors
         .ask(ActorsRequest::RevokeInteractive { principal })
         .await;
@@ -228,9 +211,12 @@ pub async fn revoke_credential(
     server: Option<String>,
     tls: TlsSettings,
 ) -> Result<String, String> {
-    let actor_token =
-        ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
-    let owner = resolve_owner(root, space, owner)?;
+    let (actor, owner) = named(root, space, actor, owner)?;
+    let alias = Alias {
+        space,
+        actor: &actor,
+        owner: &owner,
+    };
     let server = Dial::new(&discovery::server_or_plane(root, space, server)?, tls)?;
     let material = trust::load_daemon(root, space)?;
     let grant_space = space.clone();
@@ -242,13 +228,8 @@ pub async fn revoke_credential(
         move |conn| plane_grants::credential_revoke(&grant_space, conn),
     )
     .await?;
-    let holder = Principal::new(owner.owner().clone(), actor_token.clone());
-    let revoke = RevokeRootCredential {
-        owner: owner.owner().clone(),
-        actor: actor_token,
-    };
-    let (outcome, _closed) = client.run_once(revoke, |world| world).await;
-    let principal = holder.key();
+    let (outcome, _closed) = client.run_once(alias.root_revoke(), |world| world).await;
+    let principal = alias.principal().key();
     let revoked = match outcome {
         Ok(revoked) => revoked,
         Err(e) => {
@@ -263,7 +244,7 @@ pub async fn revoke_credential(
         crate::audit::At::default(),
     );
     let oracle = Oracle::of_system(&server, &material, space);
-    let evicted = oracle.evict_with_evidence(&[holder]).await;
+    let evicted = oracle.evict_with_evidence(&[alias.principal()]).await;
     verbs::credential_revoked(&principal, &revoked, evicted.first())
 }
 
@@ -281,27 +262,16 @@ pub async fn retire(
     server: Option<String>,
     tls: TlsSettings,
 ) -> Result<String, String> {
-    let actor_token =
-        ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))?;
-    let owner = resolve_owner(root, space, owner)?;
+    let (actor, owner) = named(root, space, actor, owner)?;
     let alias = Alias {
         space,
-        actor: &actor_token,
+        actor: &actor,
         owner: &owner,
     };
-    let principal = Principal::new(owner.owner().clone(), actor_token.clone());
-    let current = current_uid(
-        &VerbLedger::open(root, space, server, tls).await?,
-        &principal,
-    )
-    .await?;
-    let uid = match uid {
-        Some(uid) => LifecycleUid::parse(&uid)
-            .map_err(|e| format!("--lifecycle-uid {uid:?}: {}", e.message))?,
-        None => match &current {
-            Some(uid) => uid.clone(),
-            None => return Ok(alias.no_current_lifecycle()),
-        },
+    let actors = VerbLedger::open(root, space, server, tls).await?;
+    let current = current_uid(&actors, &alias.principal()).await?;
+    let Some(uid) = alias.retiring(uid.as_deref(), current.as_ref())? else {
+        return Ok(alias.no_current_lifecycle());
     };
     let retired = retire_at_plane(root, &alias, &uid).await;
     alias.retired(&uid, current.as_ref(), retired)

@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 
-use cotal_core::names::{ActorToken, SpaceName};
+use cotal_core::names::SpaceName;
 use cotal_io_fs::login_bundle::{Bundle, LoginRecord};
 use cotal_io_fs::{discovery, trust};
 use cotal_io_http::loopback::Loopback;
@@ -41,8 +41,7 @@ pub struct LoginArgs {
 pub async fn login(args: LoginArgs) -> Result<String, String> {
     let space = &args.space;
     // The actor names a directory below: only a plain token may.
-    let actor = ActorToken::parse(&args.actor)
-        .map_err(|e| format!("actor {:?}: {}", args.actor, e.message))?;
+    let actor = cotal_core::actors::verbs::actor_arg(&args.actor)?;
     args.tls.check()?;
     let discovery = discovery::running(&args.root, space)?;
     // The bundle's place is judged before the exchange, so a refused place spends no bearer.

@@ -9,9 +9,27 @@ use serde_json::{json, Value};
 use super::grant::{shown, LISTING_HEADERS};
 use super::{denied, ActorRow, ActorsOutcome, RowSpace};
 use crate::ledger::Revocation;
-use crate::lifecycle::{PlaneRetire, RevokedRoot};
+use crate::lifecycle::{PlaneRetire, RetireTarget, RevokeRootCredential, RevokedRoot};
 use crate::liveness::EvictionEvidence;
-use crate::names::{ActorToken, DerivedOwner, LifecycleUid, SpaceName};
+use crate::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
+
+/// An actor a command line names (`actor grant|revoke|retire`, `login`): a plain token, or the
+/// refusal naming it.
+pub fn actor_arg(actor: &str) -> Result<ActorToken, String> {
+    ActorToken::parse(actor).map_err(|e| format!("actor {actor:?}: {}", e.message))
+}
+
+/// An owner `--owner` names: a derived owner, the only kind a human can sign in as, or the
+/// refusal that says how to derive it in `space`.
+pub fn owner_arg(space: &SpaceName, owner: &str) -> Result<DerivedOwner, String> {
+    DerivedOwner::parse(owner).map_err(|_| {
+        format!(
+            "owner {owner:?} is not a derived owner (u_ + 26 base32 chars); pass --idp-subject \
+             SUB to derive it, or print it with `cotal-authd owner --space {space} \
+             --idp-subject SUB`"
+        )
+    })
+}
 
 /// A ledger answer a verb cannot act on, as its one sentence ([`denied`]).
 pub fn refusal(outcome: ActorsOutcome) -> String {
@@ -51,6 +69,70 @@ pub struct Alias<'a> {
 }
 
 impl Alias<'_> {
+    /// The actor's principal.
+    pub fn principal(&self) -> Principal {
+        Principal::new(self.owner.owner().clone(), self.actor.clone())
+    }
+
+    /// The interactive row `actor grant` writes for the actor: the `lists` as resolved
+    /// ([`super::grant::GrantLists::resolve`]), no parent and no token, at the fresh lifecycle
+    /// `uid`, so a re-grant rotates the uid and every bearer of the previous incarnation dies at
+    /// its next connect (F59).
+    pub fn interactive_row(
+        &self,
+        [scope, allow_subscribe, allow_publish]: [Vec<String>; 3],
+        role: Option<String>,
+        label: Option<String>,
+        uid: LifecycleUid,
+        granted_at: String,
+    ) -> ActorRow {
+        ActorRow {
+            owner: self.owner.owner().clone(),
+            actor: self.actor.clone(),
+            scope,
+            allow_subscribe,
+            allow_publish,
+            role,
+            parent: None,
+            label,
+            token_hash: None,
+            lifecycle_uid: Some(uid),
+            granted_at,
+        }
+    }
+
+    /// The interactive retire door's target: the actor's lifecycle `uid`.
+    pub fn retire_target(&self, uid: &LifecycleUid) -> RetireTarget {
+        RetireTarget {
+            principal: self.principal(),
+            uid: uid.clone(),
+        }
+    }
+
+    /// The revoke of the root credential the actor's incarnation carries (F58, F59).
+    pub fn root_revoke(&self) -> RevokeRootCredential {
+        RevokeRootCredential {
+            owner: self.owner.owner().clone(),
+            actor: self.actor.clone(),
+        }
+    }
+
+    /// The lifecycle `actor retire` retires: the one `--lifecycle-uid` names (`given`, a
+    /// predecessor a revoke or re-grant left live), else the grant's `current` one; `None`
+    /// when there is neither ([`Alias::no_current_lifecycle`] says so).
+    pub fn retiring(
+        &self,
+        given: Option<&str>,
+        current: Option<&LifecycleUid>,
+    ) -> Result<Option<LifecycleUid>, String> {
+        match given {
+            Some(uid) => LifecycleUid::parse(uid)
+                .map(Some)
+                .map_err(|e| format!("--lifecycle-uid {uid:?}: {}", e.message)),
+            None => Ok(current.cloned()),
+        }
+    }
+
     /// The operator's command that retires `uid` of the actor.
     pub fn retire_command(&self, uid: &LifecycleUid) -> String {
         let Alias {
@@ -366,6 +448,68 @@ mod tests {
 
     const RETRY: &str = "cotal-authd actor retire alice --space demo --owner \
                          u_aaaaaaaaaaaaaaaaaaaaaaaaaa --lifecycle-uid uuuuuuuuuuuuuuuuuuuuuuuuuu";
+
+    /// The command line's actor and owner: a plain token and a derived owner, or one sentence
+    /// naming what was given (and how to derive an owner).
+    #[test]
+    fn the_command_lines_names_are_checked_with_one_sentence_each() {
+        let n = names();
+        assert_eq!(actor_arg("alice").unwrap(), n.actor);
+        assert!(actor_arg("a.b").unwrap_err().starts_with("actor \"a.b\": "));
+        assert_eq!(owner_arg(&n.space, OWNER).unwrap(), n.owner);
+        assert_eq!(
+            owner_arg(&n.space, "alice").unwrap_err(),
+            "owner \"alice\" is not a derived owner (u_ + 26 base32 chars); pass --idp-subject \
+             SUB to derive it, or print it with `cotal-authd owner --space demo --idp-subject \
+             SUB`"
+        );
+    }
+
+    /// F59: the grant's row carries its lists and the fresh uid, no parent and no token; the
+    /// retire door's target and the root revoke name the same principal.
+    #[test]
+    fn the_alias_builds_its_row_target_and_revoke() {
+        let n = names();
+        let row = n.row();
+        let lists = [
+            row.scope.clone(),
+            row.allow_subscribe.clone(),
+            row.allow_publish.clone(),
+        ];
+        let uid = LifecycleUid::parse(NEW).unwrap();
+        let built = n
+            .alias()
+            .interactive_row(lists, None, None, uid, row.granted_at.clone());
+        assert_eq!(built, row);
+        let target = n.alias().retire_target(&n.uid);
+        assert_eq!(
+            (&target.principal, &target.uid),
+            (&n.alias().principal(), &n.uid)
+        );
+        let revoke = n.alias().root_revoke();
+        assert_eq!(
+            Principal::new(revoke.owner, revoke.actor),
+            n.alias().principal()
+        );
+    }
+
+    /// `actor retire` retires the named lifecycle, else the grant's current one, else none.
+    #[test]
+    fn a_retirement_takes_the_named_lifecycle_else_the_current_one() {
+        let n = names();
+        let new = LifecycleUid::parse(NEW).unwrap();
+        let alias = n.alias();
+        assert_eq!(
+            alias.retiring(Some(UID), Some(&new)).unwrap(),
+            Some(n.uid.clone())
+        );
+        assert_eq!(alias.retiring(None, Some(&new)).unwrap(), Some(new));
+        assert_eq!(alias.retiring(None, None).unwrap(), None);
+        assert!(alias
+            .retiring(Some("short"), None)
+            .unwrap_err()
+            .starts_with("--lifecycle-uid \"short\": "));
+    }
 
     #[test]
     fn the_retire_command_and_the_ungranted_sentences_name_the_alias() {
