@@ -12,6 +12,7 @@ use crate::error::EpError;
 use crate::gate::{Coordinates, GateState};
 use crate::issuance::{GateObservation, GateRef};
 use crate::reconcile::{ReconcileCondition, ReconcileReport};
+use crate::registry::ListedGate;
 
 /// The table's columns: header and JSON member.
 pub const COLUMNS: [(&str, &str); 8] = [
@@ -96,6 +97,22 @@ impl GateView {
             }
         )
     }
+}
+
+/// `gate ls`'s rows of what [`crate::registry::ListGates`] listed, and the sentence of each
+/// gate it could not read: an error row, reported while the listing goes on.
+pub fn listed(listed: Vec<ListedGate>) -> (Vec<GateView>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut unreadable_rows = Vec::new();
+    for listed in listed {
+        match listed {
+            ListedGate::Read { gate, seen } => rows.push(GateView::of(&gate, &seen)),
+            ListedGate::Unreadable { gate, error } => {
+                unreadable_rows.push(unreadable(&gate, &error));
+            }
+        }
+    }
+    (rows, unreadable_rows)
 }
 
 /// `gate ls` printed: the table of `rows`, or with `json` their objects as one array.
@@ -345,6 +362,26 @@ mod tests {
         assert_eq!(
             listing(&[view.clone(), view.clone()], true),
             format!("{:#}", json!([view.to_json(), view.to_json()]))
+        );
+        let unread = ListedGate::Unreadable {
+            gate: g.clone(),
+            error: EpError::internal("not a gate"),
+        };
+        let (rows, unread) = listed(vec![
+            ListedGate::Read {
+                gate: g.clone(),
+                seen,
+            },
+            unread,
+        ]);
+        assert_eq!(rows, vec![view.clone()]);
+        assert_eq!(
+            unread,
+            vec![format!(
+                "reading gate {} failed: {}",
+                g.key(),
+                EpError::internal("not a gate")
+            )]
         );
         assert_eq!(
             no_gate(&g),

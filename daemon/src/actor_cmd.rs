@@ -15,7 +15,7 @@ pub use cotal_core::actors::grant::GrantLists;
 use cotal_core::actors::row::iso8601_millis;
 pub use cotal_core::actors::verbs::Listing;
 use cotal_core::actors::verbs::{self, Alias, Listed};
-use cotal_core::actors::{ActorsRequest, RowSpace};
+use cotal_core::actors::{ActorRow, ActorsRequest, RowSpace};
 use cotal_core::lifecycle::PlaneRetire;
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
@@ -85,17 +85,13 @@ fn named(
 /// the exchange). The grant stands whether or not the plane is up; the sentence says which.
 pub async fn grant(args: GrantArgs) -> Result<String, String> {
     let (actor, owner) = named(&args.root, &args.space, &args.actor, &args.owner)?;
-    let alias = Alias {
-        space: &args.space,
-        actor: &actor,
-        owner: &owner,
-    };
+    let alias = Alias::new(&args.space, &actor, &owner);
     let lists = args.lists.resolve(&args.space, &actor, &owner)?;
     let uid = LifecycleUid::mint(random::entropy()?);
     let granted_at = iso8601_millis(crate::clock::now_ms());
     let row = alias.interactive_row(lists, args.role, args.label, uid, granted_at);
     let actors = VerbLedger::open(&args.root, &args.space, args.server, args.tls).await?;
-    let previous = current_uid(&actors, &alias.principal()).await?;
+    let previous = current_uid(&actors, alias.principal()).await?;
     let row = verbs::written(actors.ask(ActorsRequest::GrantInteractive(row)).await)?;
     let Some(previous) = previous.filter(|p| Some(p) != row.lifecycle_uid.as_ref()) else {
         return alias.granted(&row, None);
@@ -104,18 +100,23 @@ pub async fn grant(args: GrantArgs) -> Result<String, String> {
     alias.granted(&row, Some((&previous, retired)))
 }
 
+/// The interactive row of `principal`, if it is granted.
+async fn interactive(
+    actors: &VerbLedger,
+    principal: Principal,
+) -> Result<Option<ActorRow>, String> {
+    let space = RowSpace::Interactive;
+    verbs::found(actors.ask(ActorsRequest::Find { space, principal }).await)
+}
+
 /// The lifecycle uid the interactive grant of `principal` is at, if it is granted.
 async fn current_uid(
     actors: &VerbLedger,
-    principal: &Principal,
+    principal: Principal,
 ) -> Result<Option<LifecycleUid>, String> {
-    let found = actors
-        .ask(ActorsRequest::Find {
-            space: RowSpace::Interactive,
-            principal: principal.clone(),
-        })
-        .await;
-    Ok(verbs::found(found)?.and_then(|row| row.lifecycle_uid))
+    Ok(interactive(actors, principal)
+        .await?
+        .and_then(|row| row.lifecycle_uid))
 }
 
 /// Asks the space's running plane (its discovery file and capability) to retire the actor's
@@ -149,19 +150,9 @@ pub async fn revoke(
     tls: TlsSettings,
 ) -> Result<String, String> {
     let (actor, owner) = named(root, space, actor, owner)?;
-    let alias = Alias {
-        space,
-        actor: &actor,
-        owner: &owner,
-    };
+    let alias = Alias::new(space, &actor, &owner);
     let actors = VerbLedger::open(root, space, server, tls).await?;
-    let found = actors
-        .ask(ActorsRequest::Find {
-            space: RowSpace::Interactive,
-            principal: alias.principal(),
-        })
-        .await;
-    let uid = match verbs::found(found)? {
+    let uid = match interactive(&actors, alias.principal()).await? {
         Some(row) => row.lifecycle_uid,
         None => return Err(alias.not_granted()),
     };
@@ -212,11 +203,7 @@ pub async fn revoke_credential(
     tls: TlsSettings,
 ) -> Result<String, String> {
     let (actor, owner) = named(root, space, actor, owner)?;
-    let alias = Alias {
-        space,
-        actor: &actor,
-        owner: &owner,
-    };
+    let alias = Alias::new(space, &actor, &owner);
     let server = Dial::new(&discovery::server_or_plane(root, space, server)?, tls)?;
     let material = trust::load_daemon(root, space)?;
     let grant_space = space.clone();
@@ -263,13 +250,9 @@ pub async fn retire(
     tls: TlsSettings,
 ) -> Result<String, String> {
     let (actor, owner) = named(root, space, actor, owner)?;
-    let alias = Alias {
-        space,
-        actor: &actor,
-        owner: &owner,
-    };
+    let alias = Alias::new(space, &actor, &owner);
     let actors = VerbLedger::open(root, space, server, tls).await?;
-    let current = current_uid(&actors, &alias.principal()).await?;
+    let current = current_uid(&actors, alias.principal()).await?;
     let Some(uid) = alias.retiring(uid.as_deref(), current.as_ref())? else {
         return Ok(alias.no_current_lifecycle());
     };

@@ -8,7 +8,7 @@ use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
 use cotal_core::plane_grants::{self, PlaneConnection};
 use cotal_core::reconcile::ReconcileGate;
-use cotal_core::registry::{ListGates, ListedGate};
+use cotal_core::registry::ListGates;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -88,15 +88,9 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
             )
             .await
             .map_err(|e| e.message.clone())?;
-            let mut rows = Vec::new();
-            for listed in listed {
-                match listed {
-                    ListedGate::Read { gate, seen } => rows.push(GateView::of(&gate, &seen)),
-                    // An unreadable gate is an error row: reported, and the listing goes on.
-                    ListedGate::Unreadable { gate, error } => {
-                        eprintln!("cotal-authd: {}", gate_view::unreadable(&gate, &error));
-                    }
-                }
+            let (rows, unreadable) = gate_view::listed(listed);
+            for why in unreadable {
+                eprintln!("cotal-authd: {why}");
             }
             gate_view::listing(&rows, args.json)
         }
@@ -165,11 +159,9 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
     let outcome = async {
         let bound = client.space().map_err(|e| e.message.clone())?;
         let before = read_gate(&bound, gate.clone()).await?;
-        let mut world = NatsWorld::new(&bound);
-        world.set_prober(oracle.prober());
-        world.set_evictor(oracle.evictor());
-        let result = world
-            .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
+        let result = NatsWorld::new(&bound)
+            .with_oracle(&oracle)
+            .run_script(ReconcileGate { gate: gate.clone() })
             .await;
         let after = read_gate(&bound, gate.clone()).await.ok().flatten();
         Ok::<_, String>((before, result, after))

@@ -68,7 +68,16 @@ pub struct Alias<'a> {
     pub owner: &'a DerivedOwner,
 }
 
-impl Alias<'_> {
+impl<'a> Alias<'a> {
+    /// `actor` of `owner` in `space`.
+    pub fn new(space: &'a SpaceName, actor: &'a ActorToken, owner: &'a DerivedOwner) -> Self {
+        Alias {
+            space,
+            actor,
+            owner,
+        }
+    }
+
     /// The actor's principal.
     pub fn principal(&self) -> Principal {
         Principal::new(self.owner.owner().clone(), self.actor.clone())
@@ -422,11 +431,7 @@ mod tests {
 
     impl Names {
         fn alias(&self) -> Alias<'_> {
-            Alias {
-                space: &self.space,
-                actor: &self.actor,
-                owner: &self.owner,
-            }
+            Alias::new(&self.space, &self.actor, &self.owner)
         }
 
         fn row(&self) -> ActorRow {
