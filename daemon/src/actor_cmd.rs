@@ -206,13 +206,12 @@ pub async fn revoke_credential(
     let alias = Alias::new(space, &actor, &owner);
     let server = Dial::new(&discovery::server_or_plane(root, space, server)?, tls)?;
     let material = trust::load_daemon(root, space)?;
-    let grant_space = space.clone();
     let client = AuthorityClient::for_operator(
         &server,
         &material,
         space,
         PlaneConnection::CredentialRevoke,
-        move |conn| plane_grants::credential_revoke(&grant_space, conn),
+        plane_grants::credential_revoke,
     )
     .await?;
     let (outcome, _closed) = client.run_once(alias.root_revoke(), |world| world).await;

@@ -54,13 +54,12 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
     }
     let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
     // A view reads with the reader's grants: read-only over the two authority stores.
-    let space_name = args.space.clone();
     let client = AuthorityClient::for_operator(
         &args.server,
         &material,
         &args.space,
         PlaneConnection::AuthReader,
-        move |conn| plane_grants::auth_reader(&space_name, conn),
+        plane_grants::auth_reader,
     )
     .await?;
     let space = client.space().map_err(|e| e.message.clone())?;
@@ -128,17 +127,12 @@ pub async fn open_reconciler(
     material: &cotal_core::trust::DaemonMaterial,
     gate: &GateRef,
 ) -> Result<AuthorityClient, String> {
-    let (space, endpoint, instance) = (
-        gate.space.clone(),
-        gate.endpoint.clone(),
-        gate.instance.clone(),
-    );
     AuthorityClient::for_operator(
         server,
         material,
         &gate.space,
         PlaneConnection::GateReconcile,
-        move |conn| plane_grants::gate_reconcile(&space, conn, &endpoint, &instance),
+        |space, conn| plane_grants::gate_reconcile(space, conn, &gate.endpoint, &gate.instance),
     )
     .await
 }

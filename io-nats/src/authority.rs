@@ -600,21 +600,21 @@ pub async fn connect_with_creds(
 impl AuthorityClient {
     /// An operator verb's own short connection of `role` in `space` to `server` (`gate
     /// ls|show|reconcile`, `actor revoke --credential`): self-minted from the trust root's data
-    /// account, granted exactly one [`plane_grants`](cotal_core::plane_grants) builder under
-    /// the host limits, re-minted at half-life of [`AUTHORITY_CLIENT_TTL_SECS`], over the two
+    /// account, granted exactly one [`plane_grants`](cotal_core::plane_grants) builder (of
+    /// `space` and the connection) under the host limits, re-minted at half-life of [`AUTHORITY_CLIENT_TTL_SECS`], over the two
     /// authority stores as they were created (a verb never creates one).
     pub async fn for_operator(
         server: &Dial,
         material: &DaemonMaterial,
         space: &SpaceName,
         role: PlaneConnection,
-        grants: impl FnOnce(&ConnId) -> Result<Permissions, EpError>,
+        grants: impl FnOnce(&SpaceName, &ConnId) -> Result<Permissions, EpError>,
     ) -> Result<AuthorityClient, String> {
         AuthorityClient::open(
             server,
             role.label(space),
             DataAccountSigner::of(material),
-            move |conn| grants(conn).map(host_user),
+            |conn| grants(space, conn).map(host_user),
             Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
             space.clone(),
             SpaceOptions::existing(&[Store::Auth, Store::Records]),
