@@ -46,7 +46,8 @@
 //! * [`renewal`] — manager-service operations and renewal compensation;
 //! * [`run`] — run admission, attempts and the run check of a driver renewal;
 //! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
-//!   the operator's verbs on the ledger and their sentences ([`actors::verbs`]);
+//! * [`actor_verbs`] — the operator's verbs on the actor ledger: their checks, rows and
+//!   sentences;
 //! * [`host`] — host incarnations, the host fence and the plane's own `auth` contract.
 //! * [`trust`] — the space's trust root: operator, accounts, callout, issuer keys, owner
 //!   secret, IdP pin, their files, and the broker config.
@@ -55,6 +56,7 @@
 // collections, no interior mutability) are errors here, not style warnings.
 #![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
+pub mod actor_verbs;
 pub mod actors;
 pub mod authority;
 pub mod barrier;

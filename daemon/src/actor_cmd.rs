@@ -7,14 +7,14 @@
 //! retire door (core `lifecycle::admit_door_retirement`), whose barrier kicks its live
 //! connections and verifies them gone (F47 (4)); `revoke --credential` kicks them with the
 //! servers' own listing and kick. This module only turns flags into requests and runs them;
-//! what each verb reads from the answers and says is `cotal_core::actors::verbs`.
+//! what each verb reads from the answers and says is `cotal_core::actor_verbs`.
 
 use std::path::Path;
 
+pub use cotal_core::actor_verbs::Listing;
+use cotal_core::actor_verbs::{self as verbs, Alias, Listed};
 pub use cotal_core::actors::grant::GrantLists;
 use cotal_core::actors::row::iso8601_millis;
-pub use cotal_core::actors::verbs::Listing;
-use cotal_core::actors::verbs::{self, Alias, Listed};
 use cotal_core::actors::{ActorRow, ActorsRequest, RowSpace};
 use cotal_core::lifecycle::PlaneRetire;
 use cotal_core::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};

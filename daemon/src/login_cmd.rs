@@ -41,7 +41,7 @@ pub struct LoginArgs {
 pub async fn login(args: LoginArgs) -> Result<String, String> {
     let space = &args.space;
     // The actor names a directory below: only a plain token may.
-    let actor = cotal_core::actors::verbs::actor_arg(&args.actor)?;
+    let actor = cotal_core::actor_verbs::actor_arg(&args.actor)?;
     args.tls.check()?;
     let discovery = discovery::running(&args.root, space)?;
     // The bundle's place is judged before the exchange, so a refused place spends no bearer.

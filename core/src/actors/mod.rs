@@ -24,7 +24,6 @@ mod read;
 pub mod row;
 mod serialized;
 pub mod store;
-pub mod verbs;
 
 use std::any::Any;
 use std::fmt;

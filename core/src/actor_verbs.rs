@@ -6,8 +6,8 @@
 
 use serde_json::{json, Value};
 
-use super::grant::{shown, LISTING_HEADERS};
-use super::{denied, ActorRow, ActorsOutcome, RowSpace};
+use crate::actors::grant::{shown, LISTING_HEADERS};
+use crate::actors::{denied, ActorRow, ActorsOutcome, RowSpace};
 use crate::ledger::Revocation;
 use crate::lifecycle::{PlaneRetire, RetireTarget, RevokeRootCredential, RevokedRoot};
 use crate::liveness::EvictionEvidence;
@@ -84,7 +84,7 @@ impl<'a> Alias<'a> {
     }
 
     /// The interactive row `actor grant` writes for the actor: the `lists` as resolved
-    /// ([`super::grant::GrantLists::resolve`]), no parent and no token, at the fresh lifecycle
+    /// ([`crate::actors::grant::GrantLists::resolve`]), no parent and no token, at the fresh lifecycle
     /// `uid`, so a re-grant rotates the uid and every bearer of the previous incarnation dies at
     /// its next connect (F59).
     pub fn interactive_row(
