@@ -298,18 +298,34 @@ mod tests {
         )
     }
 
+    /// A provisioned, open gate.
+    fn open_gate() -> EndpointGate {
+        let holder = Principal::parse("u_aaaaaaaaaaaaaaaaaaaaaaaaaa.svc").unwrap();
+        EndpointGate::provisioned(holder).unwrap()
+    }
+
+    /// `gate` frozen by a registration.
+    fn frozen(gate: &EndpointGate) -> EndpointGate {
+        let op = crate::gate::GateOp::registration(
+            crate::names::OpId::parse("oooooooooooooooooooooooooo").unwrap(),
+        );
+        gate.frozen(op).unwrap()
+    }
+
+    /// `gate` as a read at KV revision `revision` saw it.
+    fn seen(gate: EndpointGate, revision: u64) -> GateObservation {
+        GateObservation {
+            raw: gate.to_bytes(),
+            gate,
+            revision: Revision(revision),
+        }
+    }
+
     #[test]
     fn an_open_gate_reads_as_its_coordinates_with_no_operation() {
         // Its frozen twin below reads as frozen, with its operation as kind:opId.
         let g = gate();
-        let holder = Principal::parse("u_aaaaaaaaaaaaaaaaaaaaaaaaaa.svc").unwrap();
-        let open = EndpointGate::provisioned(holder).unwrap();
-        let seen = GateObservation {
-            raw: open.to_bytes(),
-            gate: open,
-            revision: Revision(7),
-        };
-        let view = GateView::of(&g, &seen);
+        let view = GateView::of(&g, &seen(open_gate(), 7));
         assert!(!view.is_frozen());
         assert_eq!(view.cell("op"), "-");
         assert_eq!(view.to_json()["kvRevision"], 7);
@@ -320,16 +336,7 @@ mod tests {
             "{}",
             view.describe()
         );
-        let op = crate::gate::GateOp::registration(
-            crate::names::OpId::parse("oooooooooooooooooooooooooo").unwrap(),
-        );
-        let frozen = seen.gate.frozen(op).unwrap();
-        let seen = GateObservation {
-            raw: frozen.to_bytes(),
-            gate: frozen,
-            revision: Revision(8),
-        };
-        let view = GateView::of(&g, &seen);
+        let view = GateView::of(&g, &seen(frozen(&open_gate()), 8));
         assert!(view.is_frozen());
         assert_eq!(view.cell("op"), "registration:oooooooooooooooooooooooooo");
         assert!(
@@ -345,14 +352,7 @@ mod tests {
     #[test]
     fn the_listings_and_the_missing_gates_sentences() {
         let g = gate();
-        let holder = Principal::parse("u_aaaaaaaaaaaaaaaaaaaaaaaaaa.svc").unwrap();
-        let open = EndpointGate::provisioned(holder).unwrap();
-        let seen = GateObservation {
-            raw: open.to_bytes(),
-            gate: open,
-            revision: Revision(7),
-        };
-        let view = GateView::of(&g, &seen);
+        let view = GateView::of(&g, &seen(open_gate(), 7));
         let table = shown(&view, false);
         assert_eq!(table, listing(std::slice::from_ref(&view), false));
         assert!(table.starts_with("ENDPOINT  INSTANCE"), "{table}");
@@ -370,7 +370,7 @@ mod tests {
         let (rows, unread) = listed(vec![
             ListedGate::Read {
                 gate: g.clone(),
-                seen,
+                seen: seen(open_gate(), 7),
             },
             unread,
         ]);
