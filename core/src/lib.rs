@@ -31,6 +31,9 @@
 //!   retirement barrier with its control-rail command, and the boot's resume of open ones;
 //! * [`plane_claim`] — the `plane` row: one plane per space, reclaimed only from a dead plane;
 //! * [`standby`] — which live plane a standby may wait on: one seen serving its actor ledger;
+//! * [`status`] — where a space's plane is and whether it serves: its discovery record and
+//!   what `status` says of it;
+//! * [`table`] — the plain-text table the operator's read commands print;
 //! * [`liveness`] — holder liveness and verified eviction from the servers' connection listings;
 //! * [`registry`] — discovery reads of who is registered and serving;
 //! * [`jwt`], [`profiles`] — NATS user JWTs and the permission profiles the plane mints;
@@ -43,6 +46,8 @@
 //! * [`renewal`] — manager-service operations and renewal compensation;
 //! * [`run`] — run admission, attempts and the run check of a driver renewal;
 //! * [`actors`], [`enrollment`] — the actor ledger and managed-agent enrollment/retirement;
+//! * [`actor_verbs`] — the operator's verbs on the actor ledger: their checks, rows and
+//!   sentences;
 //! * [`host`] — host incarnations, the host fence and the plane's own `auth` contract.
 //! * [`trust`] — the space's trust root: operator, accounts, callout, issuer keys, owner
 //!   secret, IdP pin, their files, and the broker config.
@@ -51,6 +56,7 @@
 // collections, no interior mutability) are errors here, not style warnings.
 #![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
+pub mod actor_verbs;
 pub mod actors;
 pub mod authority;
 pub mod barrier;
@@ -108,6 +114,8 @@ pub mod service;
 pub mod serving;
 pub mod session;
 pub mod standby;
+pub mod status;
+pub mod table;
 pub mod trust;
 pub mod view;
 pub mod wire;

@@ -1,24 +1,20 @@
 //! `cotal-authd gate ls|show`: read-only views of a space's issuance gates; `gate reconcile`:
 //! the operator's liveness-guarded repair of one frozen registration gate.
 
-use cotal_core::gate_view::{GateView, COLUMNS};
+use cotal_core::gate_view::{self, GateView, LeftFrozen};
 use cotal_core::issuance::{GateRef, ObserveGate};
+use cotal_core::kv::Store;
 use cotal_core::machine::Replay;
 use cotal_core::names::{EndpointName, InstanceId, SpaceName};
-use cotal_core::reconcile::{ReconcileCondition, ReconcileGate};
-use cotal_core::registry::{ListGates, ListedGate};
+use cotal_core::plane_grants::{self, PlaneConnection};
+use cotal_core::reconcile::ReconcileGate;
+use cotal_core::registry::ListGates;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use cotal_core::kv::Store;
-use cotal_core::plane_grants::{self, PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
-use cotal_io_nats::authority::connect_with_creds;
+use cotal_io_nats::authority::bind_with_creds;
 use cotal_io_nats::liveness::Oracle;
-use cotal_io_nats::{
-    drive, AuthorityClient, DataAccountSigner, Dial, NatsWorld, Space, SpaceOptions,
-};
-use serde_json::{json, Value};
+use cotal_io_nats::{drive, AuthorityClient, Dial, NatsWorld, Space, SpaceOptions};
 
 use crate::audit;
 
@@ -37,16 +33,10 @@ pub struct GateArgs {
     pub creds: Option<PathBuf>,
 }
 
-fn table(rows: &[GateView]) -> String {
-    let cells: Vec<Vec<String>> = rows.iter().map(GateView::cells).collect();
-    let headers: Vec<&str> = COLUMNS.iter().map(|(h, _)| *h).collect();
-    crate::table::render(&headers, &cells)
-}
-
 async fn read_gate(space: &Space, gate: GateRef) -> Result<Option<GateView>, String> {
     let seen = drive(&mut Replay::new(ObserveGate { gate: gate.clone() }), space)
         .await
-        .map_err(|e| format!("reading gate {} failed: {e}", gate.key()))?;
+        .map_err(|e| gate_view::unreadable(&gate, &e))?;
     Ok(seen.map(|seen| GateView::of(&gate, &seen)))
 }
 
@@ -56,34 +46,22 @@ pub async fn gate(args: GateArgs) -> Result<String, String> {
     if let Some(path) = &args.creds {
         let creds = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the creds file {}: {e}", path.display()))?;
-        let client = connect_with_creds(
-            &args.server,
-            &PlaneConnection::AuthReader.label(&args.space),
-            &creds,
-        )
-        .await
-        .map_err(|e| e.message)?;
-        let space = Space::bind(client, args.space.clone(), options)
+        let label = PlaneConnection::AuthReader.label(&args.space);
+        let space = bind_with_creds(&args.server, &label, &creds, args.space.clone(), options)
             .await
             .map_err(|e| e.message)?;
         return view(&args, &space).await;
     }
     let material = cotal_io_fs::trust::load_daemon(&args.root, &args.space)?;
     // A view reads with the reader's grants: read-only over the two authority stores.
-    let space_name = args.space.clone();
-    let client = AuthorityClient::open(
+    let client = AuthorityClient::for_operator(
         &args.server,
-        PlaneConnection::AuthReader.label(&args.space),
-        DataAccountSigner::of(&material),
-        move |conn| {
-            plane_grants::auth_reader(&space_name, conn).map(cotal_core::profiles::host_user)
-        },
-        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
-        args.space.clone(),
-        options,
+        &material,
+        &args.space,
+        PlaneConnection::AuthReader,
+        plane_grants::auth_reader,
     )
-    .await
-    .map_err(|e| e.message.clone())?;
+    .await?;
     let space = client.space().map_err(|e| e.message.clone())?;
     let out = view(&args, &space).await;
     drop(space);
@@ -95,17 +73,10 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
     let out = match &args.one {
         Some((endpoint, instance)) => {
             let gate = GateRef::new(args.space.clone(), endpoint.clone(), instance.clone());
-            let found = read_gate(space, gate).await?.ok_or_else(|| {
-                format!(
-                    "space {} has no gate for endpoint {endpoint} instance {instance}",
-                    args.space
-                )
-            })?;
-            if args.json {
-                format!("{:#}", found.to_json())
-            } else {
-                table(std::slice::from_ref(&found))
-            }
+            let found = read_gate(space, gate.clone())
+                .await?
+                .ok_or_else(|| gate_view::no_gate(&gate))?;
+            gate_view::shown(&found, args.json)
         }
         None => {
             let listed = drive(
@@ -116,22 +87,11 @@ async fn view(args: &GateArgs, space: &Space) -> Result<String, String> {
             )
             .await
             .map_err(|e| e.message.clone())?;
-            let mut rows = Vec::new();
-            for listed in listed {
-                match listed {
-                    ListedGate::Read { gate, seen } => rows.push(GateView::of(&gate, &seen)),
-                    // An unreadable gate is an error row: reported, and the listing goes on.
-                    ListedGate::Unreadable { gate, error } => {
-                        eprintln!("cotal-authd: reading gate {} failed: {error}", gate.key());
-                    }
-                }
+            let (rows, unreadable) = gate_view::listed(listed);
+            for why in unreadable {
+                eprintln!("cotal-authd: {why}");
             }
-            if args.json {
-                let rows = rows.iter().map(|r| r.to_json().clone()).collect();
-                format!("{:#}", Value::Array(rows))
-            } else {
-                table(&rows)
-            }
+            gate_view::listing(&rows, args.json)
         }
     };
     let _ = space.client().drain().await;
@@ -167,25 +127,14 @@ pub async fn open_reconciler(
     material: &cotal_core::trust::DaemonMaterial,
     gate: &GateRef,
 ) -> Result<AuthorityClient, String> {
-    let (space, endpoint, instance) = (
-        gate.space.clone(),
-        gate.endpoint.clone(),
-        gate.instance.clone(),
-    );
-    AuthorityClient::open(
+    AuthorityClient::for_operator(
         server,
-        PlaneConnection::GateReconcile.label(&gate.space),
-        DataAccountSigner::of(material),
-        move |conn| {
-            plane_grants::gate_reconcile(&space, conn, &endpoint, &instance)
-                .map(cotal_core::profiles::host_user)
-        },
-        Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
-        gate.space.clone(),
-        SpaceOptions::existing(&[Store::Auth, Store::Records]),
+        material,
+        &gate.space,
+        PlaneConnection::GateReconcile,
+        |space, conn| plane_grants::gate_reconcile(space, conn, &gate.endpoint, &gate.instance),
     )
     .await
-    .map_err(|e| e.message.clone())
 }
 
 /// Runs `gate reconcile`: the liveness-guarded repair of one frozen registration gate
@@ -200,20 +149,13 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
         args.instance.clone(),
     );
     let client = open_reconciler(&args.server, &material, &gate).await?;
-    let oracle = Arc::new(Oracle::new(
-        &args.server,
-        material.system_user().creds(),
-        material.data_account(),
-        PlaneConnection::PlaneSystem.label(&args.space),
-    ));
+    let oracle = Arc::new(Oracle::of_system(&args.server, &material, &args.space));
     let outcome = async {
         let bound = client.space().map_err(|e| e.message.clone())?;
         let before = read_gate(&bound, gate.clone()).await?;
-        let mut world = NatsWorld::new(&bound);
-        world.set_prober(oracle.prober());
-        world.set_evictor(oracle.evictor());
-        let result = world
-            .run(&mut Replay::new(ReconcileGate { gate: gate.clone() }))
+        let result = NatsWorld::new(&bound)
+            .with_oracle(&oracle)
+            .run_script(ReconcileGate { gate: gate.clone() })
             .await;
         let after = read_gate(&bound, gate.clone()).await.ok().flatten();
         Ok::<_, String>((before, result, after))
@@ -234,46 +176,15 @@ pub async fn reconcile(args: ReconcileArgs) -> Result<Reconciled, String> {
         Err(e) => audit::refused("operator", "reconcile", &gate.key(), e),
     }
     let found = oracle.findings();
-    Ok(match result {
-        Ok(report) => Reconciled::Reopened(if args.json {
-            format!("{:#}", report.operator_json(&found, after.as_ref()))
-        } else {
-            report.operator_lines(&found)
-        }),
-        Err(e) => {
-            let condition = ReconcileCondition::of(&e);
-            let frozen = after.as_ref().is_some_and(GateView::is_frozen);
-            let mut lines = Vec::new();
-            if let Some(g) = &before {
-                lines.push(format!("found: {}", g.describe()));
-            }
-            lines.extend(found.iter().map(|f| format!("found: {f}")));
-            if let Some(g) = &after {
-                lines.push(format!("now: {}", g.describe()));
-            }
-            let found = if args.json {
-                format!(
-                    "{:#}",
-                    json!({
-                        "reopened": false,
-                        "condition": condition.map(ReconcileCondition::as_str),
-                        "refusal": e.message,
-                        "findings": found,
-                        "before": before.as_ref().map(GateView::to_json),
-                        "after": after.as_ref().map(GateView::to_json),
-                    })
-                )
-            } else {
-                lines.join("\n")
-            };
-            if frozen {
-                Reconciled::LeftFrozen {
-                    found,
-                    why: format!("the gate stays frozen: {}", e.message),
-                }
-            } else {
-                return Err(e.message);
-            }
-        }
-    })
+    match result {
+        Ok(report) => Ok(Reconciled::Reopened(report.printed(
+            &found,
+            after.as_ref(),
+            args.json,
+        ))),
+        Err(e) => match LeftFrozen::of(&e, &found, before.as_ref(), after.as_ref(), args.json) {
+            Some(LeftFrozen { found, why }) => Ok(Reconciled::LeftFrozen { found, why }),
+            None => Err(e.message),
+        },
+    }
 }

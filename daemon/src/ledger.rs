@@ -3,16 +3,17 @@
 //! One type for both, so a door, the callout and a verb ask the ledger the same way whichever
 //! it is, and a replicated ledger's blocking round trips never run on an async task.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use cotal_core::actors::{ActorLedger, ActorsOutcome, ActorsRequest};
 use cotal_core::names::SpaceName;
-use cotal_core::trust::DaemonMaterial;
 use cotal_core::EpError;
-use cotal_io_fs::FileActors;
+use cotal_io_fs::ledger_home::{self, LedgerHome};
+use cotal_io_fs::{discovery, trust, FileActors};
 use cotal_io_nats::driver::ask_ledger;
 use cotal_io_nats::ledger::CurrentSpace;
-use cotal_io_nats::{AuthorityClient, DataAccountSigner, Dial, KvActors};
+use cotal_io_nats::{AuthorityClient, DataAccountSigner, Dial, KvActors, TlsSettings};
 
 /// The actor ledger, on this host's files or replicated.
 #[derive(Debug, Clone)]
@@ -69,24 +70,49 @@ impl Ledger {
     }
 }
 
-/// The short connection the operator's verbs reach a replicated ledger over; dropping it ends
-/// the connection (a verb's process ends right after).
+/// The ledger one operator verb writes, open for the verb's length: its files, or the
+/// replicated bucket over the verb's own short connection, which dropping it ends (a verb's
+/// process ends right after).
 #[derive(Debug)]
-pub struct VerbConnection {
-    _client: Arc<AuthorityClient>,
+pub struct VerbLedger {
+    ledger: Ledger,
+    /// The replicated ledger's short connection, held while the verb runs.
+    _client: Option<Arc<AuthorityClient>>,
 }
 
-impl VerbConnection {
-    /// Opens `cotal:actor-ledger:<space>` to `server`, minted from the trust root's data
-    /// account for a minute (the verbs need seconds), over the ledger's store as it was
-    /// created ([`KvActors::connect`]).
+impl VerbLedger {
+    /// The ledger of `space` under the state root (the directory its trust root lives in):
+    /// its files, refused when that root's plane serves another state root's
+    /// ([`ledger_home::for_verbs`]); or the replicated bucket, over a short operator connection
+    /// to `server` (default: the running plane's, from its discovery file):
+    /// `cotal:actor-ledger:<space>`, minted from the trust root's data account for a minute
+    /// (the verbs need seconds), over the ledger's store as it was created
+    /// ([`KvActors::connect`]).
     pub async fn open(
-        server: Dial,
+        root: &Path,
         space: &SpaceName,
-        material: &DaemonMaterial,
-    ) -> Result<(VerbConnection, Ledger), String> {
-        let signer = DataAccountSigner::of(material);
-        let (client, kv) = KvActors::connect(server, space, signer).await?;
-        Ok((VerbConnection { _client: client }, Ledger::Replicated(kv)))
+        server: Option<String>,
+        tls: TlsSettings,
+    ) -> Result<VerbLedger, String> {
+        match ledger_home::for_verbs(root, space)? {
+            LedgerHome::Files(files) => Ok(VerbLedger {
+                ledger: Ledger::Files(files),
+                _client: None,
+            }),
+            LedgerHome::Replicated => {
+                let server = Dial::new(&discovery::server_or_plane(root, space, server)?, tls)?;
+                let signer = DataAccountSigner::of(&trust::load_daemon(root, space)?);
+                let (client, kv) = KvActors::connect(server, space, signer).await?;
+                Ok(VerbLedger {
+                    ledger: Ledger::Replicated(kv),
+                    _client: Some(client),
+                })
+            }
+        }
+    }
+
+    /// One request, from the verb's task.
+    pub async fn ask(&self, request: ActorsRequest) -> ActorsOutcome {
+        self.ledger.ask(request).await
     }
 }

@@ -15,6 +15,5 @@ pub mod ledger;
 pub mod login_cmd;
 pub mod plane;
 pub mod status;
-pub mod table;
 pub mod trust_cmd;
 pub mod up;

@@ -1,16 +1,17 @@
 //! `cotal-authd init` and `cotal-authd broker-config`: the space's trust root, created and
-//! read through `cotal-io-fs` (`trust`), rendered by `cotal-core` (`trust::broker_config`).
+//! read and said through `cotal-io-fs` (`trust`), rendered by `cotal-core`
+//! (`trust::broker_config`).
 
 use std::path::Path;
 
 use cotal_core::names::{actors_bucket, SpaceName};
 use cotal_io_fs::ledger_home;
-use cotal_io_fs::trust::{self, InitOutcome};
+use cotal_io_fs::trust;
 
 /// Creates the trust root of `space` (or keeps the one there) and says which; with
 /// `replicated`, records that the space keeps its actor ledger in its replicated bucket.
 pub fn init(root: &Path, space: &SpaceName, idp: &str, replicated: bool) -> Result<String, String> {
-    let said = trust_root(root, space, idp)?;
+    let said = trust::init(root, space, idp)?.said(space, idp);
     if !replicated {
         return Ok(said);
     }
@@ -19,28 +20,6 @@ pub fn init(root: &Path, space: &SpaceName, idp: &str, replicated: bool) -> Resu
         "{said}; its actor ledger is replicated in bucket {} on the space's servers",
         actors_bucket(space)
     ))
-}
-
-fn trust_root(root: &Path, space: &SpaceName, idp: &str) -> Result<String, String> {
-    Ok(match trust::init(root, space, idp)? {
-        InitOutcome::Created { dir } => format!(
-            "created the trust root of space {space} under {} (IdP {idp})",
-            dir.display()
-        ),
-        InitOutcome::Kept { dir, kept, added } if added.is_empty() => format!(
-            "kept the trust root of space {space} under {} ({}): it exists and verifies, so \
-             nothing changed",
-            dir.display(),
-            kept.join(", ")
-        ),
-        InitOutcome::Kept { dir, kept, added } => format!(
-            "kept the trust root of space {space} under {} ({}) and added what this version \
-             needs ({})",
-            dir.display(),
-            kept.join(", "),
-            added.join(", ")
-        ),
-    })
 }
 
 /// The space's nats-server configuration: listening on `listen`, its JetStream store at
@@ -67,6 +46,4 @@ pub fn broker_config(
 }
 
 /// Where the embedded server of `space` keeps its config, log and store.
-pub fn embedded_dir(root: &Path, space: &SpaceName) -> std::path::PathBuf {
-    root.join("nats").join(trust::space_segment(space))
-}
+pub use cotal_io_fs::trust::embedded_dir;

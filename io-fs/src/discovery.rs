@@ -21,23 +21,8 @@ pub const DISCOVERY_FILE: &str = "auth-service.json";
 /// The one version of the file this build writes and reads.
 const VERSION: u64 = 1;
 
-/// What a ready plane says about itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Discovery {
-    pub pid: u32,
-    /// The loopback face's URL.
-    pub url: String,
-    /// The loopback capability (which is why the file is 0600).
-    pub cap: String,
-    /// The public face's URL, when it is open.
-    pub public_url: Option<String>,
-    /// The server it serves on, without any userinfo ([`redacted`]).
-    pub server: String,
-    pub instance: String,
-    pub process_epoch: u64,
-    pub generation: u64,
-    pub registration_revision: u64,
-}
+/// What a ready plane says about itself; its server is without any userinfo ([`redacted`]).
+pub use cotal_core::status::Discovery;
 
 /// Where the discovery file of `space` lives.
 pub fn path(root: &Path, space: &SpaceName) -> PathBuf {
@@ -133,6 +118,35 @@ pub fn read(path: &Path) -> Result<Option<Discovery>, String> {
     }))
 }
 
+/// The running plane of `space` under `root` a verb talks to (`login`), or the sentence that
+/// says to start it.
+pub fn running(root: &Path, space: &SpaceName) -> Result<Discovery, String> {
+    read(&path(root, space))?.ok_or_else(|| {
+        format!(
+            "the plane of space {space} is not up under {}; start it with `cotal-authd up \
+             --space {space}`",
+            root.display()
+        )
+    })
+}
+
+/// The server an operator's verb connects to: `server` as given, else the one the running
+/// plane of `space` under `root` serves on, from its discovery file.
+pub fn server_or_plane(
+    root: &Path,
+    space: &SpaceName,
+    server: Option<String>,
+) -> Result<String, String> {
+    match server {
+        Some(server) => Ok(server),
+        None => read(&path(root, space))?.map(|d| d.server).ok_or_else(|| {
+            format!(
+                "the plane of space {space} is not up here to name its server; pass                      --server URL"
+            )
+        }),
+    }
+}
+
 /// Removes a discovery file whose plane no longer runs (a `kill -9` leaves one behind).
 pub fn remove_if_dead(path: &Path) {
     let dead = matches!(read(path), Ok(Some(d)) if !pid_alive(d.pid));
@@ -217,6 +231,30 @@ mod tests {
         assert!(paths.iter().all(|p| read(p).unwrap() == Some(found())));
         remove_all_if_ours(&paths);
         assert!(paths.iter().all(|p| read(p).unwrap().is_none()));
+    }
+
+    /// A verb's server: the one given, else the running plane's; with neither, one sentence.
+    #[test]
+    fn a_verbs_server_is_given_or_the_running_planes() {
+        let space = SpaceName::parse("disc").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let given = Some("nats://h:1".to_owned());
+        assert_eq!(
+            server_or_plane(root.path(), &space, given).unwrap(),
+            "nats://h:1"
+        );
+        assert_eq!(
+            server_or_plane(root.path(), &space, None).unwrap_err(),
+            "the plane of space disc is not up here to name its server; pass                      \
+             --server URL"
+        );
+        files::ensure_private_dir(&trust::space_dir(root.path(), &space)).unwrap();
+        write(&path(root.path(), &space), &space, &found()).unwrap();
+        assert_eq!(
+            server_or_plane(root.path(), &space, None).unwrap(),
+            "nats://127.0.0.1:4222"
+        );
+        assert_eq!(running(root.path(), &space).unwrap(), found());
     }
 
     #[test]

@@ -15,11 +15,12 @@
 //! Beside it, the plane's own state files, one module a format: its instance identity
 //! ([`instance`]), its crash-safe registration record and lock ([`registration`]), the rollback
 //! high-water marks ([`marks`]), the discovery file of a ready plane ([`discovery`]) and the
-//! workspace's own manager's identity ([`local_manager`]), and the sign-in bundle `login` writes
-//! ([`login_bundle`]). Every file here is written and read
+//! workspace's own manager's identity ([`local_manager`]), the sign-in bundle `login` writes
+//! ([`login_bundle`]), and the development IdP's key and origin ([`dev_idp`]). Every file here is written and read
 //! through [`files`]: 0700 dirs, 0600 files, atomic durable writes, reads that refuse a symlink.
 
 mod actors;
+pub mod dev_idp;
 pub mod discovery;
 pub mod files;
 pub mod instance;

@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use cotal_core::actors::row::rfc3339_secs;
 use cotal_core::names::{ActorToken, SpaceName};
 use serde_json::{json, Map, Value};
 
@@ -68,6 +69,23 @@ impl Bundle {
         &self.bearer
     }
 
+    /// What `login` tells the user once the bundle of `record` is written: who is signed in
+    /// until when, and what a standard client connects with.
+    pub fn signed_in(&self, record: &LoginRecord) -> String {
+        format!(
+            "signed in as actor {} (owner {}) in space {} until {}; connect to {} with the creds \
+             {} and the auth token in {} (and a connection name that is your inbox nonce, with \
+             inbox prefix _INBOX_<nonce>)",
+            record.actor,
+            record.owner,
+            record.space,
+            rfc3339_secs(record.exp),
+            record.server,
+            self.creds.display(),
+            self.bearer.display()
+        )
+    }
+
     /// Writes the sentinel creds, the bearer, then the record naming both (each atomically).
     pub fn write(
         &self,
@@ -104,4 +122,41 @@ fn absolute(path: &Path) -> String {
         .unwrap_or_else(|_| path.to_path_buf())
         .display()
         .to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// `login`'s sentence names the actor, owner, space and expiry, the server and the two
+    /// files a client connects with.
+    #[test]
+    fn the_signed_in_sentence_names_what_a_client_connects_with() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (space, actor) = (
+            SpaceName::parse("demo").unwrap(),
+            ActorToken::parse("alice").unwrap(),
+        );
+        let bundle = Bundle::prepare(tmp.path(), &space, &actor).unwrap();
+        let record = LoginRecord {
+            space: &space,
+            server: "nats://127.0.0.1:4222",
+            owner: "u_aaaaaaaaaaaaaaaaaaaaaaaaaa",
+            actor: &actor,
+            exp: 1_796_441_610,
+            tls: [("ca", None), ("cert", None), ("key", None)],
+        };
+        assert_eq!(
+            bundle.signed_in(&record),
+            format!(
+                "signed in as actor alice (owner u_aaaaaaaaaaaaaaaaaaaaaaaaaa) in space demo \
+                 until 2026-12-05T03:33:30Z; connect to nats://127.0.0.1:4222 with the creds {} \
+                 and the auth token in {} (and a connection name that is your inbox nonce, with \
+                 inbox prefix _INBOX_<nonce>)",
+                bundle.creds().display(),
+                bundle.bearer().display()
+            )
+        );
+    }
 }

@@ -100,6 +100,37 @@ pub enum InitOutcome {
     },
 }
 
+impl InitOutcome {
+    /// What `cotal-authd init` says of it, for the trust root of `space` pinned to `idp`.
+    pub fn said(&self, space: &SpaceName, idp: &str) -> String {
+        match self {
+            InitOutcome::Created { dir } => format!(
+                "created the trust root of space {space} under {} (IdP {idp})",
+                dir.display()
+            ),
+            InitOutcome::Kept { dir, kept, added } if added.is_empty() => format!(
+                "kept the trust root of space {space} under {} ({}): it exists and verifies, so \
+                 nothing changed",
+                dir.display(),
+                kept.join(", ")
+            ),
+            InitOutcome::Kept { dir, kept, added } => format!(
+                "kept the trust root of space {space} under {} ({}) and added what this version \
+                 needs ({})",
+                dir.display(),
+                kept.join(", "),
+                added.join(", ")
+            ),
+        }
+    }
+}
+
+/// Where the embedded server of `space` keeps its config, log and store:
+/// `<root>/nats/space.<hex>`.
+pub fn embedded_dir(root: &Path, space: &SpaceName) -> PathBuf {
+    root.join("nats").join(space_segment(space))
+}
+
 /// `<root>/auth/space.<hex(utf8 space)>`: hex keeps every space a distinct, portable dir
 /// name (case-differing spaces included).
 pub fn space_dir(root: &Path, space: &SpaceName) -> PathBuf {
@@ -290,6 +321,44 @@ pub fn read_issuer_keys(store: &dyn SecretStore, space: &SpaceName) -> Result<Is
     let key = SecretKey::of(space, ISSUER_FILE);
     let bytes = store.get(&key)?.ok_or_else(|| "it is missing".to_owned())?;
     IssuerKeys::parse(&bytes, space, key.as_str()).map_err(|e| e.message)
+}
+
+/// Writes the issuer keys of `space` to the secret store under `root` (`issuer rotate|prune`).
+pub fn write_issuer_keys(root: &Path, space: &SpaceName, keys: &IssuerKeys) -> Result<(), String> {
+    FileSecretStore::new(root).put(&SecretKey::of(space, ISSUER_FILE), &keys.to_bytes())
+}
+
+/// The last rotation of a space's issuer, beside its trust root: when the keys it replaced may
+/// stop being published.
+const ROTATION_FILE: &str = "issuer-rotation.json";
+
+fn rotation_path(root: &Path, space: &SpaceName) -> PathBuf {
+    space_dir(root, space).join(ROTATION_FILE)
+}
+
+/// Records that `kid` signs from `now` on (`{"ver":1,"rotatedAt","kid"}`, 0600). Written
+/// before the keys: a crash between the two writes leaves a record that only makes a later
+/// prune wait, never one that lets it cut a key early.
+pub fn record_rotation(root: &Path, space: &SpaceName, now: u64, kid: &str) -> Result<(), String> {
+    let record = serde_json::json!({"ver": 1, "rotatedAt": now, "kid": kid});
+    files::write_private(&rotation_path(root, space), record.to_string().as_bytes())
+}
+
+/// When the keys were last rotated. A trust root with no record (its extra keys came from
+/// elsewhere) cannot tell when they stopped signing: its prune needs `--force`.
+pub fn last_rotation(root: &Path, space: &SpaceName) -> Result<u64, String> {
+    let path = rotation_path(root, space);
+    let Some(bytes) = files::read_regular(&path)? else {
+        return Err(format!(
+            "no rotation is recorded at {}, so when the other keys stopped signing is unknown; \
+             prune with --force once no bearer they signed can be live",
+            path.display()
+        ));
+    };
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("rotatedAt").and_then(serde_json::Value::as_u64))
+        .ok_or_else(|| format!("{} is not a rotation record", path.display()))
 }
 
 /// The daemon's read path through a store: the secret files (service keys, callout, issuer,

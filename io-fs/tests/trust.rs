@@ -373,3 +373,70 @@ fn a_space_dir_from_another_space_is_refused() {
         .unwrap_err()
         .contains("belongs to a different space (main), not other"));
 }
+
+/// `issuer rotate|prune`'s files: the keys written are the keys a plane re-reads, and the
+/// rotation record says when the last rotation was, or why that is unknown.
+#[test]
+fn the_issuer_keys_and_the_rotation_record_round_trip() {
+    use cotal_core::trust::IssuerKey;
+    use cotal_io_fs::secrets::FileSecretStore;
+    use cotal_io_fs::trust::{last_rotation, read_issuer_keys, record_rotation, write_issuer_keys};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    let dir = created(root);
+    let keys = load_daemon(root, &space()).unwrap().issuer().clone();
+    let rotated = keys
+        .rotated(IssuerKey::from_seed([9; 32]).unwrap())
+        .unwrap();
+    write_issuer_keys(root, &space(), &rotated).unwrap();
+    let store = FileSecretStore::new(root);
+    assert_eq!(
+        read_issuer_keys(&store, &space()).unwrap().to_bytes(),
+        rotated.to_bytes()
+    );
+    let record = dir.join("issuer-rotation.json");
+    assert_eq!(
+        last_rotation(root, &space()).unwrap_err(),
+        format!(
+            "no rotation is recorded at {}, so when the other keys stopped signing is unknown; \
+             prune with --force once no bearer they signed can be live",
+            record.display()
+        )
+    );
+    record_rotation(root, &space(), 1_796_441_610, rotated.active().kid()).unwrap();
+    assert_eq!(last_rotation(root, &space()).unwrap(), 1_796_441_610);
+    assert_eq!(fs::metadata(&record).unwrap().mode() & 0o777, 0o600);
+    fs::write(&record, b"{}").unwrap();
+    assert_eq!(
+        last_rotation(root, &space()).unwrap_err(),
+        format!("{} is not a rotation record", record.display())
+    );
+}
+
+/// What `init` says: created, kept unchanged, or kept with what this version added.
+#[test]
+fn init_says_what_it_did() {
+    let dir = PathBuf::from("/r/auth/space.6d61696e");
+    let created = InitOutcome::Created { dir: dir.clone() };
+    assert_eq!(
+        created.said(&space(), IDP),
+        "created the trust root of space main under /r/auth/space.6d61696e (IdP \
+         https://idp.example.com)"
+    );
+    let kept = |added: Vec<String>| InitOutcome::Kept {
+        dir: dir.clone(),
+        kept: vec!["idp.json".into(), "issuer.json".into()],
+        added,
+    };
+    assert_eq!(
+        kept(Vec::new()).said(&space(), IDP),
+        "kept the trust root of space main under /r/auth/space.6d61696e (idp.json, \
+         issuer.json): it exists and verifies, so nothing changed"
+    );
+    assert_eq!(
+        kept(vec!["system-user.json".into()]).said(&space(), IDP),
+        "kept the trust root of space main under /r/auth/space.6d61696e (idp.json, \
+         issuer.json) and added what this version needs (system-user.json)"
+    );
+}

@@ -9,9 +9,12 @@
 //! * [`dev_idp`] — a development IdP (loopback, signs in anyone) for walk-throughs and tests.
 //! * [`fetch`] — the one outbound client: a bounded JSON `GET` over HTTP or HTTPS.
 //! * [`idp_keys`] — the pinned IdP's key set, fetched from its `jwksUri` and cached.
+//! * [`loopback`] — the operator's client of a running plane's loopback face (`login`'s
+//!   exchange, the interactive retire door).
 
 pub mod bearer;
 pub mod dev_idp;
 pub mod face;
 pub mod fetch;
 pub mod idp_keys;
+pub mod loopback;

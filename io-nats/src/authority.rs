@@ -36,6 +36,7 @@ use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_grants::{PlaneConnection, AUTHORITY_CLIENT_TTL_SECS};
 use cotal_core::plane_probe::ConnTuple;
 use cotal_core::profiles::{host_user, principal_tags, ConnId};
+use cotal_core::trust::DaemonMaterial;
 use cotal_core::EpError;
 use nkeys::KeyPair;
 use tokio::sync::watch;
@@ -602,6 +603,47 @@ pub async fn connect_with_creds(
                 dial.describe(&e)
             ))
         })
+}
+
+impl AuthorityClient {
+    /// An operator verb's own short connection of `role` in `space` to `server` (`gate
+    /// ls|show|reconcile`, `actor revoke --credential`): self-minted from the trust root's data
+    /// account, granted exactly one [`plane_grants`](cotal_core::plane_grants) builder (of
+    /// `space` and the connection) under the host limits, re-minted at half-life of [`AUTHORITY_CLIENT_TTL_SECS`], over the two
+    /// authority stores as they were created (a verb never creates one).
+    pub async fn for_operator(
+        server: &Dial,
+        material: &DaemonMaterial,
+        space: &SpaceName,
+        role: PlaneConnection,
+        grants: impl FnOnce(&SpaceName, &ConnId) -> Result<Permissions, EpError>,
+    ) -> Result<AuthorityClient, String> {
+        AuthorityClient::open(
+            server,
+            role.label(space),
+            DataAccountSigner::of(material),
+            |conn| grants(space, conn).map(host_user),
+            Duration::from_secs(AUTHORITY_CLIENT_TTL_SECS),
+            space.clone(),
+            SpaceOptions::existing(&[Store::Auth, Store::Records]),
+        )
+        .await
+        .map_err(|e| e.message.clone())
+    }
+}
+
+/// An operator's binding of `space` as the user of a creds file's `creds` text (`gate ls|show
+/// --creds`: an operator's read-only user, on a host without the trust root), connected as
+/// `label` ([`connect_with_creds`]).
+pub async fn bind_with_creds(
+    servers: &Dial,
+    label: &str,
+    creds: &str,
+    space: SpaceName,
+    options: SpaceOptions,
+) -> Result<Space, EpError> {
+    let client = connect_with_creds(servers, label, creds).await?;
+    Space::bind(client, space, options).await
 }
 
 /// How a plane opens its self-minted connections: to its servers, signed by the data account,

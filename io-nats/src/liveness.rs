@@ -18,8 +18,10 @@ use cotal_core::liveness::{
     Listing, Sweep, Topology, CONNZ_PING, JSZ_PING, SYSTEM_INBOX_PREFIX,
 };
 use cotal_core::machine::Liveness;
-use cotal_core::names::Principal;
+use cotal_core::names::{Principal, SpaceName};
 use cotal_core::plane_claim::{PlaneQuery, PlaneVerdict};
+use cotal_core::plane_grants::PlaneConnection;
+use cotal_core::trust::DaemonMaterial;
 use futures::StreamExt;
 use tokio::time::{timeout, Instant};
 use tracing::{info, warn};
@@ -79,6 +81,21 @@ impl Oracle {
             spared: BTreeSet::new(),
             findings: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The servers' own listing and the system account's kick of `space`, as its plane's system
+    /// user (`cotal:plane-system:<space>`) from the trust root's `material`.
+    pub fn of_system(
+        servers: impl Into<Dial>,
+        material: &DaemonMaterial,
+        space: &SpaceName,
+    ) -> Oracle {
+        Oracle::new(
+            servers,
+            material.system_user().creds(),
+            material.data_account(),
+            PlaneConnection::PlaneSystem.label(space),
+        )
     }
 
     /// Spares the connections of these user nkeys from every eviction: the evicting plane's

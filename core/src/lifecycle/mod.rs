@@ -25,7 +25,9 @@ pub use retire::{
     interactive_retirement_op_id, managed_retirement_op_id, RetireLifecycle, Retirement,
     RETIRE_FREEZE_ATTEMPTS,
 };
-pub use retire_door::{admit_door_retirement, DoorRetirement, RetireDoor, RetireTarget};
+pub use retire_door::{
+    admit_door_retirement, DoorRetirement, PlaneRetire, RetireDoor, RetireTarget,
+};
 pub use root::{
     AuthorizeConnectCredential, AuthorizedConnect, EnsureRootCredential, RevokeCredential,
     RevokeRootCredential, RevokedRoot, RootCredential, RootEntropy, ROOT_CREDENTIAL_TTL_MS,

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 use crate::actors::{LedgerRead, RowSpace};
 use crate::error::{EpError, ErrorCode};
-use crate::names::{ActorToken, DerivedOwner, LifecycleUid, Principal};
+use crate::names::{ActorToken, DerivedOwner, LifecycleUid, Principal, SpaceName};
 use crate::wire::unknown_member;
 
 use super::retire::{
@@ -62,6 +62,16 @@ impl RetireTarget {
         Ok(RetireTarget {
             principal: Principal::new(owner.into_owner(), actor),
             uid,
+        })
+    }
+
+    /// The body a client knocks with: the closed `{owner, actor, lifecycleUid}` that
+    /// [`RetireTarget::parse`] reads.
+    pub fn body(&self) -> Value {
+        json!({
+            "owner": self.principal.owner().as_str(),
+            "actor": self.principal.actor().as_str(),
+            "lifecycleUid": self.uid.as_str(),
         })
     }
 
@@ -194,6 +204,55 @@ impl Retirement {
     }
 }
 
+/// What the running plane's interactive retire door did with one lifecycle, as its client (the
+/// operator's `actor grant|revoke|retire`) reads the answer back, or why no door answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlaneRetire {
+    Retired,
+    AlreadyRetired,
+    NotStarted,
+    /// No plane of the space answered here; the sentence says why.
+    Unreached(String),
+    /// The door refused; its status and sentence.
+    Refused(String),
+}
+
+impl PlaneRetire {
+    /// A door's answer: whether its status is a success, the status as shown (`409 Conflict`),
+    /// and the body ([`Retirement::door_json`], or a refusal's `{"error"}`).
+    pub fn answered(success: bool, status: &str, answer: &Value) -> PlaneRetire {
+        if !success {
+            return PlaneRetire::Refused(format!(
+                "{status}: {}",
+                answer
+                    .get("error")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            ));
+        }
+        let flag = |name: &str| answer.get(name).and_then(Value::as_bool).unwrap_or(false);
+        if flag("alreadyRetired") {
+            PlaneRetire::AlreadyRetired
+        } else if flag("notStarted") {
+            PlaneRetire::NotStarted
+        } else {
+            PlaneRetire::Retired
+        }
+    }
+
+    /// No plane of `space` is up here (it published no discovery file).
+    pub fn not_up(space: &SpaceName) -> PlaneRetire {
+        PlaneRetire::Unreached(format!("the plane of space {space} is not up here"))
+    }
+
+    /// The plane of `space` did not answer at its loopback `url`.
+    pub fn unanswered(space: &SpaceName, url: &str, why: &str) -> PlaneRetire {
+        PlaneRetire::Unreached(format!(
+            "the plane of space {space} did not answer at {url} ({why})"
+        ))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
@@ -318,5 +377,46 @@ mod tests {
             );
             assert!(admitted.answer(retirement(true)).unwrap().not_started);
         }
+    }
+
+    /// A client's body is the door's closed object, read back as the same target.
+    #[test]
+    fn a_clients_body_parses_as_the_target_it_names() {
+        assert_eq!(RetireTarget::parse(&target().body()).unwrap(), target());
+    }
+
+    /// The client reads every door answer back: a retirement, an already-retired or
+    /// never-started one, and a refusal's status and sentence; a missing plane or face is
+    /// unreached, said with the space and the door's URL.
+    #[test]
+    fn a_client_reads_the_doors_answer_back() {
+        let ok = |r: &Retirement| PlaneRetire::answered(true, "200 OK", &r.door_json());
+        assert_eq!(ok(&retirement(false)), PlaneRetire::Retired);
+        assert_eq!(ok(&retirement(true)), PlaneRetire::NotStarted);
+        let already = Retirement {
+            already_retired: true,
+            ..retirement(false)
+        };
+        assert_eq!(ok(&already), PlaneRetire::AlreadyRetired);
+        let refused = json!({"error": "managed agent \"u_a/cli\" is still granted"});
+        assert_eq!(
+            PlaneRetire::answered(false, "409 Conflict", &refused),
+            PlaneRetire::Refused("409 Conflict: managed agent \"u_a/cli\" is still granted".into())
+        );
+        assert_eq!(
+            PlaneRetire::answered(false, "500 Internal Server Error", &json!({})),
+            PlaneRetire::Refused("500 Internal Server Error: ".into())
+        );
+        let space = SpaceName::parse("demo").unwrap();
+        assert_eq!(
+            PlaneRetire::not_up(&space),
+            PlaneRetire::Unreached("the plane of space demo is not up here".into())
+        );
+        assert_eq!(
+            PlaneRetire::unanswered(&space, "http://127.0.0.1:9", "refused"),
+            PlaneRetire::Unreached(
+                "the plane of space demo did not answer at http://127.0.0.1:9 (refused)".into()
+            )
+        );
     }
 }

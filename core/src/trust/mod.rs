@@ -24,6 +24,7 @@ mod broker;
 mod files;
 mod idp;
 mod json;
+pub mod rotation;
 
 use std::fmt;
 

@@ -56,6 +56,36 @@ pub fn granted(token: &str, owner: &str, exp: u64, manager_instance: Option<&str
     body
 }
 
+/// A granted exchange's body as its client reads it back ([`granted`]): the bearer, the owner
+/// it was minted for and its expiry in seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    pub token: String,
+    pub owner: String,
+    pub exp: u64,
+}
+
+impl Granted {
+    /// The bearer a granted exchange's `answer` carries, or `None` when it carries none.
+    pub fn read(answer: &Value) -> Option<Granted> {
+        let field = |name: &str| answer.get(name).and_then(Value::as_str).map(str::to_owned);
+        Some(Granted {
+            token: field("token")?,
+            owner: field("owner")?,
+            exp: answer.get("exp").and_then(Value::as_u64)?,
+        })
+    }
+}
+
+/// A signed-in human's exchange body, as [`parse`] reads it: `{idpToken, actor, ttlSec?}`.
+pub fn human_ask(idp_token: &str, actor: &str, ttl_secs: Option<u64>) -> Value {
+    let mut ask = json!({"idpToken": idp_token, "actor": actor});
+    if let (Some(ttl), Some(map)) = (ttl_secs, ask.as_object_mut()) {
+        map.insert("ttlSec".into(), ttl.into());
+    }
+    ask
+}
+
 impl ExchangeArm {
     /// The arm's token checks, the ones the adapter owns: for a human, a view the exchange
     /// serves, then the IdP token, then the owner its subject derives in the space; an agent's
@@ -203,6 +233,33 @@ mod tests {
 
     fn shape(face: Face, body: Value) -> ExchangeShape {
         parse(face, &body).unwrap_err()
+    }
+
+    /// The client's body is the one the door reads as a human's; a granted answer reads back
+    /// as the bearer it carries, and an answer without one reads as none.
+    #[test]
+    fn a_clients_ask_and_the_granted_answer_round_trip() {
+        for ttl in [None, Some(60)] {
+            let request = parse(Face::Loopback, &human_ask("t", "alice", ttl)).unwrap();
+            assert_eq!(request.ttl_secs, ttl.map(|t| t as f64));
+            let ExchangeArm::Human {
+                idp_token, actor, ..
+            } = request.arm
+            else {
+                panic!("a human's ask is the human arm");
+            };
+            assert_eq!((idp_token.as_str(), actor.as_str()), ("t", "alice"));
+        }
+        let granted = Granted::read(&granted("b", "u_o", 7, Some("m"))).unwrap();
+        assert_eq!(
+            granted,
+            Granted {
+                token: "b".into(),
+                owner: "u_o".into(),
+                exp: 7
+            }
+        );
+        assert_eq!(Granted::read(&json!({"token": "b", "owner": "u_o"})), None);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The one plain-text table the read commands print: left-aligned columns two spaces apart,
-//! a header line first, no trailing blanks.
+//! The one plain-text table the operator's read commands print (`actor ls`, `gate ls|show`):
+//! left-aligned columns two spaces apart, a header line first, no trailing blanks.
 
 /// `headers` and `rows` as aligned lines.
 pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
@@ -30,4 +30,22 @@ pub fn render(headers: &[&str], rows: &[Vec<String>]) -> String {
             .map(|r| line(r.iter().map(String::as_str).collect())),
     );
     out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render;
+
+    #[test]
+    fn columns_align_two_spaces_apart_without_trailing_blanks() {
+        let rows = vec![
+            vec!["alice".to_owned(), "-".to_owned()],
+            vec!["b".to_owned(), "admin,spawn".to_owned()],
+        ];
+        assert_eq!(
+            render(&["ACTOR", "SCOPE"], &rows),
+            "ACTOR  SCOPE\nalice  -\nb      admin,spawn"
+        );
+        assert_eq!(render(&["A", "B"], &[]), "A  B");
+    }
 }
