@@ -141,7 +141,7 @@ pub fn server_or_plane(
         Some(server) => Ok(server),
         None => read(&path(root, space))?.map(|d| d.server).ok_or_else(|| {
             format!(
-                "the plane of space {space} is not up here to name its server; pass                      --server URL"
+                "the plane of space {space} is not up here to name its server; pass --server URL"
             )
         }),
     }
@@ -245,8 +245,7 @@ mod tests {
         );
         assert_eq!(
             server_or_plane(root.path(), &space, None).unwrap_err(),
-            "the plane of space disc is not up here to name its server; pass                      \
-             --server URL"
+            "the plane of space disc is not up here to name its server; pass --server URL"
         );
         files::ensure_private_dir(&trust::space_dir(root.path(), &space)).unwrap();
         write(&path(root.path(), &space), &space, &found()).unwrap();
