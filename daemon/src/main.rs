@@ -464,6 +464,16 @@ struct UpCommand {
     /// The https: agent-provisioning endpoint the discovery bundle names.
     #[arg(long, value_name = "URL")]
     agent_provisioning_url: Option<String>,
+    /// The async runtime's worker threads (1 to 64). One serves best unless the plane's load
+    /// needs more than a core: each request hops between the HTTP face's and the NATS
+    /// connections' tasks, and with more workers each hop may be a thread switch.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value = "1",
+        value_parser = clap::value_parser!(u8).range(1..=64)
+    )]
+    workers: u8,
 }
 
 /// Where the spaces' state lives: trust roots, instance identities, discovery files, the
@@ -741,8 +751,9 @@ fn parse_server(s: &str) -> Result<String, String> {
 }
 
 impl UpCommand {
-    /// The validated flags; a bad public-face setting is one sentence naming the flag.
-    fn into_args(self) -> Result<up::UpArgs, String> {
+    /// The validated flags and the runtime's workers; a bad public-face setting is one
+    /// sentence naming the flag.
+    fn into_args(self) -> Result<(up::UpArgs, u8), String> {
         let public = check_public_face(&PublicFaceFlags {
             port: self.exchange_public_port,
             url: self.exchange_public_url,
@@ -763,7 +774,7 @@ impl UpCommand {
                     .to_owned(),
             );
         }
-        Ok(up::UpArgs {
+        let args = up::UpArgs {
             server: self.server,
             tls,
             replicas: self.space.replicas,
@@ -773,7 +784,8 @@ impl UpCommand {
             ledger_dir: self.ledger_dir,
             port: self.port,
             public,
-        })
+        };
+        Ok((args, self.workers))
     }
 }
 
@@ -930,10 +942,18 @@ fn init_logs(default: LevelFilter, format: LogFormat) {
     }
 }
 
-/// Runs a command's future to its end on a fresh two-worker runtime.
+/// Runs a one-shot command's future to its end on a fresh one-worker runtime.
 fn block<T>(command: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
+    block_on(1, command)
+}
+
+/// Runs a command's future to its end on a fresh runtime of `workers` worker threads.
+fn block_on<T>(
+    workers: u8,
+    command: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(usize::from(workers))
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?
@@ -984,7 +1004,7 @@ fn main() -> ExitCode {
     match command {
         Command::Up(up) => match up.into_args() {
             Err(why) => fail("up", &why, EXIT_USAGE),
-            Ok(args) => match block(up::up(args)) {
+            Ok((args, workers)) => match block_on(workers, up::up(args)) {
                 Ok(code) => code,
                 Err(why) => fail("up", &why, 1),
             },

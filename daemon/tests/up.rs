@@ -62,6 +62,8 @@ fn bad_flags_and_unreachable_servers_fail_in_one_sentence() {
     for (args, code) in [
         (vec!["up"], 2),
         (vec!["up", "--space", "s", "--replicas", "2"], 2),
+        (vec!["up", "--space", "s", "--workers", "0"], 2),
+        (vec!["up", "--space", "s", "--workers", "65"], 2),
         (vec!["up", "--space", "a b"], 2),
         (vec!["up", "--space", "s", "--bogus"], 2),
         (vec!["up", "--space", "s", "--space", "t"], 2),
