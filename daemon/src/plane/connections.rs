@@ -11,7 +11,6 @@ use cotal_core::plane_claim::{
     scanner_death_copy, AcquirePlaneClaim, ClaimHold, ClaimRefusal, ReleasePlaneClaim,
     RetakePlaneClaim, PLANE_CLAIM_KEY,
 };
-use cotal_core::plane_grants::PlaneConnection;
 use cotal_core::readiness::DRAINING_AGENT_COPY;
 use cotal_core::standby::{self, ClaimWait, NextAttempt};
 use cotal_core::EpError;
@@ -442,12 +441,7 @@ impl Start<'_> {
 
     /// The servers' own listing and the system account's kick, as this plane's system user.
     pub(super) fn oracle(&self) -> Oracle {
-        Oracle::new(
-            &self.inputs.server,
-            self.inputs.material.system_user().creds(),
-            self.inputs.material.data_account(),
-            PlaneConnection::PlaneSystem.label(self.space()),
-        )
+        Oracle::of_system(&self.inputs.server, &self.inputs.material, self.space())
     }
 }
 
