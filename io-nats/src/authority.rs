@@ -41,7 +41,7 @@ use cotal_core::EpError;
 use nkeys::KeyPair;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::dial::Dial;
 use crate::host::{FenceReads, GateWrites};
@@ -156,18 +156,46 @@ pub(crate) fn unix_now() -> Result<u64, EpError> {
 /// Logs what the client reports about a connection, under its label: a refused publish is a
 /// grant the plane lacks and must be visible, never swallowed.
 fn event_logger(label: String) -> impl Fn(Event) -> futures::future::Ready<()> {
+    let log = EventLog::new(label);
     move |event| {
-        log_event(&label, &event);
+        log.log(&event);
         futures::future::ready(())
     }
 }
 
-fn log_event(label: &str, event: &Event) {
-    {
+/// One connection's event log. Its drop is said once (`warn`) and its return once (`info`);
+/// the failed attempts between them (each an I/O error, up to ten a second,
+/// [`crate::reconnect_delay`]) go to `debug`, so a server that is down for a while does not
+/// flood the log.
+struct EventLog {
+    label: String,
+    down: AtomicBool,
+}
+
+impl EventLog {
+    fn new(label: String) -> EventLog {
+        EventLog {
+            label,
+            down: AtomicBool::new(false),
+        }
+    }
+
+    fn log(&self, event: &Event) {
+        let label = &self.label;
         match event {
             Event::ServerError(e) => warn!(connection = %label, "server error: {e}"),
+            Event::ClientError(e) if self.down.load(Ordering::Relaxed) => {
+                debug!(connection = %label, "reconnect attempt failed: {e}");
+            }
             Event::ClientError(e) => warn!(connection = %label, "client error: {e}"),
-            Event::Disconnected => warn!(connection = %label, "disconnected"),
+            Event::Disconnected => {
+                self.down.store(true, Ordering::Relaxed);
+                warn!(connection = %label, "disconnected");
+            }
+            Event::Connected => {
+                self.down.store(false, Ordering::Relaxed);
+                info!(connection = %label, "connection event: {event}");
+            }
             other => info!(connection = %label, "connection event: {other}"),
         }
     }
@@ -210,10 +238,11 @@ impl Config {
             Arc::clone(&self.lost),
             Arc::clone(&retired),
         );
+        let log = EventLog::new(label.clone());
         // A drop of the current connection is recorded (a renewal's drain of the one it
         // replaced is not), for owners that must not outlive their exact connection.
         let events = move |event: Event| {
-            log_event(&label, &event);
+            log.log(&event);
             if matches!(event, Event::Disconnected) && !gone.load(Ordering::SeqCst) {
                 lost.send_replace(Some(format!("connection {label} dropped")));
             }
