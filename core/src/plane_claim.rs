@@ -284,15 +284,7 @@ impl Script for AcquirePlaneClaim {
                     }
                 },
             };
-            let mine = ClaimRow {
-                generation,
-                claim_id: self.claim_id.clone(),
-                state: ClaimState::Held,
-                ledger: self.ledger.clone(),
-                records: self.records.clone(),
-                opened_at: iso8601_millis(self.now_ms),
-            };
-            if write_claim(cx, space, &mine, expected)? {
+            if write_claim(cx, space, &self.row(generation), expected)? {
                 return Ok(self.hold(generation, reclaimed));
             }
         }
@@ -308,6 +300,18 @@ impl Script for AcquirePlaneClaim {
 }
 
 impl AcquirePlaneClaim {
+    /// The `held` row this open writes at `generation`.
+    fn row(&self, generation: u64) -> ClaimRow {
+        ClaimRow {
+            generation,
+            claim_id: self.claim_id.clone(),
+            state: ClaimState::Held,
+            ledger: self.ledger.clone(),
+            records: self.records.clone(),
+            opened_at: iso8601_millis(self.now_ms),
+        }
+    }
+
     fn hold(&self, generation: u64, reclaimed: bool) -> ClaimHold {
         ClaimHold {
             space: self.space.clone(),
@@ -653,12 +657,9 @@ impl Script for ReleasePlaneClaim {
 #[derive(Debug, Clone)]
 pub struct RetakePlaneClaim {
     pub hold: ClaimHold,
-    /// A fresh random id for the re-taken hold.
-    pub claim_id: String,
-    pub ledger: ConnTuple,
-    pub records: ConnTuple,
-    /// The wall clock, unix milliseconds (`openedAt` of the re-taken row).
-    pub now_ms: u64,
+    /// The re-taken hold as an open would claim it: a fresh claim id, the scanners' reconnected
+    /// tuples and the wall clock, in the hold's space.
+    pub open: AcquirePlaneClaim,
 }
 
 impl Script for RetakePlaneClaim {
@@ -677,35 +678,20 @@ impl Script for RetakePlaneClaim {
                 ))
                 .into()
         };
-        let retaken = |generation| ClaimHold {
-            space: space.clone(),
-            claim_id: self.claim_id.clone(),
-            generation,
-            ledger: self.ledger.clone(),
-            records: self.records.clone(),
-            reclaimed: false,
-        };
+        let open = &self.open;
         let Some((row, revision)) = read_claim(cx, space)? else {
             return Err(lost());
         };
-        if row.state == ClaimState::Held && row.claim_id == self.claim_id {
+        if row.state == ClaimState::Held && row.claim_id == open.claim_id {
             // Our own re-take, written by an earlier send of this very script.
-            return Ok(retaken(row.generation));
+            return Ok(open.hold(row.generation, false));
         }
         if row.state != ClaimState::Held || !row.same_holder(hold) {
             return Err(lost());
         }
         let generation = next_generation(&row)?;
-        let mine = ClaimRow {
-            generation,
-            claim_id: self.claim_id.clone(),
-            state: ClaimState::Held,
-            ledger: self.ledger.clone(),
-            records: self.records.clone(),
-            opened_at: iso8601_millis(self.now_ms),
-        };
-        if write_claim(cx, space, &mine, Some(revision))? {
-            Ok(retaken(generation))
+        if write_claim(cx, space, &open.row(generation), Some(revision))? {
+            Ok(open.hold(generation, false))
         } else {
             Err(lost())
         }

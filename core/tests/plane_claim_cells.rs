@@ -479,10 +479,13 @@ fn a_hold_names_a_reclaim_apart_from_a_claim() {
 fn retake(hold: &ClaimHold) -> RetakePlaneClaim {
     RetakePlaneClaim {
         hold: hold.clone(),
-        claim_id: "claim1-retaken".into(),
-        ledger: tuple("NRESTARTED", 1, 'A'),
-        records: tuple("NRESTARTED", 2, 'B'),
-        now_ms: NOW + 5_000,
+        open: AcquirePlaneClaim {
+            space: space(),
+            claim_id: "claim1-retaken".into(),
+            ledger: tuple("NRESTARTED", 1, 'A'),
+            records: tuple("NRESTARTED", 2, 'B'),
+            now_ms: NOW + 5_000,
+        },
     }
 }
 

@@ -144,13 +144,15 @@ impl Connections {
     pub(super) async fn retake_claim(&self) -> Result<(), EpError> {
         self.scanners.ledger.clear_lost();
         self.scanners.records.clear_lost();
-        let retake = RetakePlaneClaim {
-            hold: self.hold(),
+        let hold = self.hold();
+        let open = AcquirePlaneClaim {
+            space: hold.space.clone(),
             claim_id: KeyPair::new_user().public_key(),
             ledger: self.scanners.ledger.conn_tuple()?,
             records: self.scanners.records.conn_tuple()?,
             now_ms: crate::clock::now_ms(),
         };
+        let retake = RetakePlaneClaim { hold, open };
         let hold = match self.barrier.run_on(retake, |world| world).await {
             Ok(hold) => hold,
             Err(e) => {
