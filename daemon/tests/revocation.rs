@@ -498,12 +498,7 @@ async fn with_the_plane_down_the_sentences_name_the_retirement_that_frees_the_al
 /// A client of `actor`'s bearer that stays connected and reconnects on its own, as the space's
 /// agents do: through the callout again after its server comes back.
 async fn reconnecting(space: &Space, server: &str, token: &str, nonce: &str) -> Client {
-    let client = async_nats::ConnectOptions::new()
-        .credentials(&common::signin::sentinel(space))
-        .unwrap()
-        .token(token.to_owned())
-        .name(nonce)
-        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+    let client = common::signin::callout_client(space, token, nonce)
         .connect(server)
         .await
         .unwrap();

@@ -433,12 +433,7 @@ pub async fn connect(
     nonce: &str,
 ) -> Result<(Client, mpsc::UnboundedReceiver<String>), String> {
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let client = ConnectOptions::new()
-        .credentials(&sentinel(space))
-        .unwrap()
-        .token(token.to_owned())
-        .name(nonce)
-        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
+    let client = callout_client(space, token, nonce)
         .max_reconnects(Some(0))
         .connection_timeout(Duration::from_secs(5))
         .event_callback(move |event| {
@@ -460,6 +455,17 @@ pub async fn connect(
         .map_err(|e| e.to_string())?;
     admitted(&client, &mut rx).await?;
     Ok((client, rx))
+}
+
+/// A client of the space's callout: the sentinel creds, `token` as the bearer, `nonce` as its
+/// connection name and inbox prefix.
+pub fn callout_client(space: &Space, token: &str, nonce: &str) -> ConnectOptions {
+    ConnectOptions::new()
+        .credentials(&sentinel(space))
+        .unwrap()
+        .token(token.to_owned())
+        .name(nonce)
+        .custom_inbox_prefix(format!("_INBOX_{nonce}"))
 }
 
 /// What the event callback of [`connect`] says when the connection closes.
