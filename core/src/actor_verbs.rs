@@ -156,15 +156,21 @@ impl<'a> Alias<'a> {
 
     /// `actor revoke` of an actor with no interactive grant.
     pub fn not_granted(&self) -> String {
+        format!(
+            "{}; list the grants with `cotal-authd actor ls --space {}`",
+            self.ungranted(),
+            self.space
+        )
+    }
+
+    /// What both ungranted sentences start with.
+    fn ungranted(&self) -> String {
         let Alias {
             space,
             actor,
             owner,
         } = self;
-        format!(
-            "actor {actor} of owner {owner} has no interactive grant in space {space}; list \
-             the grants with `cotal-authd actor ls --space {space}`"
-        )
+        format!("actor {actor} of owner {owner} has no interactive grant in space {space}")
     }
 
     /// `actor grant`'s sentence for the row it wrote; when the grant replaced an incarnation
@@ -253,15 +259,10 @@ impl<'a> Alias<'a> {
 
     /// `actor retire` without `--lifecycle-uid` of an actor with no interactive grant.
     pub fn no_current_lifecycle(&self) -> String {
-        let Alias {
-            space,
-            actor,
-            owner,
-        } = self;
         format!(
-            "actor {actor} of owner {owner} has no interactive grant in space {space}, \
-             so no current lifecycle to retire (a revoked or superseded one retires \
-             with --lifecycle-uid UID)"
+            "{}, so no current lifecycle to retire (a revoked or superseded one retires with \
+             --lifecycle-uid UID)",
+            self.ungranted()
         )
     }
 
@@ -454,6 +455,27 @@ mod tests {
     const RETRY: &str = "cotal-authd actor retire alice --space demo --owner \
                          u_aaaaaaaaaaaaaaaaaaaaaaaaaa --lifecycle-uid uuuuuuuuuuuuuuuuuuuuuuuuuu";
 
+    /// What a verb says (`said`) for each answer of the retire door, in the order retired,
+    /// already retired, not started, unreached (`unreached` its reason) and refused (`refused`
+    /// its status and sentence).
+    fn pins(
+        said: impl Fn(PlaneRetire) -> Result<String, String>,
+        expected: [Result<String, String>; 5],
+        unreached: &str,
+        refused: &str,
+    ) {
+        let answers = [
+            PlaneRetire::Retired,
+            PlaneRetire::AlreadyRetired,
+            PlaneRetire::NotStarted,
+            PlaneRetire::Unreached(unreached.to_owned()),
+            PlaneRetire::Refused(refused.to_owned()),
+        ];
+        for (answer, expected) in answers.into_iter().zip(expected) {
+            assert_eq!(said(answer), expected);
+        }
+    }
+
     /// The command line's actor and owner: a plain token and a derived owner, or one sentence
     /// naming what was given (and how to derive an owner).
     #[test]
@@ -543,40 +565,33 @@ mod tests {
                        nnnnnnnnnnnnnnnnnnnnnnnnnn";
         let said = |retired| n.alias().granted(&n.row(), Some((&n.uid, retired)));
         assert_eq!(n.alias().granted(&n.row(), None).unwrap(), granted);
-        assert_eq!(
-            said(PlaneRetire::Retired).unwrap(),
-            format!(
-                "{granted}; its previous lifecycle {UID} is retired and its live connections \
-                 closed and verified gone"
-            )
-        );
-        assert_eq!(
-            said(PlaneRetire::AlreadyRetired).unwrap(),
-            format!("{granted}; its previous lifecycle {UID} was already retired")
-        );
-        assert_eq!(
-            said(PlaneRetire::NotStarted).unwrap(),
-            format!("{granted}; its previous lifecycle {UID} never started")
-        );
-        assert_eq!(
-            said(PlaneRetire::Unreached(
-                "the plane of space demo is not up here".into()
-            ))
-            .unwrap(),
-            format!(
-                "{granted}; the plane of space demo is not up here, so its previous lifecycle \
-                 {UID} is not retired and its live connections stay until their bearers expire \
-                 (and the exchange refuses the new lifecycle until it is): once the plane is up, \
-                 run `{RETRY}`"
-            )
-        );
-        assert_eq!(
-            said(PlaneRetire::Refused("409 Conflict: no".into())).unwrap_err(),
-            format!(
-                "{granted}, but retiring its previous lifecycle {UID} was refused (409 Conflict: \
-                 no), so the exchange refuses the new lifecycle until it is retired: run \
-                 `{RETRY}`"
-            )
+        let unreached = "the plane of space demo is not up here";
+        pins(
+            said,
+            [
+                Ok(format!(
+                    "{granted}; its previous lifecycle {UID} is retired and its live connections \
+                     closed and verified gone"
+                )),
+                Ok(format!(
+                    "{granted}; its previous lifecycle {UID} was already retired"
+                )),
+                Ok(format!(
+                    "{granted}; its previous lifecycle {UID} never started"
+                )),
+                Ok(format!(
+                    "{granted}; {unreached}, so its previous lifecycle {UID} is not retired and \
+                     its live connections stay until their bearers expire (and the exchange \
+                     refuses the new lifecycle until it is): once the plane is up, run `{RETRY}`"
+                )),
+                Err(format!(
+                    "{granted}, but retiring its previous lifecycle {UID} was refused (409 \
+                     Conflict: no), so the exchange refuses the new lifecycle until it is \
+                     retired: run `{RETRY}`"
+                )),
+            ],
+            unreached,
+            "409 Conflict: no",
         );
     }
 
@@ -591,35 +606,31 @@ mod tests {
             n.alias().revoked(None).unwrap(),
             format!("{revoked}: {refused}")
         );
-        assert_eq!(
-            said(PlaneRetire::Retired).unwrap(),
-            format!(
-                "{revoked}: its lifecycle {UID} is retired and its live connections closed and \
-                 verified gone, and {refused}"
-            )
-        );
-        assert_eq!(
-            said(PlaneRetire::AlreadyRetired).unwrap(),
-            format!("{revoked}: its lifecycle {UID} was already retired, and {refused}")
-        );
-        assert_eq!(
-            said(PlaneRetire::NotStarted).unwrap(),
-            format!("{revoked}: its lifecycle {UID} never started, and {refused}")
-        );
-        assert_eq!(
-            said(PlaneRetire::Unreached("why".into())).unwrap(),
-            format!(
-                "{revoked}: {refused}, but why, so its live connections stay until their bearers \
-                 expire and its lifecycle {UID} is not retired: once the plane is up, run \
-                 `{RETRY}`"
-            )
-        );
-        assert_eq!(
-            said(PlaneRetire::Refused("why".into())).unwrap_err(),
-            format!(
-                "{revoked}: {refused}, but retiring its lifecycle {UID} was refused (why), so its \
-                 live connections stay until their bearers expire: run `{RETRY}`"
-            )
+        pins(
+            said,
+            [
+                Ok(format!(
+                    "{revoked}: its lifecycle {UID} is retired and its live connections closed \
+                     and verified gone, and {refused}"
+                )),
+                Ok(format!(
+                    "{revoked}: its lifecycle {UID} was already retired, and {refused}"
+                )),
+                Ok(format!(
+                    "{revoked}: its lifecycle {UID} never started, and {refused}"
+                )),
+                Ok(format!(
+                    "{revoked}: {refused}, but why, so its live connections stay until their \
+                     bearers expire and its lifecycle {UID} is not retired: once the plane is \
+                     up, run `{RETRY}`"
+                )),
+                Err(format!(
+                    "{revoked}: {refused}, but retiring its lifecycle {UID} was refused (why), \
+                     so its live connections stay until their bearers expire: run `{RETRY}`"
+                )),
+            ],
+            "why",
+            "why",
         );
     }
 
