@@ -470,6 +470,60 @@ async fn hosted_auth_lifetime_close_releases_the_claim_once_the_broker_is_back()
     handle.close().await.unwrap();
 }
 
+/// A broker restart is ridden out, not an end: while its broker is away the context says
+/// `unavailable` with the cause, and once the broker is back (the same config and store) it is
+/// `ready` again under its plane claim re-taken at the next generation, and serves exchanges
+/// and connects as before. It closes as any serving context does, releasing the claim.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_context_rides_out_a_restart_of_its_broker() {
+    let mut a = Context::new("store-a");
+    let handle = hosted::start(a.inputs()).await.unwrap();
+    a.serves(&handle, "ibxride00001").await;
+    let claimed = a.claim_row().await.generation;
+
+    a.stop_broker();
+    let away = until(|| {
+        let readiness = handle.readiness();
+        (readiness.state == "unavailable").then_some(readiness.cause)
+    })
+    .await;
+    assert!(
+        away.as_deref()
+            .is_some_and(|cause| cause.contains("waiting up to 10s for it to come back")),
+        "{away:?}"
+    );
+    a.restart_broker();
+    until(|| (handle.readiness().state == "ready").then_some(())).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while a.claim_row().await.generation != claimed + 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the claim was not re-taken"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    a.serves(&handle, "ibxride00002").await;
+    assert!(handle
+        .connections()
+        .await
+        .iter()
+        .all(|c| !c.ended || c.label.contains("auth-registration")));
+    handle.close().await.unwrap();
+    assert_eq!(a.claim_state().await, "released");
+}
+
+/// Polls `seen` until it yields, for at most 30 s.
+async fn until<T>(seen: impl Fn() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(found) = seen() {
+            return found;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "not within 30 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// hosted-auth-fence: a start on a busy loopback port is refused and releases what it took; the
 /// kick of one context's sealed ledger scanner ends that context alone —
 /// `unavailable` with the scanner-death copy and its assigned context, its `/health` gone —
