@@ -28,8 +28,9 @@ use super::Readiness;
 /// What an agent is told by a plane that is not serving (the operator's cause is on /health).
 const NOT_SERVING: &str = "the auth service is momentarily unavailable; retry shortly";
 
-/// How long a connect waits for a plane that is re-taking its claim after its server came back:
-/// well inside the server's auth timeout (2 s by default), which would refuse it unanswered.
+/// How long a connect waits for a plane whose server came back until the connections its
+/// decision rides are back too: well inside the server's auth timeout (2 s by default), which
+/// would refuse it unanswered.
 const REGAIN_WAIT: std::time::Duration = std::time::Duration::from_millis(1_000);
 
 /// Decides the plane's callout connects.
