@@ -10,6 +10,8 @@
 #   PROPTEST_CASES=N raises the property-test case count for a longer campaign
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A clean clone gains nothing from incremental state, which would add a third to target/.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
