@@ -42,7 +42,9 @@ use std::time::Duration;
 use async_nats::connection::State;
 use async_nats::header::{HeaderMap, NATS_EXPECTED_STREAM};
 use async_nats::jetstream::consumer::{push, AckPolicy, DeliverPolicy};
-use async_nats::jetstream::context::{CreateStreamErrorKind, GetStreamErrorKind, PublishErrorKind};
+use async_nats::jetstream::context::{
+    CreateStreamError, CreateStreamErrorKind, GetStreamErrorKind, PublishErrorKind,
+};
 use async_nats::jetstream::message::{PublishMessage, StreamMessage};
 use async_nats::jetstream::stream::{
     ConsumerCreateStrictErrorKind, DirectGetErrorKind, LastRawMessageErrorKind, Stream,
@@ -74,6 +76,16 @@ pub const WRONG_LAST_SEQUENCE_CONSTANT: u64 = 10164;
 pub const STORE_FAILED: u64 = 10077;
 /// JetStream: the stream does not exist.
 pub const STREAM_NOT_FOUND: u64 = 10059;
+/// JetStream: no suitable peers for placement (a replicated create the meta leader cannot place).
+pub const CLUSTER_NO_PEERS: u64 = 10005;
+
+/// How long a bind waits out a replicated create the cluster cannot place yet. A meta leader
+/// places replicas only on peers whose first statistics it has received, which can trail the
+/// cluster's routes and election by seconds; a peer that is really gone stays unplaceable, and
+/// the bind then fails naming the server's reason.
+const PLACEMENT_WAIT: Duration = Duration::from_secs(10);
+/// The pause between placement attempts while waiting.
+const PLACEMENT_RETRY: Duration = Duration::from_millis(250);
 
 /// The `KV-Operation` header of DEL/PURGE markers.
 const KV_OPERATION: &str = "KV-Operation";
@@ -1193,25 +1205,49 @@ async fn bind_store(
                     layout.name, layout.stream
                 )));
             }
-            count();
-            match js
-                .create_stream(desired_config(&layout, options.replicas))
+            create_placed(js, &layout, options, &count)
                 .await
-            {
-                Ok(stream) => stream,
-                Err(e) if matches!(e.kind(), CreateStreamErrorKind::JetStream(_)) => {
-                    count();
-                    js.get_stream(&layout.stream)
-                        .await
-                        .map_err(|_| unreachable("create", &e))?
-                }
-                Err(e) => return Err(unreachable("create", &e)),
-            }
+                .map_err(|e| unreachable("create", &e))?
         }
     };
     let live = &stream.cached_info().config;
     verify(&layout, live, replicas_for(options, live))?;
     named(js, layout).await
+}
+
+/// Creates a missing store's stream; a create refused because another creator won the race is
+/// answered by reading the winner's stream, which the caller then verifies. A create the cluster
+/// cannot place yet is retried for [`PLACEMENT_WAIT`].
+async fn create_placed(
+    js: &Context,
+    layout: &StoreLayout,
+    options: &SpaceOptions,
+    count: &impl Fn() -> u64,
+) -> Result<jetstream::stream::Stream, CreateStreamError> {
+    let deadline = tokio::time::Instant::now() + PLACEMENT_WAIT;
+    loop {
+        count();
+        match js
+            .create_stream(desired_config(layout, options.replicas))
+            .await
+        {
+            Ok(stream) => return Ok(stream),
+            Err(e) if unplaceable(&e) && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(PLACEMENT_RETRY).await;
+            }
+            Err(e) if matches!(e.kind(), CreateStreamErrorKind::JetStream(_)) => {
+                count();
+                return js.get_stream(&layout.stream).await.map_err(|_| e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Whether a create failed only because the cluster has no peers to place it on yet.
+fn unplaceable(e: &CreateStreamError) -> bool {
+    matches!(e.kind(), CreateStreamErrorKind::JetStream(ref j)
+        if j.error_code() == ErrorCode(CLUSTER_NO_PEERS))
 }
 
 /// The bound store with its reusable stream handle, made without a request: a verified bind
@@ -1246,6 +1282,25 @@ mod tests {
         assert!(is_valid_prefix("svc.x"));
         assert!(!is_valid_prefix("a.>"));
         assert!(!is_valid_prefix("."));
+    }
+
+    fn create_error(code: u64) -> CreateStreamError {
+        let error = serde_json::from_value(json!({
+            "code": 400, "err_code": code, "description": "refused"
+        }))
+        .unwrap();
+        CreateStreamError::new(CreateStreamErrorKind::JetStream(error))
+    }
+
+    #[test]
+    fn only_a_placement_refusal_is_waited_out() {
+        assert!(unplaceable(&create_error(CLUSTER_NO_PEERS)));
+        // A stream that exists with another config, and a create that timed out, are answered at
+        // once: waiting cannot change either.
+        assert!(!unplaceable(&create_error(10058)));
+        assert!(!unplaceable(&CreateStreamError::new(
+            CreateStreamErrorKind::TimedOut
+        )));
     }
 
     #[test]

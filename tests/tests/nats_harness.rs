@@ -84,13 +84,26 @@ impl Raw {
         }
     }
 
-    /// Creates a file-backed stream `name` on `<name>.>` with `replicas`.
+    /// Creates a file-backed stream `name` on `<name>.>` with `replicas`. A formed cluster's
+    /// meta leader places replicas only on peers whose first statistics it has received, which
+    /// nothing outside the server shows and which can trail the election by seconds: "no
+    /// suitable peers for placement" (10005) is retried for up to 10 s, as the plane's own bind
+    /// does.
     fn create_stream(&mut self, name: &str, replicas: u8) {
         let config = format!(
             r#"{{"name":"{name}","subjects":["{name}.>"],"storage":"file","num_replicas":{replicas}}}"#
         );
-        let reply = self.request(&format!("$JS.API.STREAM.CREATE.{name}"), &config);
-        assert!(reply.get("error").is_none(), "stream create: {reply}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let reply = self.request(&format!("$JS.API.STREAM.CREATE.{name}"), &config);
+            let unplaceable = reply.pointer("/error/err_code") == Some(&Value::from(10005));
+            if unplaceable && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(250));
+                continue;
+            }
+            assert!(reply.get("error").is_none(), "stream create: {reply}");
+            return;
+        }
     }
 }
 

@@ -199,7 +199,9 @@ impl NatsCluster {
                 ));
             }
             // 503 until this node's JetStream is current with the meta leader (and its streams
-            // with theirs): before that, an R3 create can fail with "no suitable peers".
+            // with theirs). An R3 create can still be refused for a few seconds more ("no
+            // suitable peers", until the leader has every peer's first statistics); creators
+            // retry that refusal.
             node.monitor("/healthz")
                 .map_err(|e| format!("{}: {e}", node.name()))?;
             let jsz = node.monitor("/jsz").map_err(|e| e.to_string())?;
