@@ -247,6 +247,8 @@ fn client(
     // actor is refused as a takeover until the incarnation is retired), so after each revoke
     // the human moves on to a freshly granted actor.
     let mut revokes = 0u32;
+    let mut revoke_owed = false;
+    let mut bearer = String::new();
     let mut actor = format!("cli{k}");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -276,7 +278,57 @@ fn client(
             _ => None,
         }
     };
+    // The operator's `actor revoke --credential`; true once it is acknowledged, after which the
+    // revoked bearer must be shut out.
+    let revoke =
+        |actor: &str, bearer: &str, admitted: &mut Vec<u64>, n: &mut u32, rng: &mut SplitMix64| {
+            let out = command()
+                .args(["actor", "revoke", actor, "--space", SPACE, "--idp-subject"])
+                .args(["alice", "--credential", "--server", &urls.join(",")])
+                .arg("--state-dir")
+                .arg(&space.root)
+                .env("RUST_LOG", "off")
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            let Some(row_key) = revoked_row(&said).filter(|_| out.status.success()) else {
+                count(tally, "revoke failed");
+                return false;
+            };
+            let acked_ms = history.now_ms();
+            history.record(Event::Revoked {
+                row_key: row_key.clone(),
+                acked_ms,
+            });
+            for started_ms in admitted.drain(..) {
+                history.record(Event::Admitted {
+                    row_key: row_key.clone(),
+                    started_ms,
+                });
+            }
+            if let Some(started_ms) = attempt(bearer, n, rng) {
+                history.record(Event::Admitted {
+                    row_key,
+                    started_ms,
+                });
+            }
+            count(tally, "revoked");
+            true
+        };
     while !stop.load(Ordering::Relaxed) {
+        // A revoke that failed may still have committed (its write timed out and the read-back
+        // found no leader), so the operator runs it again until it is acknowledged (a revoke is
+        // monotonic); only then does the human move on to a fresh actor.
+        if revoke_owed {
+            if !revoke(&actor, &bearer, &mut admitted, &mut n, &mut rng) {
+                std::thread::sleep(Duration::from_millis(200));
+                continue;
+            }
+            revoke_owed = false;
+            revokes += 1;
+            actor = format!("cli{k}r{revokes}");
+            space.grant(&actor, "alice", &[]);
+        }
         let Some(at) = face.lock().unwrap().clone() else {
             std::thread::sleep(Duration::from_millis(100));
             continue;
@@ -284,7 +336,7 @@ fn client(
         if idp.1.elapsed() > Duration::from_secs(60) {
             idp = (space.idp_token("alice"), Instant::now());
         }
-        let bearer = match exchange(&at, &idp.0, &actor) {
+        bearer = match exchange(&at, &idp.0, &actor) {
             Some((200, body)) => body["token"].as_str().unwrap().to_owned(),
             Some((status, body)) => {
                 let why = body["error"].as_str().unwrap_or_default();
@@ -307,44 +359,7 @@ fn client(
             }
             None => count(tally, "connect refused"),
         }
-        if rng.chance(120) {
-            let out = command()
-                .args(["actor", "revoke", &actor, "--space", SPACE, "--idp-subject"])
-                .args(["alice", "--credential", "--server", &urls.join(",")])
-                .arg("--state-dir")
-                .arg(&space.root)
-                .env("RUST_LOG", "off")
-                .output()
-                .unwrap();
-            let said = String::from_utf8_lossy(&out.stdout).into_owned();
-            match revoked_row(&said).filter(|_| out.status.success()) {
-                Some(row_key) => {
-                    let acked_ms = history.now_ms();
-                    history.record(Event::Revoked {
-                        row_key: row_key.clone(),
-                        acked_ms,
-                    });
-                    for started_ms in admitted.drain(..) {
-                        history.record(Event::Admitted {
-                            row_key: row_key.clone(),
-                            started_ms,
-                        });
-                    }
-                    // Its bearer must be shut out from now on.
-                    if let Some(started_ms) = attempt(&bearer, &mut n, &mut rng) {
-                        history.record(Event::Admitted {
-                            row_key,
-                            started_ms,
-                        });
-                    }
-                    count(tally, "revoked");
-                    revokes += 1;
-                    actor = format!("cli{k}r{revokes}");
-                    space.grant(&actor, "alice", &[]);
-                }
-                None => count(tally, "revoke failed"),
-            }
-        }
+        revoke_owed = rng.chance(120);
         std::thread::sleep(Duration::from_millis(rng.below(100)));
     }
 }
