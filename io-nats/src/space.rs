@@ -5,7 +5,7 @@
 //!
 //! | operation | round trips |
 //! | --- | --- |
-//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (7 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store |
+//! | bind ([`Space::connect`] / [`Space::bind`]) | 1 `STREAM.INFO` per bound store (7 with [`StoreSet::ALL`]); +1 `STREAM.CREATE` per missing store (one more each 250 ms while a cluster cannot place it yet, for up to 10 s) |
 //! | bind with [`Bind::Participant`] | none: stream handles by name |
 //! | [`Space::verify_shapes`] | 1 `STREAM.INFO` per bound store |
 //! | `Get` | 1 `STREAM.MSG.GET` (`last_by_subj`, leader-served) |
